@@ -1,0 +1,24 @@
+// Subcommands of the one `brook` binary. main.cc only dispatches; each
+// Register* function adds its subcommand to the parent and stores the
+// process exit code in *exit_code when the subcommand runs.
+//
+// Exit codes shared by every subcommand: 0 ok, 1 failed (the operation ran and
+// failed, e.g. a corrupt file or a failed check), 2 usage error (bad flags or
+// input that could not be opened).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace brook::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;
+inline constexpr int kExitUsage = 2;
+
+void RegisterDataInspect(CLI::App& data, int* exit_code);   // data_inspect.cc
+void RegisterDataGen(CLI::App& data, int* exit_code);       // data_gen.cc
+void RegisterDataConvert(CLI::App& data, int* exit_code);   // data_convert.cc
+void RegisterDataStats(CLI::App& data, int* exit_code);     // data_stats.cc
+void RegisterBenchTfrecord(CLI::App& bench, int* exit_code);  // bench_commands.cc
+
+}  // namespace brook::cli

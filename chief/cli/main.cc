@@ -1,0 +1,34 @@
+// The `brook` binary: one image serves every pod, so every role is a
+// subcommand. This file only builds the command tree and dispatches.
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "chief/cli/commands.h"
+#include "common/version.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Brook: a parameter-server training cluster for recommender models"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", brook::VersionLine());
+  int exit_code = brook::cli::kExitOk;
+
+  CLI::App* data = app.add_subcommand("data", "Inspect, convert, generate and check TFRecord data");
+  data->require_subcommand(1);
+  brook::cli::RegisterDataInspect(*data, &exit_code);
+  brook::cli::RegisterDataGen(*data, &exit_code);
+  brook::cli::RegisterDataConvert(*data, &exit_code);
+  brook::cli::RegisterDataStats(*data, &exit_code);
+
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks, each printed beside its ceiling");
+  bench->require_subcommand(1);
+  brook::cli::RegisterBenchTfrecord(*bench, &exit_code);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : brook::cli::kExitUsage;
+  }
+  return exit_code;
+}

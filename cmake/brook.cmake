@@ -1,0 +1,40 @@
+# Common compile flags and the brook_cc_library() helper.
+set(BROOK_WARNING_FLAGS -Wall -Wextra -Wpedantic -Wno-unused-parameter
+    -Wno-missing-field-initializers -Werror=unused-result -Werror=return-type)
+if(BROOK_WERROR)
+  list(APPEND BROOK_WARNING_FLAGS -Werror)
+endif()
+
+# brook_cc_library(NAME name SRCS ... DEPS ...): one library per folder; DEPS
+# mirror the dependency column of DESIGN.md so the build enforces the layering.
+function(brook_cc_library)
+  cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS" ${ARGN})
+  if(NOT ARG_SRCS)
+    # A folder whose issue has not come yet: keep the target so dependents link.
+    set(ARG_SRCS ${PROJECT_BINARY_DIR}/brook_empty.cc)
+    file(WRITE ${ARG_SRCS} "// empty\n")
+  endif()
+  add_library(${ARG_NAME} STATIC ${ARG_SRCS})
+  target_include_directories(${ARG_NAME} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+  target_compile_options(${ARG_NAME} PRIVATE ${BROOK_WARNING_FLAGS})
+  target_link_libraries(${ARG_NAME} PUBLIC ${ARG_DEPS})
+endfunction()
+
+# brook_cc_test(NAME name SRCS ... DEPS ... [LABELS ...]): a GoogleTest binary
+# whose cases are registered with CTest one by one, run from the repo root so
+# tests can reach ../shared/data.
+function(brook_cc_test)
+  cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  add_executable(${ARG_NAME} ${ARG_SRCS})
+  target_compile_options(${ARG_NAME} PRIVATE ${BROOK_WARNING_FLAGS})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  include(GoogleTest)
+  gtest_discover_tests(${ARG_NAME}
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
+    DISCOVERY_MODE PRE_TEST
+    PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+               ENVIRONMENT "BROOK_BINARY=$<TARGET_FILE:brook>;BROOK_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endfunction()

@@ -1,0 +1,44 @@
+// Byte streams that the TFRecord reader and writer sit on. Local files
+// implement them today; an object-store reader implements InputStream later
+// without touching the record layer.
+//
+// A stream requires external synchronization (one thread at a time).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace brook::storage {
+
+class InputStream {
+ public:
+  virtual ~InputStream() = default;
+  // Reads up to `n` bytes into `buf`. Returns the number read; 0 means end of
+  // stream. Errors name the stream (e.g. the path) and the byte offset.
+  virtual absl::StatusOr<size_t> Read(char* buf, size_t n) = 0;
+  // What to call this stream in error messages (a path or a URL).
+  virtual const std::string& name() const = 0;
+};
+
+class OutputStream {
+ public:
+  virtual ~OutputStream() = default;
+  virtual absl::Status Append(std::string_view data) = 0;
+  // Flushes and closes; data is durable in the page cache (not fsynced unless
+  // the implementation says so). Calling Close twice is an error.
+  virtual absl::Status Close() = 0;
+  virtual const std::string& name() const = 0;
+};
+
+// Opens a local file for streaming reads. NOT_FOUND if it does not exist.
+absl::StatusOr<std::unique_ptr<InputStream>> OpenLocalInput(const std::string& path);
+// Creates (truncates) a local file. Parent directories must exist.
+absl::StatusOr<std::unique_ptr<OutputStream>> OpenLocalOutput(const std::string& path);
+
+}  // namespace brook::storage

@@ -1,0 +1,43 @@
+// Small helpers shared by Brook's tests: temporary directories, running the
+// real `brook` binary, and reading files.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace brook::testing {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with its contents on
+// destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string Join(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;   // -1 if killed by a signal
+  std::string output;   // stdout and stderr, interleaved
+};
+
+// Runs `argv` (argv[0] a path) with a time limit; stdout+stderr captured.
+CommandResult RunCommand(const std::vector<std::string>& argv, int timeout_seconds = 120);
+
+// The `brook` binary under test: $BROOK_BINARY (set by CTest).
+std::string BrookBinary();
+// Repo root: $BROOK_SOURCE_DIR, or the current directory.
+std::string SourceDir();
+// ../shared/data relative to the repo root.
+std::string SharedDataDir();
+
+std::string ReadFileOrDie(const std::string& path);
+void WriteFileOrDie(const std::string& path, const std::string& contents);
+
+}  // namespace brook::testing
