@@ -5,3 +5,13 @@ if(BROOK_SANITIZE)
   add_link_options(${_san_flags})
   message(STATUS "brook: sanitizers ${BROOK_SANITIZE}")
 endif()
+
+# Fuzzer builds instrument every library for coverage (fuzzer-no-link) and
+# ASan+UBSan; only the fuzz executables link libFuzzer's main.
+if(BROOK_BUILD_FUZZERS)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "BROOK_BUILD_FUZZERS needs clang (CC=clang CXX=clang++)")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs every test tier: the warnings-as-errors build with unit + integration
+# tests, the same unit tests under ASan+UBSan, and a short libFuzzer run of
+# each fuzz target. Usage: scripts/test.sh [--quick]  (--quick: main tier only)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${BROOK_JOBS:-$(nproc)}
+QUICK=0
+[[ "${1:-}" == "--quick" ]] && QUICK=1
+
+step() { echo; echo "=== $* ($(date +%T))"; }
+
+step "build (warnings are errors)"
+cmake -S . -B build -G Ninja -DBROOK_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+ninja -C build -j"$JOBS"
+
+step "unit + integration tests"
+ctest --test-dir build --output-on-failure -j"$JOBS" --timeout 600
+
+if ((QUICK)); then exit 0; fi
+
+step "ASan + UBSan build"
+cmake -S . -B build-asan -G Ninja -DBROOK_WERROR=ON -DCMAKE_BUILD_TYPE=Debug \
+  -DBROOK_SANITIZE=address,undefined -DBROOK_CUDA=OFF >/dev/null
+ninja -C build-asan -j"$JOBS"
+step "unit + integration tests under ASan + UBSan"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900
+
+step "libFuzzer build (clang)"
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DBROOK_BUILD_FUZZERS=ON \
+  -DBROOK_BUILD_TESTS=ON -DBROOK_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+ninja -C build-fuzz -j"$JOBS" brook_fuzzers
+step "fuzz smoke: replay the seed corpus, then fuzz each target briefly"
+bash tests/fuzz/run_fuzzers.sh build-fuzz "${BROOK_FUZZ_SECONDS:-30}"
+echo "all test tiers passed"
