@@ -1,0 +1,88 @@
+// Options of embedding tables and dense variables on a parameter server:
+// initializer, optimizer and the admission / eviction / bad-gradient policies.
+// Plain structs; Validate() names the field that is wrong.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace brook::ps {
+
+enum class InitializerKind { kZeros, kConstant, kUniform, kTruncatedNormal };
+
+struct InitializerOptions {
+  InitializerKind kind = InitializerKind::kUniform;
+  float value = 0.0f;           // kConstant
+  float low = -0.05f;           // kUniform: [low, high)
+  float high = 0.05f;
+  float mean = 0.0f;            // kTruncatedNormal: redraw beyond 2 stddev, as TF
+  float stddev = 0.01f;
+};
+
+enum class OptimizerKind { kSgd, kAdagrad, kAdam, kFtrl };
+
+// Hyper-parameters follow TensorFlow's raw ops (ApplyGradientDescent,
+// ApplyAdagrad, ApplyAdam, ApplyFtrlV2) so a user can carry settings over.
+struct OptimizerOptions {
+  OptimizerKind kind = OptimizerKind::kSgd;
+  float learning_rate = 0.01f;
+  float initial_accumulator = 0.1f;  // Adagrad, FTRL
+  float beta1 = 0.9f;                // Adam
+  float beta2 = 0.999f;              // Adam
+  float epsilon = 1e-7f;             // Adam (Keras default), Adagrad (0 = TF1 raw op)
+  float l1 = 0.0f;                   // FTRL
+  float l2 = 0.0f;                   // FTRL
+  float l2_shrinkage = 0.0f;         // FTRL (V2)
+  float lr_power = -0.5f;            // FTRL
+};
+
+// What a push with a NaN or Inf gradient value does. Either way it is counted.
+enum class BadGradientPolicy {
+  kReject,  // the whole push is refused (INVALID_ARGUMENT), nothing applied
+  kZero,    // non-finite values are replaced by 0 and the rest applied
+};
+
+struct TableOptions {
+  std::string name;
+  int dim = 0;
+  uint64_t seed = 0;  // initial row = f(seed, key), same on every PS
+  InitializerOptions initializer;
+  OptimizerOptions optimizer;
+  // Bytes of rows (weights + optimizer slots) this table may keep in memory.
+  // The RocksDB tier (next issue) moves cold rows out past it; until then a
+  // push that would create a row past the budget is RESOURCE_EXHAUSTED.
+  uint64_t memory_budget_bytes = 1ull << 30;
+  // A key becomes a trained row after it has been pushed this many times;
+  // before that pulls return the initial value and pushes only count. 0 or 1:
+  // every key is admitted on its first push.
+  uint32_t admission_min_count = 0;
+  // Rows not updated for this many steps (push step numbers) / seconds are
+  // dropped by Evict(); 0 disables that criterion.
+  int64_t ttl_steps = 0;
+  double ttl_seconds = 0;
+  BadGradientPolicy bad_gradient = BadGradientPolicy::kReject;
+  // Gradients are clipped to [-clip, clip] per value when > 0.
+  float gradient_clip = 0.0f;
+
+  absl::Status Validate() const;
+};
+
+struct DenseOptions {
+  std::string name;
+  std::vector<int64_t> shape;  // num_floats = product
+  uint64_t seed = 0;
+  InitializerOptions initializer;
+  OptimizerOptions optimizer;
+  BadGradientPolicy bad_gradient = BadGradientPolicy::kReject;
+
+  absl::Status Validate() const;
+  uint64_t num_floats() const;
+};
+
+// Floats of optimizer state kept beside each row of `dim` weights.
+int OptimizerSlotFloats(const OptimizerOptions& o, int dim);
+
+}  // namespace brook::ps

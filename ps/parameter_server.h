@@ -1,0 +1,117 @@
+// The parameter-server core: the embedding tables and dense variables of one
+// PS shard, with optimizers applied server-side. No network in here; the gRPC
+// service in ps/rpc/ is a thin adapter over this class, and an in-process
+// client drives it directly in tests.
+//
+// Thread-safe: every method may be called concurrently from any number of
+// threads without external synchronization.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "ps/options.h"
+
+namespace brook::ps {
+
+struct ParameterServerOptions {
+  int32_t shard_index = 0;
+  int32_t num_shards = 1;
+  // Pushes larger than this many keys (or floats for dense) are
+  // RESOURCE_EXHAUSTED; protects memory from a runaway client.
+  uint64_t max_keys_per_request = 1u << 20;
+  // How many recent sequence numbers per client the dedup window remembers.
+  uint32_t dedup_window = 1u << 16;
+};
+
+// Identifies a push for exactly-once application: a retried push with the
+// same (client_id, sequence) is acknowledged without being applied again.
+// client_id 0 disables dedup (tools, tests).
+struct PushContext {
+  uint64_t client_id = 0;
+  uint64_t sequence = 0;
+  int64_t step = 0;  // the trainer's global step; drives step-based TTL
+};
+
+enum class PushOutcome { kApplied, kDuplicate };
+
+struct TableStats {
+  std::string name;
+  int dim = 0;
+  uint64_t rows = 0;                 // admitted rows held
+  uint64_t pending_keys = 0;         // seen, not yet admitted
+  uint64_t memory_bytes = 0;         // everything the table holds, index included
+  double bytes_per_row = 0;          // memory_bytes / rows
+  uint64_t rows_pulled = 0;
+  uint64_t rows_pushed = 0;
+  uint64_t admissions = 0;
+  uint64_t evictions = 0;
+  uint64_t rejected_gradients = 0;   // pushes refused or values zeroed for NaN/Inf
+  uint64_t duplicate_pushes = 0;
+};
+
+struct DenseStats {
+  std::string name;
+  uint64_t num_floats = 0;
+  uint64_t pushes = 0;
+  uint64_t rejected_gradients = 0;
+};
+
+struct ServerStats {
+  std::vector<TableStats> tables;
+  std::vector<DenseStats> dense;
+};
+
+class ParameterServer {
+ public:
+  explicit ParameterServer(const ParameterServerOptions& options);
+  ~ParameterServer();
+  ParameterServer(const ParameterServer&) = delete;
+  ParameterServer& operator=(const ParameterServer&) = delete;
+
+  // Creates a table. Creating an existing table with identical options is OK
+  // (idempotent, so a restarted trainer can re-declare); with different
+  // options ALREADY_EXISTS. INVALID_ARGUMENT names the bad option.
+  absl::Status CreateTable(const TableOptions& options);
+  // NOT_FOUND if absent.
+  absl::Status DropTable(std::string_view name);
+
+  // Writes keys.size() x dim floats into `out` (row i for keys[i]). Unknown
+  // keys read their initial value (a pure function of seed and key). Pulls do
+  // not create rows. NOT_FOUND for an unknown table, INVALID_ARGUMENT when
+  // out.size() != keys.size() * dim, RESOURCE_EXHAUSTED past the key limit.
+  absl::Status Pull(std::string_view table, absl::Span<const uint64_t> keys,
+                    absl::Span<float> out);
+
+  // Applies the table's optimizer to each row with grads[i*dim, (i+1)*dim).
+  // Keys must be unique within one push (the client sums duplicates);
+  // duplicates are INVALID_ARGUMENT. Errors change no state. A (client_id,
+  // sequence) already applied returns kDuplicate and changes nothing.
+  absl::StatusOr<PushOutcome> Push(std::string_view table, absl::Span<const uint64_t> keys,
+                                   absl::Span<const float> grads, const PushContext& ctx);
+
+  absl::Status CreateDense(const DenseOptions& options);
+  absl::Status PullDense(std::string_view name, absl::Span<float> out);
+  absl::StatusOr<PushOutcome> PushDense(std::string_view name, absl::Span<const float> grads,
+                                        const PushContext& ctx);
+
+  // Drops rows whose TTL has passed (given the current step / wall time);
+  // returns how many. Called periodically by the daemon.
+  uint64_t Evict(int64_t current_step);
+
+  ServerStats Stats() const;
+  const ParameterServerOptions& options() const { return options_; }
+
+ private:
+  struct State;
+  ParameterServerOptions options_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace brook::ps
