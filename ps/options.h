@@ -11,6 +11,14 @@
 
 namespace brook::ps {
 
+// Largest embedding dim a table accepts (a row must fit in the arena's blocks).
+inline constexpr int kMaxDim = 1 << 16;
+// admission_min_count is kept in a 16-bit counter per pending key.
+inline constexpr uint32_t kMaxAdmissionMinCount = 65535;
+// Upper bound on a dense variable's elements (1 GiB of floats); the server's
+// max_keys_per_request usually bounds it further.
+inline constexpr uint64_t kMaxDenseFloats = 1ull << 28;
+
 enum class InitializerKind { kZeros, kConstant, kUniform, kTruncatedNormal };
 
 struct InitializerOptions {
@@ -20,6 +28,8 @@ struct InitializerOptions {
   float high = 0.05f;
   float mean = 0.0f;            // kTruncatedNormal: redraw beyond 2 stddev, as TF
   float stddev = 0.01f;
+
+  friend bool operator==(const InitializerOptions&, const InitializerOptions&) = default;
 };
 
 enum class OptimizerKind { kSgd, kAdagrad, kAdam, kFtrl };
@@ -37,6 +47,8 @@ struct OptimizerOptions {
   float l2 = 0.0f;                   // FTRL
   float l2_shrinkage = 0.0f;         // FTRL (V2)
   float lr_power = -0.5f;            // FTRL
+
+  friend bool operator==(const OptimizerOptions&, const OptimizerOptions&) = default;
 };
 
 // What a push with a NaN or Inf gradient value does. Either way it is counted.
@@ -56,9 +68,16 @@ struct TableOptions {
   // push that would create a row past the budget is RESOURCE_EXHAUSTED.
   uint64_t memory_budget_bytes = 1ull << 30;
   // A key becomes a trained row after it has been pushed this many times;
-  // before that pulls return the initial value and pushes only count. 0 or 1:
-  // every key is admitted on its first push.
+  // before that pulls return the initial value and pushes only count. The
+  // admitting (min_count-th) push creates the row and applies its gradient.
+  // 0 or 1: every key is admitted on its first push.
   uint32_t admission_min_count = 0;
+  // Bound on keys counted but not yet admitted (~20-30 bytes each). Past
+  // it, the counts of the affected stripe of the table are halved and keys
+  // whose count drops to 0 are forgotten (TableStats.pending_forgotten):
+  // frequent keys keep progressing, the one-off tail is dropped. A forgotten
+  // key simply starts counting again.
+  uint64_t max_pending_keys = 1u << 22;
   // Rows not updated for this many steps (push step numbers) / seconds are
   // dropped by Evict(); 0 disables that criterion.
   int64_t ttl_steps = 0;
@@ -68,6 +87,8 @@ struct TableOptions {
   float gradient_clip = 0.0f;
 
   absl::Status Validate() const;
+  // Field-wise; CreateTable uses it to make re-declaration idempotent.
+  friend bool operator==(const TableOptions&, const TableOptions&) = default;
 };
 
 struct DenseOptions {
@@ -79,7 +100,8 @@ struct DenseOptions {
   BadGradientPolicy bad_gradient = BadGradientPolicy::kReject;
 
   absl::Status Validate() const;
-  uint64_t num_floats() const;
+  uint64_t num_floats() const;  // 0 if the shape is empty, non-positive or overflows
+  friend bool operator==(const DenseOptions&, const DenseOptions&) = default;
 };
 
 // Floats of optimizer state kept beside each row of `dim` weights.

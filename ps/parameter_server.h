@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -28,6 +29,9 @@ struct ParameterServerOptions {
   uint64_t max_keys_per_request = 1u << 20;
   // How many recent sequence numbers per client the dedup window remembers.
   uint32_t dedup_window = 1u << 16;
+  // Seconds on a monotonic clock, for ttl_seconds; called from any thread.
+  // Empty = std::chrono::steady_clock. Tests inject a fake.
+  std::function<double()> now;
 };
 
 // Identifies a push for exactly-once application: a retried push with the
@@ -54,6 +58,13 @@ struct TableStats {
   uint64_t evictions = 0;
   uint64_t rejected_gradients = 0;   // pushes refused or values zeroed for NaN/Inf
   uint64_t duplicate_pushes = 0;
+  uint64_t memory_budget_bytes = 0;  // TableOptions.memory_budget_bytes
+  uint64_t pending_forgotten = 0;    // pending keys dropped past max_pending_keys
+  uint64_t budget_rejections = 0;    // pushes refused (RESOURCE_EXHAUSTED) for the budget
+  // New keys of applied pushes whose row could not be created because a
+  // concurrent push took the last room in the budget; their gradient is
+  // dropped and they stay pending (a later push admits them).
+  uint64_t budget_deferred = 0;
 };
 
 struct DenseStats {
@@ -93,10 +104,21 @@ class ParameterServer {
   // Keys must be unique within one push (the client sums duplicates);
   // duplicates are INVALID_ARGUMENT. Errors change no state. A (client_id,
   // sequence) already applied returns kDuplicate and changes nothing.
+  // Errors: NOT_FOUND (table), RESOURCE_EXHAUSTED (key limit; or the rows it
+  // would create exceed the table's memory budget), INVALID_ARGUMENT (sizes,
+  // duplicate keys, NaN/Inf under kReject), FAILED_PRECONDITION (sequence
+  // older than the client's dedup window: it cannot be proven fresh, so it is
+  // neither applied nor acknowledged). A push identical to one still being
+  // applied waits for it, then answers kDuplicate (or applies, if the first
+  // failed). Sequences are per client across all tables and dense variables.
   absl::StatusOr<PushOutcome> Push(std::string_view table, absl::Span<const uint64_t> keys,
                                    absl::Span<const float> grads, const PushContext& ctx);
 
+  // Dense variables: same idempotence and error rules as tables (a shape
+  // larger than max_keys_per_request floats is INVALID_ARGUMENT at creation,
+  // since it could never be pushed). Names are separate from table names.
   absl::Status CreateDense(const DenseOptions& options);
+  absl::Status DropDense(std::string_view name);
   absl::Status PullDense(std::string_view name, absl::Span<float> out);
   absl::StatusOr<PushOutcome> PushDense(std::string_view name, absl::Span<const float> grads,
                                         const PushContext& ctx);
@@ -105,7 +127,15 @@ class ParameterServer {
   // returns how many. Called periodically by the daemon.
   uint64_t Evict(int64_t current_step);
 
-  ServerStats Stats() const;
+  // Calls fn(key, weights, slots) for every row of `table` (for checkpoints
+  // and export), on the calling thread, one stripe at a time under its shared
+  // lock: not a snapshot of concurrent pushes. fn must not call back into
+  // this ParameterServer. NOT_FOUND for an unknown table.
+  using RowVisitor = std::function<void(uint64_t key, absl::Span<const float> weights,
+                                        absl::Span<const float> slots)>;
+  absl::Status ScanTable(std::string_view table, const RowVisitor& fn) const;
+
+  ServerStats Stats() const;  // tables and dense variables sorted by name
   const ParameterServerOptions& options() const { return options_; }
 
  private:

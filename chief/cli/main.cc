@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   brook::cli::RegisterBenchTfrecord(*bench, &exit_code);
 
+  brook::cli::RegisterPs(app, &exit_code);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -9,10 +9,10 @@
 // independent chains, then joined: CRC(A||B) = shift(CRC(A), |B|) ^ CRC0(B),
 // where shift() appends |B| zero bytes, a linear map tabulated once per block
 // size (Mark Adler's crc32c.c method).
-#include "storage/internal/crc32c_internal.h"
-
 #include <stdint.h>
 #include <string.h>
+
+#include "storage/internal/crc32c_internal.h"
 
 #if defined(__x86_64__)
 #include <nmmintrin.h>

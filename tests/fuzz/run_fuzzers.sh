@@ -11,9 +11,13 @@ mkdir -p "$build/fuzz-artifacts"
 fail=0
 for bin in "$build"/tests/fuzz/*_fuzzer; do
   name=$(basename "$bin" _fuzzer)
-  seeds="$here/corpus/$name"
+  seeds=$(mktemp -d)
+  cp -r "$here/corpus/$name"/. "$seeds"/ 2>/dev/null || true
+  if [[ -x "$here/make_seeds_$name.py" || -f "$here/make_seeds_$name.py" ]]; then
+    python3 "$here/make_seeds_$name.py" "$seeds" "$here/../../../shared/data"
+  fi
   scratch=$(mktemp -d)
-  cp -r "$seeds"/. "$scratch"/ 2>/dev/null || true
+  cp -r "$seeds"/. "$scratch"/
   echo "--- $name: replay $(ls "$seeds" | wc -l) seeds, then fuzz ${seconds}s"
   if ! "$bin" -runs=0 "$seeds" >"$build/fuzz-artifacts/$name.replay.log" 2>&1; then
     echo "FAILED: $name corpus replay"; tail -30 "$build/fuzz-artifacts/$name.replay.log"; fail=1
@@ -25,6 +29,6 @@ for bin in "$build"/tests/fuzz/*_fuzzer; do
   else
     tail -1 "$build/fuzz-artifacts/$name.fuzz.log"
   fi
-  rm -rf "$scratch"
+  rm -rf "$scratch" "$seeds"
 done
 exit $fail

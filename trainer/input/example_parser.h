@@ -17,6 +17,34 @@
 
 namespace brook::input {
 
+// Decisions beyond feature_spec.h, shared with ReferenceParse:
+//  - The label may arrive as float_list or int64_list (converted to float)
+//    and must hold exactly one value; otherwise the row is rejected
+//    (INVALID_ARGUMENT `label "NAME" missing`, or naming what arrived).
+//    No policy applies to the label.
+//  - A type mismatch under on_type_mismatch: default fills the default (or
+//    the empty list) and counts in `mismatched` only, even with
+//    on_missing: error: the user asked for defaults on mismatch.
+//  - Counters (examples, missing, mismatched, unknown_features) count
+//    appended rows only; a rejected row adds 1 to `rejected` and nothing else.
+//    unknown_features counts distinct names per row (a protobuf map holds a
+//    name once).
+//  - Protobuf semantics throughout: a name given twice keeps the last entry;
+//    a Feature with no list set is missing; an empty list of the right kind
+//    is present. Packed and unpacked lists are both accepted.
+//  - Features outside the spec are skipped without reading their contents,
+//    and names are not checked to be UTF-8 (as TensorFlow's fast parser), so
+//    a record protobuf would reject there can still parse; anything protobuf
+//    accepts parses identically.
+//  - `batch` must hold whole rows of this spec (InitBatch, then only Append
+//    and Clear); otherwise FAILED_PRECONDITION. `stats` may be null.
+//
+//   ExampleParser parser = ExampleParser::Create(spec).value();
+//   ColumnarBatch batch;
+//   parser.InitBatch(&batch);
+//   for (std::string_view record : records) {
+//     absl::Status s = parser.Append(record, &batch, &stats);  // row or error
+//   }
 class ExampleParser {
  public:
   static absl::StatusOr<ExampleParser> Create(const FeatureSpec& spec);

@@ -20,6 +20,12 @@
 // A type mismatch (e.g. a float_list where int64 was declared) is an error
 // naming the feature, or with on_type_mismatch: default is treated as
 // missing. Both are counted per feature in ParseStats.
+//
+// In YAML, `type` is required; `kind` defaults to fixed for int64/float and
+// to varlen for bytes; `label: NAME` is short for {name: NAME, type: float}.
+// Unknown or repeated keys, and keys that do not apply to the kind (length
+// or default on varlen, max_length on fixed), are errors, so a typo is never
+// silently ignored. A feature may not share the label's name.
 #pragma once
 
 #include <cstdint>

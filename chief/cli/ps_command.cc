@@ -1,0 +1,110 @@
+// `brook ps`: one parameter-server shard. Binds, prints one machine-readable
+// line to stdout
+//   brook ps listening on 127.0.0.1:PORT metrics on 127.0.0.1:MPORT
+// (tests and `brook local` parse it; ports chosen with :0 are the bound
+// ones), serves until SIGTERM or SIGINT, then drains and exits 0.
+// Every flag can also come from BROOK_PS_<FLAG> (e.g. BROOK_PS_LISTEN).
+#include <pthread.h>
+#include <signal.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "absl/time/time.h"
+#include "chief/cli/commands.h"
+#include "ps/rpc/ps_server.h"
+
+namespace brook::cli {
+namespace {
+
+struct PsFlags {
+  ps::rpc::PsServerOptions server;
+  double drain_seconds = 10;
+  double evict_interval_seconds = 10;
+  int max_message_mib = 64;
+};
+
+int RunPs(const PsFlags& flags) {
+  // Block the shutdown signals before any thread starts so every gRPC and
+  // metrics thread inherits the mask and only sigwait() below sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  ps::rpc::PsServerOptions options = flags.server;
+  options.max_message_bytes = flags.max_message_mib << 20;
+  options.evict_interval = absl::Seconds(flags.evict_interval_seconds);
+  absl::StatusOr<std::unique_ptr<ps::rpc::PsServer>> server = ps::rpc::PsServer::Start(options);
+  if (!server.ok()) {
+    std::cerr << "brook ps: " << server.status().message() << "\n";
+    return absl::IsInvalidArgument(server.status()) ? kExitUsage : kExitFailed;
+  }
+  std::cout << "brook ps listening on " << (*server)->address() << " metrics on "
+            << ((*server)->metrics_port() ? (*server)->metrics_address() : "off") << std::endl;
+  std::cerr << "brook ps: shard " << options.ps.shard_index << " of " << options.ps.num_shards
+            << ", " << (options.threads ? std::to_string(options.threads) : "gRPC")
+            << " handler threads\n";
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::cerr << "brook ps: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", draining for up to "
+            << flags.drain_seconds << " s\n";
+  (*server)->Shutdown(absl::Seconds(flags.drain_seconds));
+  server->reset();
+  std::cerr << "brook ps: stopped\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterPs(CLI::App& app, int* exit_code) {
+  auto flags = std::make_shared<PsFlags>();
+  CLI::App* cmd = app.add_subcommand("ps", "Run one parameter-server shard");
+  cmd->add_option("--listen", flags->server.listen,
+                  "gRPC host:port (port 0: pick a free one; printed on stdout)")
+      ->envname("BROOK_PS_LISTEN")
+      ->capture_default_str();
+  cmd->add_option("--metrics-listen", flags->server.metrics_listen,
+                  "Prometheus /metrics host:port; empty turns it off")
+      ->envname("BROOK_PS_METRICS_LISTEN")
+      ->capture_default_str();
+  cmd->add_option("--shard-index", flags->server.ps.shard_index, "This PS's shard, 0-based")
+      ->envname("BROOK_PS_SHARD_INDEX")
+      ->capture_default_str();
+  cmd->add_option("--num-shards", flags->server.ps.num_shards, "PS shards in the cluster")
+      ->envname("BROOK_PS_NUM_SHARDS")
+      ->capture_default_str();
+  cmd->add_option("--threads", flags->server.threads,
+                  "Request handler threads; 0 runs handlers on gRPC's own threads")
+      ->envname("BROOK_PS_THREADS")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  cmd->add_option("--max-message-mib", flags->max_message_mib, "Largest request or reply in MiB")
+      ->envname("BROOK_PS_MAX_MESSAGE_MIB")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--max-keys-per-request", flags->server.ps.max_keys_per_request,
+                  "Larger pulls/pushes are RESOURCE_EXHAUSTED")
+      ->envname("BROOK_PS_MAX_KEYS_PER_REQUEST")
+      ->capture_default_str();
+  cmd->add_option("--dedup-window", flags->server.ps.dedup_window,
+                  "Recent push sequence numbers remembered per client")
+      ->envname("BROOK_PS_DEDUP_WINDOW")
+      ->capture_default_str();
+  cmd->add_option("--evict-interval-seconds", flags->evict_interval_seconds,
+                  "How often rows past their TTL are dropped; 0 never")
+      ->envname("BROOK_PS_EVICT_INTERVAL_SECONDS")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--drain-seconds", flags->drain_seconds,
+                  "On SIGTERM, how long in-flight requests may finish")
+      ->envname("BROOK_PS_DRAIN_SECONDS")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->callback([flags, exit_code] { *exit_code = RunPs(*flags); });
+}
+
+}  // namespace brook::cli

@@ -1,0 +1,471 @@
+#include "ps/client/grpc_ps_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <functional>
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "brook/v1/ps.grpc.pb.h"
+#include "common/status_macros.h"
+#include "ps/client/key_plan.h"
+#include "ps/client/local_ps_client.h"
+#include "ps/rpc/proto_convert.h"
+#include "ps/rpc/status_mapping.h"
+#include "ps/rpc/wire.h"
+#include "sharding/sharding.h"
+
+namespace brook::ps {
+namespace {
+
+using Stub = v1::ParameterServer::Stub;
+using Done = std::function<void(grpc::Status)>;
+
+bool Retryable(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
+double Jitter() {
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  return std::uniform_real_distribution<double>(0.5, 1.0)(rng);
+}
+
+// One RPC's slice of a shard's keys: [begin, end) of plan.shard_keys(shard).
+struct Part {
+  int32_t shard = 0;
+  size_t begin = 0;
+  size_t end = 0;
+  size_t size() const { return end - begin; }
+};
+
+std::vector<Part> SplitParts(const KeyPlan& plan, size_t keys_per_request) {
+  std::vector<Part> parts;
+  for (int32_t s = 0; s < plan.num_shards(); ++s) {
+    const size_t n = plan.shard_keys(s).size();
+    for (size_t b = 0; b < n; b += keys_per_request) {
+      parts.push_back({s, b, std::min(n, b + keys_per_request)});
+    }
+  }
+  return parts;
+}
+
+absl::Status CheckOptions(const GrpcPsClientOptions& o) {
+  if (o.deadline <= absl::ZeroDuration() || o.attempt_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("deadline and attempt_timeout must be positive");
+  }
+  if (o.initial_backoff <= absl::ZeroDuration() || o.max_backoff < o.initial_backoff) {
+    return absl::InvalidArgumentError("need 0 < initial_backoff <= max_backoff");
+  }
+  if (o.max_message_bytes < (1 << 20) || o.max_request_bytes == 0 ||
+      o.max_request_bytes > static_cast<uint64_t>(o.max_message_bytes) / 2) {
+    return absl::InvalidArgumentError(
+        "need max_message_bytes >= 1 MiB and 0 < max_request_bytes <= max_message_bytes / 2");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+struct GrpcPsClient::Shard {
+  std::string address;
+  std::vector<std::unique_ptr<Stub>> stubs;
+  std::atomic<uint32_t> next{0};
+
+  Stub* Pick() { return stubs[next.fetch_add(1, std::memory_order_relaxed) % stubs.size()].get(); }
+};
+
+// One RPC of a fan-out. `issue` starts it on a stub with a fresh context;
+// the request and response it points to live in the caller's frame.
+struct GrpcPsClient::Call {
+  int32_t shard = 0;
+  std::function<void(Stub*, grpc::ClientContext*, Done)> issue;
+  bool wait_for_ready = false;
+  std::unique_ptr<grpc::ClientContext> context;
+  grpc::Status status;
+  int attempts = 0;
+};
+
+absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
+    const GrpcPsClientOptions& options) {
+  RETURN_IF_ERROR(CheckOptions(options));
+  if (options.addresses.empty()) {
+    return absl::InvalidArgumentError("no PS addresses");
+  }
+  if (options.channels_per_shard < 1 || options.channels_per_shard > 64) {
+    return absl::InvalidArgumentError("channels_per_shard must be in [1, 64]");
+  }
+  std::shared_ptr<grpc::ChannelCredentials> creds =
+      options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
+  std::vector<std::unique_ptr<Shard>> shards;
+  for (const std::string& address : options.addresses) {
+    if (address.empty()) return absl::InvalidArgumentError("empty PS address");
+    auto shard = std::make_unique<Shard>();
+    shard->address = address;
+    for (int c = 0; c < options.channels_per_shard; ++c) {
+      grpc::ChannelArguments args;
+      args.SetMaxReceiveMessageSize(options.max_message_bytes);
+      args.SetMaxSendMessageSize(options.max_message_bytes);
+      // A private subchannel pool plus a distinct argument per channel gives
+      // each channel its own TCP connection instead of one shared one.
+      args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+      args.SetInt("brook.channel_index", c);
+      // Reconnect to a restarted PS within ~100 ms-2 s, not gRPC's default
+      // 1 s growing to 120 s: retries already pace themselves.
+      args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+      args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+      args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+      shard->stubs.push_back(
+          v1::ParameterServer::NewStub(grpc::CreateCustomChannel(address, creds, args)));
+    }
+    shards.push_back(std::move(shard));
+  }
+  return std::unique_ptr<GrpcPsClient>(new GrpcPsClient(options, std::move(shards)));
+}
+
+absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::FromChannels(
+    std::vector<std::shared_ptr<grpc::Channel>> channels, const GrpcPsClientOptions& options) {
+  RETURN_IF_ERROR(CheckOptions(options));
+  if (channels.empty()) return absl::InvalidArgumentError("no PS channels");
+  std::vector<std::unique_ptr<Shard>> shards;
+  for (size_t i = 0; i < channels.size(); ++i) {
+    auto shard = std::make_unique<Shard>();
+    shard->address = absl::StrCat("channel ", i);
+    shard->stubs.push_back(v1::ParameterServer::NewStub(channels[i]));
+    shards.push_back(std::move(shard));
+  }
+  return std::unique_ptr<GrpcPsClient>(new GrpcPsClient(options, std::move(shards)));
+}
+
+GrpcPsClient::GrpcPsClient(const GrpcPsClientOptions& options,
+                           std::vector<std::unique_ptr<Shard>> shards)
+    : PsClient(static_cast<int32_t>(shards.size()), options.client_id),
+      options_(options),
+      shards_(std::move(shards)) {}
+
+GrpcPsClient::~GrpcPsClient() = default;
+
+size_t GrpcPsClient::KeysPerRequest(size_t dim) const {
+  // Key (8 bytes) plus its row of floats.
+  return std::max<size_t>(1, options_.max_request_bytes / (sizeof(uint64_t) + dim * sizeof(float)));
+}
+
+absl::Status GrpcPsClient::Run(std::vector<Call>& calls, absl::Time deadline, uint32_t ok_codes) {
+  if (calls.empty()) return absl::OkStatus();
+  std::vector<Call*> pending;
+  pending.reserve(calls.size());
+  for (Call& c : calls) pending.push_back(&c);
+  absl::Duration backoff = options_.initial_backoff;
+  while (true) {
+    const absl::Time attempt_deadline = std::min(deadline, absl::Now() + options_.attempt_timeout);
+    {
+      // Every RPC has a deadline, so every callback runs and Wait() returns.
+      absl::BlockingCounter done(static_cast<int>(pending.size()));
+      for (Call* c : pending) {
+        c->context = std::make_unique<grpc::ClientContext>();
+        c->context->set_deadline(absl::ToChronoTime(attempt_deadline));
+        c->context->set_wait_for_ready(c->wait_for_ready);
+        ++c->attempts;
+        c->issue(shards_[c->shard]->Pick(), c->context.get(), [c, &done](grpc::Status s) {
+          c->status = std::move(s);
+          done.DecrementCount();
+        });
+      }
+      done.Wait();
+    }
+    std::vector<Call*> retry;
+    Call* failed = nullptr;
+    for (Call* c : pending) {
+      const grpc::StatusCode code = c->status.error_code();
+      if (code == grpc::StatusCode::OK || (ok_codes & (1u << code)) != 0) continue;
+      if (Retryable(code)) {
+        retry.push_back(c);
+      } else if (failed == nullptr) {
+        failed = c;
+      }
+    }
+    if (failed == nullptr && retry.empty()) return absl::OkStatus();
+    const absl::Duration sleep = backoff * Jitter();
+    if (failed == nullptr && absl::Now() + sleep < deadline) {
+      absl::SleepFor(sleep);
+      backoff = std::min(backoff * 2, options_.max_backoff);
+      retries_.fetch_add(retry.size(), std::memory_order_relaxed);
+      pending = std::move(retry);
+      continue;
+    }
+    Call* c = failed != nullptr ? failed : retry.front();
+    return absl::Status(
+        rpc::FromGrpcCode(c->status.error_code()),
+        absl::StrCat("PS shard ", c->shard, " (", shards_[c->shard]->address,
+                     "): ", c->status.error_message(),
+                     c->attempts > 1 ? absl::StrCat(" (after ", c->attempts, " attempts)") : ""));
+  }
+}
+
+absl::Status GrpcPsClient::WaitForReady(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    std::vector<v1::HealthRequest> reqs(shards_.size());
+    std::vector<v1::HealthResponse> resps(shards_.size());
+    std::vector<Call> calls(shards_.size());
+    for (size_t s = 0; s < shards_.size(); ++s) {
+      calls[s].shard = static_cast<int32_t>(s);
+      calls[s].wait_for_ready = true;
+      calls[s].issue = [req = &reqs[s], resp = &resps[s]](Stub* stub, grpc::ClientContext* ctx,
+                                                          Done done) {
+        stub->async()->Health(ctx, req, resp, std::move(done));
+      };
+    }
+    RETURN_IF_ERROR(Run(calls, deadline));
+    int32_t not_serving = -1;
+    for (size_t s = 0; s < shards_.size() && not_serving < 0; ++s) {
+      if (!resps[s].serving()) not_serving = static_cast<int32_t>(s);
+    }
+    if (not_serving < 0) return absl::OkStatus();
+    if (absl::Now() + absl::Milliseconds(50) >= deadline) {
+      return absl::UnavailableError(absl::StrCat(
+          "PS shard ", not_serving, " (", shards_[not_serving]->address, ") is not serving"));
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+}
+
+absl::Status GrpcPsClient::CreateTable(const TableOptions& options) {
+  v1::CreateTableRequest req;
+  rpc::ToProto(options, req.mutable_table());
+  std::vector<v1::CreateTableResponse> resps(shards_.size());
+  std::vector<Call> calls(shards_.size());
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    calls[s].shard = static_cast<int32_t>(s);
+    calls[s].issue = [&req, resp = &resps[s]](Stub* stub, grpc::ClientContext* ctx, Done done) {
+      stub->async()->CreateTable(ctx, &req, resp, std::move(done));
+    };
+  }
+  return Run(calls, absl::Now() + options_.deadline);
+}
+
+absl::Status GrpcPsClient::DropTable(std::string_view table) {
+  v1::DropTableRequest req;
+  req.set_table(std::string(table));
+  std::vector<v1::DropTableResponse> resps(shards_.size());
+  std::vector<Call> calls(shards_.size());
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    calls[s].shard = static_cast<int32_t>(s);
+    calls[s].issue = [&req, resp = &resps[s]](Stub* stub, grpc::ClientContext* ctx, Done done) {
+      stub->async()->DropTable(ctx, &req, resp, std::move(done));
+    };
+  }
+  // A shard without the table (e.g. a retried drop it already applied) is fine.
+  RETURN_IF_ERROR(Run(calls, absl::Now() + options_.deadline,
+                      1u << static_cast<int>(grpc::StatusCode::NOT_FOUND)));
+  for (const Call& c : calls) {
+    if (c.status.ok()) return absl::OkStatus();
+  }
+  return absl::NotFoundError(absl::StrCat("no table '", std::string(table), "' on any shard"));
+}
+
+absl::Status GrpcPsClient::Pull(std::string_view table, absl::Span<const uint64_t> keys,
+                                absl::Span<float> out) {
+  ASSIGN_OR_RETURN(size_t dim, InferDim(table, keys.size(), out.size(), "pull"));
+  if (keys.empty()) return absl::OkStatus();
+  KeyPlan plan(sharding::TableId(table), keys, num_shards());
+  const std::vector<Part> parts = SplitParts(plan, KeysPerRequest(dim));
+  std::vector<v1::PullRequest> reqs(parts.size());
+  std::vector<v1::PullResponse> resps(parts.size());
+  std::vector<Call> calls(parts.size());
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const Part& part = parts[p];
+    v1::PullRequest& req = reqs[p];
+    req.set_table(std::string(table));
+    rpc::EncodeKeys(plan.shard_keys(part.shard).subspan(part.begin, part.size()),
+                    req.mutable_keys());
+    req.set_dim(static_cast<uint32_t>(dim));
+    if (options_.check_route) {
+      req.mutable_route()->set_shard_index(part.shard);
+      req.mutable_route()->set_num_shards(num_shards());
+    }
+    calls[p].shard = part.shard;
+    calls[p].issue = [req = &req, resp = &resps[p]](Stub* stub, grpc::ClientContext* ctx,
+                                                    Done done) {
+      stub->async()->Pull(ctx, req, resp, std::move(done));
+    };
+  }
+  RETURN_IF_ERROR(Run(calls, absl::Now() + options_.deadline));
+
+  // Each shard's rows as one span: the reply itself when the shard had one
+  // RPC (the usual case), else the parts joined.
+  std::vector<absl::Span<const float>> views(num_shards());
+  std::vector<std::vector<float>> joined(num_shards());
+  std::vector<std::vector<float>> scratch(parts.size());
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const Part& part = parts[p];
+    ASSIGN_OR_RETURN(absl::Span<const float> rows,
+                     rpc::DecodeFloats(resps[p].rows(), &scratch[p], "pulled rows"));
+    if (rows.size() != part.size() * dim) {
+      return absl::InternalError(
+          absl::StrCat("PS shard ", part.shard, " (", shards_[part.shard]->address, ") replied ",
+                       rows.size(), " floats for ", part.size(), " keys x dim ", dim));
+    }
+    const size_t shard_keys = plan.shard_keys(part.shard).size();
+    if (part.size() == shard_keys) {
+      views[part.shard] = rows;
+    } else {
+      std::vector<float>& j = joined[part.shard];
+      j.resize(shard_keys * dim);
+      std::copy(rows.begin(), rows.end(), j.begin() + part.begin * dim);
+      views[part.shard] = j;
+    }
+  }
+  plan.ExpandRows(views, dim, out);
+  return absl::OkStatus();
+}
+
+absl::Status GrpcPsClient::Push(std::string_view table, absl::Span<const uint64_t> keys,
+                                absl::Span<const float> grads, int64_t step) {
+  ASSIGN_OR_RETURN(size_t dim, InferDim(table, keys.size(), grads.size(), "push"));
+  if (keys.empty()) return absl::OkStatus();
+  KeyPlan plan(sharding::TableId(table), keys, num_shards());
+  const std::vector<Part> parts = SplitParts(plan, KeysPerRequest(dim));
+  std::vector<v1::PushRequest> reqs(parts.size());
+  std::vector<v1::PushResponse> resps(parts.size());
+
+  // Sum duplicate keys' gradients straight into the request payloads when a
+  // shard has one RPC; a shard split into several sums into a buffer first.
+  std::vector<std::vector<float>> split_sums(num_shards());
+  std::vector<absl::Span<float>> sums(num_shards());
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const Part& part = parts[p];
+    const size_t shard_keys = plan.shard_keys(part.shard).size();
+    if (part.size() == shard_keys) {
+      sums[part.shard] = rpc::MutableFloats(reqs[p].mutable_grads(), shard_keys * dim);
+    } else if (part.begin == 0) {
+      split_sums[part.shard].resize(shard_keys * dim);
+      sums[part.shard] = absl::MakeSpan(split_sums[part.shard]);
+    }
+  }
+  plan.SumGradients(grads, dim, sums);
+
+  std::vector<Call> calls(parts.size());
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const Part& part = parts[p];
+    v1::PushRequest& req = reqs[p];
+    req.set_table(std::string(table));
+    rpc::EncodeKeys(plan.shard_keys(part.shard).subspan(part.begin, part.size()),
+                    req.mutable_keys());
+    if (part.size() != plan.shard_keys(part.shard).size()) {
+      rpc::EncodeFloats(sums[part.shard].subspan(part.begin * dim, part.size() * dim),
+                        req.mutable_grads());
+    }
+    req.set_client_id(client_id());
+    // Fixed before the first attempt: every retry of this RPC carries it.
+    req.set_sequence(NextSequence());
+    req.set_step(step);
+    if (options_.check_route) {
+      req.mutable_route()->set_shard_index(part.shard);
+      req.mutable_route()->set_num_shards(num_shards());
+    }
+    calls[p].shard = part.shard;
+    calls[p].issue = [req = &req, resp = &resps[p]](Stub* stub, grpc::ClientContext* ctx,
+                                                    Done done) {
+      stub->async()->Push(ctx, req, resp, std::move(done));
+    };
+  }
+  return Run(calls, absl::Now() + options_.deadline);
+}
+
+absl::Status GrpcPsClient::CreateDense(absl::Span<const DenseOptions> variables) {
+  ASSIGN_OR_RETURN(std::vector<int32_t> placement, dense_.Place(variables, num_shards()));
+  std::vector<v1::CreateDenseRequest> reqs(variables.size());
+  std::vector<v1::CreateDenseResponse> resps(variables.size());
+  std::vector<Call> calls(variables.size());
+  for (size_t i = 0; i < variables.size(); ++i) {
+    rpc::ToProto(variables[i], reqs[i].mutable_dense());
+    calls[i].shard = placement[i];
+    calls[i].issue = [req = &reqs[i], resp = &resps[i]](Stub* stub, grpc::ClientContext* ctx,
+                                                        Done done) {
+      stub->async()->CreateDense(ctx, req, resp, std::move(done));
+    };
+  }
+  return Run(calls, absl::Now() + options_.deadline);
+}
+
+absl::Status GrpcPsClient::PullDense(std::string_view name, absl::Span<float> out) {
+  ASSIGN_OR_RETURN(DenseDirectory::Entry e, dense_.Find(name));
+  if (out.size() != e.num_floats) {
+    return absl::InvalidArgumentError(absl::StrCat("dense pull of '", std::string(name), "' into ",
+                                                   out.size(), " floats; the variable has ",
+                                                   e.num_floats));
+  }
+  v1::PullDenseRequest req;
+  req.set_name(std::string(name));
+  req.set_num_floats(e.num_floats);
+  if (options_.check_route) {
+    req.mutable_route()->set_shard_index(e.shard);
+    req.mutable_route()->set_num_shards(num_shards());
+  }
+  v1::PullDenseResponse resp;
+  std::vector<Call> calls(1);
+  calls[0].shard = e.shard;
+  calls[0].issue = [&req, &resp](Stub* stub, grpc::ClientContext* ctx, Done done) {
+    stub->async()->PullDense(ctx, &req, &resp, std::move(done));
+  };
+  RETURN_IF_ERROR(Run(calls, absl::Now() + options_.deadline));
+  std::vector<float> scratch;
+  ASSIGN_OR_RETURN(absl::Span<const float> values,
+                   rpc::DecodeFloats(resp.values(), &scratch, "dense values"));
+  if (values.size() != out.size()) {
+    return absl::InternalError(absl::StrCat("PS shard ", e.shard, " replied ", values.size(),
+                                            " floats for dense '", std::string(name), "' of ",
+                                            out.size()));
+  }
+  std::copy(values.begin(), values.end(), out.begin());
+  return absl::OkStatus();
+}
+
+absl::Status GrpcPsClient::PushDense(std::string_view name, absl::Span<const float> grads,
+                                     int64_t step) {
+  ASSIGN_OR_RETURN(DenseDirectory::Entry e, dense_.Find(name));
+  if (grads.size() != e.num_floats) {
+    return absl::InvalidArgumentError(absl::StrCat("dense push to '", std::string(name), "' of ",
+                                                   grads.size(), " floats; the variable has ",
+                                                   e.num_floats));
+  }
+  v1::PushDenseRequest req;
+  req.set_name(std::string(name));
+  rpc::EncodeFloats(grads, req.mutable_grads());
+  req.set_client_id(client_id());
+  req.set_sequence(NextSequence());
+  req.set_step(step);
+  if (options_.check_route) {
+    req.mutable_route()->set_shard_index(e.shard);
+    req.mutable_route()->set_num_shards(num_shards());
+  }
+  v1::PushDenseResponse resp;
+  std::vector<Call> calls(1);
+  calls[0].shard = e.shard;
+  calls[0].issue = [&req, &resp](Stub* stub, grpc::ClientContext* ctx, Done done) {
+    stub->async()->PushDense(ctx, &req, &resp, std::move(done));
+  };
+  return Run(calls, absl::Now() + options_.deadline);
+}
+
+absl::StatusOr<std::vector<ServerStats>> GrpcPsClient::Stats() {
+  v1::StatsRequest req;
+  std::vector<v1::StatsResponse> resps(shards_.size());
+  std::vector<Call> calls(shards_.size());
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    calls[s].shard = static_cast<int32_t>(s);
+    calls[s].issue = [&req, resp = &resps[s]](Stub* stub, grpc::ClientContext* ctx, Done done) {
+      stub->async()->Stats(ctx, &req, resp, std::move(done));
+    };
+  }
+  RETURN_IF_ERROR(Run(calls, absl::Now() + options_.deadline));
+  std::vector<ServerStats> out;
+  out.reserve(resps.size());
+  for (const v1::StatsResponse& r : resps) out.push_back(rpc::FromProto(r));
+  return out;
+}
+
+}  // namespace brook::ps

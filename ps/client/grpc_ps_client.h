@@ -1,0 +1,112 @@
+// PsClient over gRPC: addresses[i] is PS shard i. Per call it dedups the
+// keys, routes them (sharding::PartitionKeys), sends one request per shard
+// (split further when a shard's part exceeds max_request_bytes) on gRPC's
+// callback API all at once, and reassembles the replies in the caller's
+// order. Pushes sum duplicate keys' gradients first and carry (client_id,
+// sequence, step); the sequence is fixed per RPC before the first attempt,
+// so a retry is recognised by the PS as a duplicate and applied once.
+//
+// Retries: UNAVAILABLE and DEADLINE_EXCEEDED (per attempt) are retried with
+// exponential backoff and jitter until `deadline` (per call, retries
+// included); other codes are returned at once. Only the failed RPCs of a
+// fan-out are re-sent.
+//
+// Connections: `channels_per_shard` TCP connections per shard, requests
+// spread round-robin (NOTES.md: one loopback connection is erratic, two or
+// more hold steady).
+//
+// Thread-safe; calls from many threads proceed concurrently. The calling
+// thread blocks until its call completes or fails; gRPC's threads only
+// complete RPCs.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "ps/client/dense_directory.h"
+#include "ps/client/ps_client.h"
+
+namespace grpc {
+class Channel;
+class ChannelCredentials;
+}  // namespace grpc
+
+namespace brook::ps {
+
+struct GrpcPsClientOptions {
+  std::vector<std::string> addresses;  // host:port of shard 0..N-1
+  // Whole-call budget, retries and backoff included.
+  absl::Duration deadline = absl::Seconds(30);
+  // Budget of one attempt of one RPC: a PS that stalls longer is retried.
+  absl::Duration attempt_timeout = absl::Seconds(10);
+  // Backoff before retry k is min(initial * 2^k, max) x uniform[0.5, 1).
+  absl::Duration initial_backoff = absl::Milliseconds(20);
+  absl::Duration max_backoff = absl::Seconds(1);
+  int channels_per_shard = 2;
+  // Same reasoning and value as the server's limit (ps/rpc/ps_server.h).
+  int max_message_bytes = 64 << 20;
+  // A shard's part of a pull or push is split into RPCs of at most this many
+  // payload bytes, well under max_message_bytes.
+  uint64_t max_request_bytes = 16ull << 20;
+  // Send each request's shard route so a PS refuses a request meant for
+  // another shard (FAILED_PRECONDITION). Off only for tools that address a
+  // PS outside a cluster.
+  bool check_route = true;
+  uint64_t client_id = 0;  // 0: random
+  // nullptr: insecure (the 127.0.0.1 default, DESIGN.md "Security").
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+};
+
+class GrpcPsClient final : public PsClient {
+ public:
+  // Creates channels to every address (connections are made lazily).
+  // INVALID_ARGUMENT for an empty address list or bad options.
+  static absl::StatusOr<std::unique_ptr<GrpcPsClient>> Create(const GrpcPsClientOptions& options);
+  // Over existing channels (e.g. PsServer::InProcessChannel()), channel i
+  // for shard i; options.addresses and channels_per_shard are ignored.
+  static absl::StatusOr<std::unique_ptr<GrpcPsClient>> FromChannels(
+      std::vector<std::shared_ptr<grpc::Channel>> channels, const GrpcPsClientOptions& options);
+  ~GrpcPsClient() override;
+
+  // Blocks until every shard answers Health with serving=true (waiting for
+  // connections), or `timeout` passes: UNAVAILABLE / DEADLINE_EXCEEDED then.
+  absl::Status WaitForReady(absl::Duration timeout);
+
+  absl::Status CreateTable(const TableOptions& options) override;
+  absl::Status DropTable(std::string_view table) override;
+  absl::Status Pull(std::string_view table, absl::Span<const uint64_t> keys,
+                    absl::Span<float> out) override;
+  absl::Status Push(std::string_view table, absl::Span<const uint64_t> keys,
+                    absl::Span<const float> grads, int64_t step) override;
+  absl::Status CreateDense(absl::Span<const DenseOptions> variables) override;
+  absl::Status PullDense(std::string_view name, absl::Span<float> out) override;
+  absl::Status PushDense(std::string_view name, absl::Span<const float> grads,
+                         int64_t step) override;
+  absl::StatusOr<std::vector<ServerStats>> Stats() override;
+
+  // RPCs re-sent after UNAVAILABLE / DEADLINE_EXCEEDED, since creation.
+  uint64_t retries() const { return retries_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Shard;
+  struct Call;
+  GrpcPsClient(const GrpcPsClientOptions& options, std::vector<std::unique_ptr<Shard>> shards);
+
+  // Issues every call concurrently and waits; re-sends the retryable
+  // failures with backoff until options_.deadline. Codes in `ok_codes`
+  // (bitmask of 1 << code) count as done. Returns the first final error,
+  // annotated with its shard.
+  absl::Status Run(std::vector<Call>& calls, absl::Time deadline, uint32_t ok_codes = 0);
+  size_t KeysPerRequest(size_t dim) const;
+
+  const GrpcPsClientOptions options_;
+  const std::vector<std::unique_ptr<Shard>> shards_;
+  DenseDirectory dense_;
+  std::atomic<uint64_t> retries_{0};
+};
+
+}  // namespace brook::ps

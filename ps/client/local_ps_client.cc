@@ -1,0 +1,148 @@
+#include "ps/client/local_ps_client.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "ps/client/key_plan.h"
+#include "sharding/sharding.h"
+
+namespace brook::ps {
+namespace {
+
+absl::Status AtShard(int32_t shard, const absl::Status& st) {
+  if (st.ok()) return st;
+  return absl::Status(st.code(), absl::StrCat("PS shard ", shard, ": ", st.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<size_t> InferDim(std::string_view table, size_t num_keys, size_t floats,
+                                std::string_view what) {
+  if (num_keys == 0) {
+    if (floats != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(std::string(what), " of table '",
+                                                     std::string(table), "': ", floats,
+                                                     " floats for 0 keys"));
+    }
+    return 0;
+  }
+  if (floats == 0 || floats % num_keys != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(what), " of table '",
+                                                   std::string(table), "': ", floats,
+                                                   " floats is not ", num_keys, " keys x dim"));
+  }
+  if (num_keys > UINT32_MAX) {
+    return absl::ResourceExhaustedError(absl::StrCat(std::string(what), " of ", num_keys, " keys"));
+  }
+  return floats / num_keys;
+}
+
+LocalPsClient::LocalPsClient(std::vector<ParameterServer*> shards, uint64_t client_id)
+    : PsClient(static_cast<int32_t>(shards.size()), client_id), shards_(std::move(shards)) {}
+
+absl::Status LocalPsClient::CreateTable(const TableOptions& options) {
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    RETURN_IF_ERROR(AtShard(s, shards_[s]->CreateTable(options)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalPsClient::DropTable(std::string_view table) {
+  size_t not_found = 0;
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    absl::Status st = shards_[s]->DropTable(table);
+    if (absl::IsNotFound(st)) {
+      ++not_found;
+    } else if (!st.ok()) {
+      return AtShard(s, st);
+    }
+  }
+  if (not_found == shards_.size()) {
+    return absl::NotFoundError(absl::StrCat("no table '", std::string(table), "' on any shard"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalPsClient::Pull(std::string_view table, absl::Span<const uint64_t> keys,
+                                 absl::Span<float> out) {
+  ASSIGN_OR_RETURN(size_t dim, InferDim(table, keys.size(), out.size(), "pull"));
+  if (keys.empty()) return absl::OkStatus();
+  KeyPlan plan(sharding::TableId(table), keys, num_shards());
+  std::vector<std::vector<float>> rows(shards_.size());
+  std::vector<absl::Span<const float>> views(shards_.size());
+  for (int32_t s = 0; s < num_shards(); ++s) {
+    absl::Span<const uint64_t> shard_keys = plan.shard_keys(s);
+    if (shard_keys.empty()) continue;
+    rows[s].resize(shard_keys.size() * dim);
+    RETURN_IF_ERROR(AtShard(s, shards_[s]->Pull(table, shard_keys, absl::MakeSpan(rows[s]))));
+    views[s] = rows[s];
+  }
+  plan.ExpandRows(views, dim, out);
+  return absl::OkStatus();
+}
+
+absl::Status LocalPsClient::Push(std::string_view table, absl::Span<const uint64_t> keys,
+                                 absl::Span<const float> grads, int64_t step) {
+  ASSIGN_OR_RETURN(size_t dim, InferDim(table, keys.size(), grads.size(), "push"));
+  if (keys.empty()) return absl::OkStatus();
+  KeyPlan plan(sharding::TableId(table), keys, num_shards());
+  std::vector<std::vector<float>> shard_grads(shards_.size());
+  std::vector<absl::Span<float>> views(shards_.size());
+  for (int32_t s = 0; s < num_shards(); ++s) {
+    shard_grads[s].resize(plan.shard_keys(s).size() * dim);
+    views[s] = absl::MakeSpan(shard_grads[s]);
+  }
+  plan.SumGradients(grads, dim, views);
+  for (int32_t s = 0; s < num_shards(); ++s) {
+    if (plan.shard_keys(s).empty()) continue;
+    PushContext ctx;
+    ctx.client_id = client_id();
+    ctx.sequence = NextSequence();
+    ctx.step = step;
+    absl::StatusOr<PushOutcome> outcome =
+        shards_[s]->Push(table, plan.shard_keys(s), shard_grads[s], ctx);
+    RETURN_IF_ERROR(AtShard(s, outcome.status()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalPsClient::CreateDense(absl::Span<const DenseOptions> variables) {
+  ASSIGN_OR_RETURN(std::vector<int32_t> placement, dense_.Place(variables, num_shards()));
+  for (size_t i = 0; i < variables.size(); ++i) {
+    RETURN_IF_ERROR(AtShard(placement[i], shards_[placement[i]]->CreateDense(variables[i])));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalPsClient::PullDense(std::string_view name, absl::Span<float> out) {
+  ASSIGN_OR_RETURN(DenseDirectory::Entry e, dense_.Find(name));
+  if (out.size() != e.num_floats) {
+    return absl::InvalidArgumentError(absl::StrCat("dense pull of '", std::string(name), "' into ",
+                                                   out.size(), " floats; the variable has ",
+                                                   e.num_floats));
+  }
+  return AtShard(e.shard, shards_[e.shard]->PullDense(name, out));
+}
+
+absl::Status LocalPsClient::PushDense(std::string_view name, absl::Span<const float> grads,
+                                      int64_t step) {
+  ASSIGN_OR_RETURN(DenseDirectory::Entry e, dense_.Find(name));
+  if (grads.size() != e.num_floats) {
+    return absl::InvalidArgumentError(absl::StrCat("dense push to '", std::string(name), "' of ",
+                                                   grads.size(), " floats; the variable has ",
+                                                   e.num_floats));
+  }
+  PushContext ctx;
+  ctx.client_id = client_id();
+  ctx.sequence = NextSequence();
+  ctx.step = step;
+  return AtShard(e.shard, shards_[e.shard]->PushDense(name, grads, ctx).status());
+}
+
+absl::StatusOr<std::vector<ServerStats>> LocalPsClient::Stats() {
+  std::vector<ServerStats> out;
+  out.reserve(shards_.size());
+  for (ParameterServer* ps : shards_) out.push_back(ps->Stats());
+  return out;
+}
+
+}  // namespace brook::ps

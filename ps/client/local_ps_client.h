@@ -1,0 +1,46 @@
+// PsClient over N in-process ParameterServers (shard i = shards[i]): the same
+// routing, dedup, gradient summing and sequence numbers as GrpcPsClient, with
+// no network, so a whole training step runs inside a unit test.
+// Shards are called one after another on the caller's thread.
+//
+// Thread-safe (ParameterServer is).
+#pragma once
+
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "ps/client/dense_directory.h"
+#include "ps/client/ps_client.h"
+
+namespace brook::ps {
+
+class LocalPsClient final : public PsClient {
+ public:
+  // Every shard must outlive the client; shards[i]->options().shard_index
+  // should be i. client_id 0 draws a random one.
+  explicit LocalPsClient(std::vector<ParameterServer*> shards, uint64_t client_id = 0);
+
+  absl::Status CreateTable(const TableOptions& options) override;
+  absl::Status DropTable(std::string_view table) override;
+  absl::Status Pull(std::string_view table, absl::Span<const uint64_t> keys,
+                    absl::Span<float> out) override;
+  absl::Status Push(std::string_view table, absl::Span<const uint64_t> keys,
+                    absl::Span<const float> grads, int64_t step) override;
+  absl::Status CreateDense(absl::Span<const DenseOptions> variables) override;
+  absl::Status PullDense(std::string_view name, absl::Span<float> out) override;
+  absl::Status PushDense(std::string_view name, absl::Span<const float> grads,
+                         int64_t step) override;
+  absl::StatusOr<std::vector<ServerStats>> Stats() override;
+
+ private:
+  const std::vector<ParameterServer*> shards_;  // not owned
+  DenseDirectory dense_;
+};
+
+// Checks the sizes every PsClient checks before routing: for a pull `floats`
+// is out.size(), for a push grads.size(). Returns the dim (0 for no keys).
+absl::StatusOr<size_t> InferDim(std::string_view table, size_t num_keys, size_t floats,
+                                std::string_view what);
+
+}  // namespace brook::ps

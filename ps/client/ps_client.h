@@ -1,0 +1,88 @@
+// What a trainer (or the chief, or `brook bench ps`) sees of the parameter
+// servers: one logical PS over N shards. Implementations route keys to shards
+// (sharding::PartitionKeys), send each unique key once, sum the gradients of
+// duplicate keys before a push, and give results back in the caller's order.
+//
+//   std::unique_ptr<PsClient> ps = ...;  // GrpcPsClient::Create or LocalPsClient
+//   RETURN_IF_ERROR(ps->CreateTable(table_options));          // on every shard
+//   std::vector<float> rows(keys.size() * dim);
+//   RETURN_IF_ERROR(ps->Pull("emb", keys, absl::MakeSpan(rows)));
+//   ... compute grads (keys.size() x dim, duplicates allowed) ...
+//   RETURN_IF_ERROR(ps->Push("emb", keys, grads, step));
+//
+// Errors are the PS's (INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED,
+// ALREADY_EXISTS, FAILED_PRECONDITION) plus, for remote clients, UNAVAILABLE
+// or DEADLINE_EXCEEDED once retries ran out of time. A push is atomic per
+// shard, not across shards: after an error some shards may have applied
+// their part; retrying the whole push is then NOT exactly-once (the retried
+// sequence numbers are new) — retry inside the client is.
+//
+// Thread-safe: every method may be called concurrently.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "ps/options.h"
+#include "ps/parameter_server.h"
+
+namespace brook::ps {
+
+class PsClient {
+ public:
+  virtual ~PsClient() = default;
+
+  int32_t num_shards() const { return num_shards_; }
+  // Random per client object, never 0; with a per-request sequence number it
+  // makes every push exactly-once on the PS.
+  uint64_t client_id() const { return client_id_; }
+
+  // Creates the table on every shard (idempotent for identical options).
+  virtual absl::Status CreateTable(const TableOptions& options) = 0;
+  // Drops the table on every shard. NOT_FOUND if no shard had it.
+  virtual absl::Status DropTable(std::string_view table) = 0;
+
+  // Rows for `keys` (duplicates allowed, any order) into `out`: row i of
+  // keys.size() x dim for keys[i]. INVALID_ARGUMENT if out.size() is not
+  // keys.size() x dim; the dim is inferred as out.size() / keys.size() and
+  // checked by the PS against the table.
+  virtual absl::Status Pull(std::string_view table, absl::Span<const uint64_t> keys,
+                            absl::Span<float> out) = 0;
+  // Pushes grads (keys.size() x dim) for `keys`; gradients of duplicate keys
+  // are summed, then each shard applies its rows once.
+  virtual absl::Status Push(std::string_view table, absl::Span<const uint64_t> keys,
+                            absl::Span<const float> grads, int64_t step) = 0;
+
+  // Declares a model's dense variables: places them whole across the shards
+  // with sharding::PlaceDenseVariables over this set (so every trainer that
+  // declares the same set agrees), remembers name -> (shard, size), and
+  // creates each on its shard. Call once with the full set. A name declared
+  // earlier that now lands on another shard or has another size is
+  // FAILED_PRECONDITION.
+  virtual absl::Status CreateDense(absl::Span<const DenseOptions> variables) = 0;
+  // NOT_FOUND for a name not declared through this client; INVALID_ARGUMENT
+  // if out.size() / grads.size() is not the variable's size.
+  virtual absl::Status PullDense(std::string_view name, absl::Span<float> out) = 0;
+  virtual absl::Status PushDense(std::string_view name, absl::Span<const float> grads,
+                                 int64_t step) = 0;
+
+  // One ServerStats per shard, in shard order.
+  virtual absl::StatusOr<std::vector<ServerStats>> Stats() = 0;
+
+ protected:
+  // client_id 0 draws a random one.
+  PsClient(int32_t num_shards, uint64_t client_id);
+  uint64_t NextSequence() { return next_sequence_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  const int32_t num_shards_;
+  const uint64_t client_id_;
+  std::atomic<uint64_t> next_sequence_{1};
+};
+
+}  // namespace brook::ps

@@ -1,0 +1,78 @@
+#include "ps/internal/dense_variable.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/hash.h"
+#include "common/status_macros.h"
+#include "ps/initializer.h"
+
+namespace brook::ps::internal {
+
+absl::StatusOr<std::unique_ptr<DenseVariable>> DenseVariable::Create(const DenseOptions& options) {
+  RETURN_IF_ERROR(options.Validate());
+  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, CreateOptimizer(options.optimizer));
+  return std::unique_ptr<DenseVariable>(new DenseVariable(options, std::move(optimizer)));
+}
+
+DenseVariable::DenseVariable(const DenseOptions& options, std::unique_ptr<Optimizer> optimizer)
+    : options_(options), n_(options.num_floats()), optimizer_(std::move(optimizer)) {
+  WriterLock lock(&mu_);
+  weights_.resize(n_);
+  slots_.resize(optimizer_->SlotFloats(static_cast<int>(n_)));
+  Initializer(options.initializer, options.seed)
+      .Fill(Hash64(options.name), absl::MakeSpan(weights_));
+  optimizer_->InitSlots(absl::MakeSpan(slots_));
+}
+
+absl::Status DenseVariable::Pull(absl::Span<float> out) const {
+  if (out.size() != n_) {
+    return absl::InvalidArgumentError(absl::StrCat("dense variable '", options_.name, "' has ", n_,
+                                                   " floats; pull buffer has ", out.size()));
+  }
+  ReaderLock lock(&mu_);
+  std::memcpy(out.data(), weights_.data(), n_ * sizeof(float));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> DenseVariable::Check(absl::Span<const float> grads) {
+  if (grads.size() != n_) {
+    return absl::InvalidArgumentError(absl::StrCat("dense variable '", options_.name, "' has ", n_,
+                                                   " floats; push has ", grads.size()));
+  }
+  uint64_t nonfinite = 0;
+  for (float g : grads) nonfinite += std::isfinite(g) ? 0 : 1;
+  if (nonfinite > 0 && options_.bad_gradient == BadGradientPolicy::kReject) {
+    rejected_.fetch_add(1, std::memory_order_relaxed);
+    return absl::InvalidArgumentError(absl::StrCat("dense variable '", options_.name,
+                                                   "': push has ", nonfinite,
+                                                   " NaN/Inf gradient values; rejected"));
+  }
+  return nonfinite;
+}
+
+void DenseVariable::Apply(absl::Span<const float> grads, uint64_t nonfinite) {
+  WriterLock lock(&mu_);
+  absl::Span<const float> g = grads;
+  if (nonfinite > 0) {
+    scratch_.resize(n_);
+    for (size_t i = 0; i < n_; ++i) scratch_[i] = std::isfinite(grads[i]) ? grads[i] : 0.0f;
+    g = scratch_;
+    rejected_.fetch_add(nonfinite, std::memory_order_relaxed);
+  }
+  optimizer_->Apply(absl::MakeSpan(weights_), absl::MakeSpan(slots_), g);
+  pushes_.fetch_add(1, std::memory_order_relaxed);
+}
+
+DenseStats DenseVariable::Stats() const {
+  DenseStats s;
+  s.name = options_.name;
+  s.num_floats = n_;
+  s.pushes = pushes_.load(std::memory_order_relaxed);
+  s.rejected_gradients = rejected_.load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace brook::ps::internal

@@ -1,0 +1,59 @@
+// DenseVariable: one dense tensor on a PS, pulled and pushed whole, with its
+// optimizer's slots beside it. The initial value is the table initializer
+// applied to the whole tensor as one row keyed by Hash64(name), so two
+// variables with the same seed still start differently.
+//
+// Thread-safe: pulls share a reader lock; a push holds the writer lock while
+// the optimizer runs over the tensor.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "ps/internal/mutex.h"
+#include "ps/optimizer.h"
+#include "ps/options.h"
+#include "ps/parameter_server.h"
+
+namespace brook::ps::internal {
+
+class DenseVariable {
+ public:
+  // INVALID_ARGUMENT names a bad option.
+  static absl::StatusOr<std::unique_ptr<DenseVariable>> Create(const DenseOptions& options);
+
+  const DenseOptions& options() const { return options_; }
+
+  // INVALID_ARGUMENT unless out.size() == num_floats.
+  absl::Status Pull(absl::Span<float> out) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Stage 1: INVALID_ARGUMENT for a size mismatch or (kReject) NaN/Inf, which
+  // is counted. Returns the number of non-finite values (kZero zeroes them).
+  absl::StatusOr<uint64_t> Check(absl::Span<const float> grads);
+  // Stage 2: applies the optimizer. REQUIRES: Check(grads) returned `nonfinite`.
+  void Apply(absl::Span<const float> grads, uint64_t nonfinite) ABSL_LOCKS_EXCLUDED(mu_);
+
+  DenseStats Stats() const;
+
+ private:
+  DenseVariable(const DenseOptions& options, std::unique_ptr<Optimizer> optimizer);
+
+  const DenseOptions options_;
+  const size_t n_;
+  const std::unique_ptr<Optimizer> optimizer_;
+
+  mutable RwMutex mu_;
+  std::vector<float> weights_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> slots_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> scratch_ ABSL_GUARDED_BY(mu_);  // zeroed gradient copy
+
+  std::atomic<uint64_t> pushes_{0};
+  std::atomic<uint64_t> rejected_{0};
+};
+
+}  // namespace brook::ps::internal

@@ -1,0 +1,61 @@
+// PushDedup: exactly-once application of pushes retried by at-least-once
+// transport. Per client it remembers which of the most recent `window`
+// sequence numbers were applied: a ring of bits indexed by sequence modulo
+// the window, plus the largest sequence seen. Sequences may arrive out of
+// order within the window (pipelined pushes); one older than the window
+// cannot be proven fresh and is refused, never applied twice or dropped
+// silently.
+//
+// A push is claimed (Begin) before it is applied and settled (End) after, so
+// a duplicate that arrives while the original is still being applied waits
+// for its outcome instead of applying again or acknowledging a push that
+// might yet fail.
+//
+// Thread-safe. Memory: window/8 bytes per client ever seen (8 KiB at the
+// default window); clients are never forgotten (TODO(#dedup-gc): expire idle
+// clients together with their trainer's lease).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "ps/internal/mutex.h"
+
+namespace brook::ps::internal {
+
+class PushDedup {
+ public:
+  enum class Claim {
+    kFresh,      // caller applies, then must call End()
+    kDuplicate,  // already applied: acknowledge, change nothing
+    kTooOld,     // older than the window: FAILED_PRECONDITION
+  };
+
+  // `window` is rounded up to a multiple of 64; REQUIRES window > 0.
+  explicit PushDedup(uint32_t window);
+  ~PushDedup();
+  PushDedup(const PushDedup&) = delete;
+  PushDedup& operator=(const PushDedup&) = delete;
+
+  // May block while a push with the same (client, sequence) is in flight.
+  Claim Begin(uint64_t client, uint64_t sequence) ABSL_LOCKS_EXCLUDED(mu_);
+  // Settles a kFresh claim: applied = true records it; false forgets it so a
+  // retry can apply.
+  void End(uint64_t client, uint64_t sequence, bool applied) ABSL_LOCKS_EXCLUDED(mu_);
+
+  uint64_t window() const { return window_; }
+
+ private:
+  struct Client;
+  Client* GetClient(uint64_t client) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const uint64_t window_;  // bits, multiple of 64
+
+  RwMutex mu_;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Client>> clients_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace brook::ps::internal

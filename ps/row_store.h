@@ -1,0 +1,105 @@
+// RowStore: where a table's rows live, keyed by uint64 key.
+//
+// A row is a RowHeader followed by row_floats() floats (the table puts the
+// weights first and the optimizer slots after them). The store is split into
+// stripes by the top bits of HashKey(key); each stripe has its own lock, and
+// callers work one stripe at a time through Read() (shared lock) and Write()
+// (exclusive lock), handing in a batch of keys that all map to that stripe.
+// Grouping a request's keys by stripe takes one lock per stripe per request
+// instead of one per key, and lets the store prefetch the batch.
+//
+// Thread safety: safe for concurrent access from multiple threads without
+// external synchronization. Row pointers handed to a Read/Write callback are
+// valid only inside that callback. Because the stripe lock is held for the
+// whole callback, a caller may keep per-stripe side data of its own (Table's
+// admission counts) guarded by it.
+//
+// Implementations: internal/mem_row_store.h (the in-memory arena). The
+// RocksDB tier (TODO(#tiers)) will implement the same interface, spilling
+// cold rows past the memory budget, so tables and optimizers do not change.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/functional/function_ref.h"
+#include "absl/types/span.h"
+#include "common/hash.h"
+
+namespace brook::ps {
+
+// 16 bytes in front of every row's floats.
+struct RowHeader {
+  uint64_t key;
+  uint32_t last_step;  // push step of the last update, clamped to [0, 2^32)
+  uint32_t last_time;  // whole seconds since the table's time base, last update
+
+  float* floats() { return reinterpret_cast<float*>(this + 1); }
+  const float* floats() const { return reinterpret_cast<const float*>(this + 1); }
+};
+static_assert(sizeof(RowHeader) == 16);
+
+struct RowStoreStats {
+  uint64_t rows = 0;
+  // Everything the store holds for its rows: arena chunks (including unused
+  // tail), index arrays, block tables.
+  uint64_t memory_bytes = 0;
+};
+
+class RowStore {
+ public:
+  // Shared (read-only) view of one stripe, valid inside Read().
+  class Reader {
+   public:
+    // rows[i] = the row of keys[i], or nullptr if absent.
+    // REQUIRES: hashes[i] == HashKey(keys[i]) and every key maps to this
+    //   stripe; keys, hashes, rows have equal sizes.
+    virtual void FindBatch(absl::Span<const uint64_t> keys, absl::Span<const uint64_t> hashes,
+                           absl::Span<const RowHeader*> rows) const = 0;
+    // Calls fn on every row of the stripe (any order).
+    virtual void ForEach(absl::FunctionRef<void(const RowHeader&)> fn) const = 0;
+
+   protected:
+    ~Reader() = default;
+  };
+
+  // Exclusive view of one stripe, valid inside Write().
+  class Writer {
+   public:
+    // As Reader::FindBatch, with mutable rows.
+    virtual void FindBatch(absl::Span<const uint64_t> keys, absl::Span<const uint64_t> hashes,
+                           absl::Span<RowHeader*> rows) = 0;
+    // Adds a row for `key` and returns it with header.key set; the rest of
+    // the header and the floats are unspecified. nullptr if the store cannot
+    // hold another row (out of memory, or the stripe's row ids are used up).
+    // REQUIRES: key absent; hash == HashKey(key).
+    virtual RowHeader* Insert(uint64_t key, uint64_t hash) = 0;
+    // Removes `key`'s row; its memory is reused by later inserts.
+    // REQUIRES: key present; hash == HashKey(key). Invalidates row pointers
+    //   of this stripe obtained before the call.
+    virtual void Erase(uint64_t key, uint64_t hash) = 0;
+    // Calls fn on every row of the stripe. fn must not Insert or Erase.
+    virtual void ForEach(absl::FunctionRef<void(RowHeader&)> fn) = 0;
+
+   protected:
+    ~Writer() = default;
+  };
+
+  virtual ~RowStore() = default;
+
+  // The hash every store stripes and indexes by; a bijection on keys.
+  static uint64_t HashKey(uint64_t key) { return Mix64(0x62726f6f6b727374ULL, key); }
+
+  virtual int row_floats() const = 0;
+  virtual int num_stripes() const = 0;
+  virtual int StripeOf(uint64_t hash) const = 0;
+
+  // Runs fn with stripe `stripe` locked shared / exclusively. fn runs on the
+  // calling thread and must not call back into this store.
+  virtual void Read(int stripe, absl::FunctionRef<void(const Reader&)> fn) const = 0;
+  virtual void Write(int stripe, absl::FunctionRef<void(Writer&)> fn) = 0;
+
+  // Takes each stripe's lock in turn (not an atomic snapshot).
+  virtual RowStoreStats Stats() const = 0;
+};
+
+}  // namespace brook::ps

@@ -1,0 +1,260 @@
+// ps/options.h and ps/parameter_server.h structs <-> their brook.v1 messages.
+// Header-only for the same reason as wire.h: the server adapter decodes what
+// the client encodes, from one definition. Thread-safe (no state).
+#pragma once
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "brook/v1/ps.pb.h"
+#include "ps/options.h"
+#include "ps/parameter_server.h"
+
+namespace brook::ps::rpc {
+
+// ----- enums: UNSPECIFIED takes the ps/options.h default; an unknown value
+// (a newer client) is INVALID_ARGUMENT rather than a silent default.
+
+inline absl::StatusOr<InitializerKind> FromProto(v1::InitializerKind k) {
+  switch (k) {
+    case v1::INITIALIZER_KIND_UNSPECIFIED: return InitializerOptions().kind;
+    case v1::INITIALIZER_KIND_ZEROS: return InitializerKind::kZeros;
+    case v1::INITIALIZER_KIND_CONSTANT: return InitializerKind::kConstant;
+    case v1::INITIALIZER_KIND_UNIFORM: return InitializerKind::kUniform;
+    case v1::INITIALIZER_KIND_TRUNCATED_NORMAL: return InitializerKind::kTruncatedNormal;
+    default: return absl::InvalidArgumentError(absl::StrCat("unknown initializer kind ", k));
+  }
+}
+
+inline v1::InitializerKind ToProto(InitializerKind k) {
+  switch (k) {
+    case InitializerKind::kZeros: return v1::INITIALIZER_KIND_ZEROS;
+    case InitializerKind::kConstant: return v1::INITIALIZER_KIND_CONSTANT;
+    case InitializerKind::kUniform: return v1::INITIALIZER_KIND_UNIFORM;
+    case InitializerKind::kTruncatedNormal: return v1::INITIALIZER_KIND_TRUNCATED_NORMAL;
+  }
+  return v1::INITIALIZER_KIND_UNSPECIFIED;
+}
+
+inline absl::StatusOr<OptimizerKind> FromProto(v1::OptimizerKind k) {
+  switch (k) {
+    case v1::OPTIMIZER_KIND_UNSPECIFIED: return OptimizerOptions().kind;
+    case v1::OPTIMIZER_KIND_SGD: return OptimizerKind::kSgd;
+    case v1::OPTIMIZER_KIND_ADAGRAD: return OptimizerKind::kAdagrad;
+    case v1::OPTIMIZER_KIND_ADAM: return OptimizerKind::kAdam;
+    case v1::OPTIMIZER_KIND_FTRL: return OptimizerKind::kFtrl;
+    default: return absl::InvalidArgumentError(absl::StrCat("unknown optimizer kind ", k));
+  }
+}
+
+inline v1::OptimizerKind ToProto(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::kSgd: return v1::OPTIMIZER_KIND_SGD;
+    case OptimizerKind::kAdagrad: return v1::OPTIMIZER_KIND_ADAGRAD;
+    case OptimizerKind::kAdam: return v1::OPTIMIZER_KIND_ADAM;
+    case OptimizerKind::kFtrl: return v1::OPTIMIZER_KIND_FTRL;
+  }
+  return v1::OPTIMIZER_KIND_UNSPECIFIED;
+}
+
+inline absl::StatusOr<BadGradientPolicy> FromProto(v1::BadGradientPolicy p) {
+  switch (p) {
+    case v1::BAD_GRADIENT_POLICY_UNSPECIFIED:
+    case v1::BAD_GRADIENT_POLICY_REJECT: return BadGradientPolicy::kReject;
+    case v1::BAD_GRADIENT_POLICY_ZERO: return BadGradientPolicy::kZero;
+    default: return absl::InvalidArgumentError(absl::StrCat("unknown bad_gradient policy ", p));
+  }
+}
+
+inline v1::BadGradientPolicy ToProto(BadGradientPolicy p) {
+  return p == BadGradientPolicy::kZero ? v1::BAD_GRADIENT_POLICY_ZERO
+                                       : v1::BAD_GRADIENT_POLICY_REJECT;
+}
+
+// ----- initializer and optimizer
+
+inline absl::StatusOr<InitializerOptions> FromProto(const v1::InitializerConfig& p) {
+  InitializerOptions o;
+  absl::StatusOr<InitializerKind> kind = FromProto(p.kind());
+  if (!kind.ok()) return kind.status();
+  o.kind = *kind;
+  o.value = p.value();
+  o.low = p.low();
+  o.high = p.high();
+  o.mean = p.mean();
+  o.stddev = p.stddev();
+  return o;
+}
+
+inline void ToProto(const InitializerOptions& o, v1::InitializerConfig* p) {
+  p->set_kind(ToProto(o.kind));
+  p->set_value(o.value);
+  p->set_low(o.low);
+  p->set_high(o.high);
+  p->set_mean(o.mean);
+  p->set_stddev(o.stddev);
+}
+
+inline absl::StatusOr<OptimizerOptions> FromProto(const v1::OptimizerConfig& p) {
+  OptimizerOptions o;
+  absl::StatusOr<OptimizerKind> kind = FromProto(p.kind());
+  if (!kind.ok()) return kind.status();
+  o.kind = *kind;
+  o.learning_rate = p.learning_rate();
+  o.initial_accumulator = p.initial_accumulator();
+  o.beta1 = p.beta1();
+  o.beta2 = p.beta2();
+  o.epsilon = p.epsilon();
+  o.l1 = p.l1();
+  o.l2 = p.l2();
+  o.l2_shrinkage = p.l2_shrinkage();
+  o.lr_power = p.lr_power();
+  return o;
+}
+
+inline void ToProto(const OptimizerOptions& o, v1::OptimizerConfig* p) {
+  p->set_kind(ToProto(o.kind));
+  p->set_learning_rate(o.learning_rate);
+  p->set_initial_accumulator(o.initial_accumulator);
+  p->set_beta1(o.beta1);
+  p->set_beta2(o.beta2);
+  p->set_epsilon(o.epsilon);
+  p->set_l1(o.l1);
+  p->set_l2(o.l2);
+  p->set_l2_shrinkage(o.l2_shrinkage);
+  p->set_lr_power(o.lr_power);
+}
+
+// ----- tables and dense variables. The server validates the result
+// (TableOptions::Validate via ParameterServer::CreateTable).
+
+inline absl::StatusOr<TableOptions> FromProto(const v1::TableConfig& p) {
+  TableOptions o;
+  o.name = p.name();
+  o.dim = static_cast<int>(std::min<uint32_t>(p.dim(), 1u << 30));
+  o.seed = p.seed();
+  absl::StatusOr<InitializerOptions> init = FromProto(p.initializer());
+  if (!init.ok()) return init.status();
+  o.initializer = *init;
+  absl::StatusOr<OptimizerOptions> opt = FromProto(p.optimizer());
+  if (!opt.ok()) return opt.status();
+  o.optimizer = *opt;
+  if (p.memory_budget_bytes() != 0) o.memory_budget_bytes = p.memory_budget_bytes();
+  o.admission_min_count = p.admission_min_count();
+  o.ttl_steps = p.ttl_steps();
+  o.ttl_seconds = p.ttl_seconds();
+  absl::StatusOr<BadGradientPolicy> bad = FromProto(p.bad_gradient());
+  if (!bad.ok()) return bad.status();
+  o.bad_gradient = *bad;
+  o.gradient_clip = p.gradient_clip();
+  if (p.max_pending_keys() != 0) o.max_pending_keys = p.max_pending_keys();
+  return o;
+}
+
+inline void ToProto(const TableOptions& o, v1::TableConfig* p) {
+  p->set_name(o.name);
+  p->set_dim(o.dim < 0 ? 0 : static_cast<uint32_t>(o.dim));
+  p->set_seed(o.seed);
+  ToProto(o.initializer, p->mutable_initializer());
+  ToProto(o.optimizer, p->mutable_optimizer());
+  p->set_memory_budget_bytes(o.memory_budget_bytes);
+  p->set_admission_min_count(o.admission_min_count);
+  p->set_ttl_steps(o.ttl_steps);
+  p->set_ttl_seconds(o.ttl_seconds);
+  p->set_bad_gradient(ToProto(o.bad_gradient));
+  p->set_gradient_clip(o.gradient_clip);
+  p->set_max_pending_keys(o.max_pending_keys);
+}
+
+inline absl::StatusOr<DenseOptions> FromProto(const v1::DenseConfig& p) {
+  DenseOptions o;
+  o.name = p.name();
+  o.shape.assign(p.shape().begin(), p.shape().end());
+  o.seed = p.seed();
+  absl::StatusOr<InitializerOptions> init = FromProto(p.initializer());
+  if (!init.ok()) return init.status();
+  o.initializer = *init;
+  absl::StatusOr<OptimizerOptions> opt = FromProto(p.optimizer());
+  if (!opt.ok()) return opt.status();
+  o.optimizer = *opt;
+  absl::StatusOr<BadGradientPolicy> bad = FromProto(p.bad_gradient());
+  if (!bad.ok()) return bad.status();
+  o.bad_gradient = *bad;
+  return o;
+}
+
+inline void ToProto(const DenseOptions& o, v1::DenseConfig* p) {
+  p->set_name(o.name);
+  for (int64_t d : o.shape) p->add_shape(d);
+  p->set_seed(o.seed);
+  ToProto(o.initializer, p->mutable_initializer());
+  ToProto(o.optimizer, p->mutable_optimizer());
+  p->set_bad_gradient(ToProto(o.bad_gradient));
+}
+
+// ----- stats
+
+inline void ToProto(const ServerStats& s, v1::StatsResponse* p) {
+  for (const TableStats& t : s.tables) {
+    v1::TableStats* pt = p->add_tables();
+    pt->set_name(t.name);
+    pt->set_dim(t.dim < 0 ? 0 : static_cast<uint32_t>(t.dim));
+    pt->set_rows(t.rows);
+    pt->set_pending_keys(t.pending_keys);
+    pt->set_memory_bytes(t.memory_bytes);
+    pt->set_rows_pulled(t.rows_pulled);
+    pt->set_rows_pushed(t.rows_pushed);
+    pt->set_admissions(t.admissions);
+    pt->set_evictions(t.evictions);
+    pt->set_rejected_gradients(t.rejected_gradients);
+    pt->set_duplicate_pushes(t.duplicate_pushes);
+    pt->set_memory_budget_bytes(t.memory_budget_bytes);
+    pt->set_pending_forgotten(t.pending_forgotten);
+    pt->set_budget_rejections(t.budget_rejections);
+    pt->set_budget_deferred(t.budget_deferred);
+  }
+  for (const DenseStats& d : s.dense) {
+    v1::DenseStats* pd = p->add_dense();
+    pd->set_name(d.name);
+    pd->set_num_floats(d.num_floats);
+    pd->set_pushes(d.pushes);
+    pd->set_rejected_gradients(d.rejected_gradients);
+  }
+}
+
+inline ServerStats FromProto(const v1::StatsResponse& p) {
+  ServerStats s;
+  for (const v1::TableStats& pt : p.tables()) {
+    TableStats t;
+    t.name = pt.name();
+    t.dim = static_cast<int>(pt.dim());
+    t.rows = pt.rows();
+    t.pending_keys = pt.pending_keys();
+    t.memory_bytes = pt.memory_bytes();
+    t.bytes_per_row = t.rows ? static_cast<double>(t.memory_bytes) / t.rows : 0;
+    t.rows_pulled = pt.rows_pulled();
+    t.rows_pushed = pt.rows_pushed();
+    t.admissions = pt.admissions();
+    t.evictions = pt.evictions();
+    t.rejected_gradients = pt.rejected_gradients();
+    t.duplicate_pushes = pt.duplicate_pushes();
+    t.memory_budget_bytes = pt.memory_budget_bytes();
+    t.pending_forgotten = pt.pending_forgotten();
+    t.budget_rejections = pt.budget_rejections();
+    t.budget_deferred = pt.budget_deferred();
+    s.tables.push_back(std::move(t));
+  }
+  for (const v1::DenseStats& pd : p.dense()) {
+    DenseStats d;
+    d.name = pd.name();
+    d.num_floats = pd.num_floats();
+    d.pushes = pd.pushes();
+    d.rejected_gradients = pd.rejected_gradients();
+    s.dense.push_back(std::move(d));
+  }
+  return s;
+}
+
+}  // namespace brook::ps::rpc

@@ -1,0 +1,61 @@
+// The PS request handlers without the transport: decode a brook.v1 request
+// (ps/rpc/wire.h), check it, call one ParameterServer method, encode the
+// reply. Returns absl::Status; PsService maps it to grpc::Status at the one
+// seam (status_mapping.h). Kept apart from the gRPC service so tests and
+// fault-injecting wrappers can call the exact production handlers.
+//
+// Validation happens before the core is called, so a malformed request
+// (payload not a multiple of 8 / 4 bytes, gradients != keys x dim, wrong
+// shard route) is INVALID_ARGUMENT / FAILED_PRECONDITION and changes nothing.
+//
+// Thread-safe: every handler may run concurrently.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "brook/v1/common.pb.h"
+#include "brook/v1/ps.pb.h"
+
+namespace brook::ps {
+class ParameterServer;
+}
+
+namespace brook::ps::rpc {
+
+class PsHandlers {
+ public:
+  // `ps` must outlive this object. A pull whose reply would exceed
+  // `max_reply_bytes` is RESOURCE_EXHAUSTED before anything is allocated
+  // (a client cannot make the server allocate keys x a made-up dim).
+  explicit PsHandlers(ParameterServer* ps, uint64_t max_reply_bytes = 64ull << 20)
+      : ps_(ps), max_reply_bytes_(max_reply_bytes) {}
+  PsHandlers(const PsHandlers&) = delete;
+  PsHandlers& operator=(const PsHandlers&) = delete;
+
+  absl::Status CreateTable(const v1::CreateTableRequest& req, v1::CreateTableResponse* resp);
+  absl::Status DropTable(const v1::DropTableRequest& req, v1::DropTableResponse* resp);
+  absl::Status Pull(const v1::PullRequest& req, v1::PullResponse* resp);
+  absl::Status Push(const v1::PushRequest& req, v1::PushResponse* resp);
+  absl::Status CreateDense(const v1::CreateDenseRequest& req, v1::CreateDenseResponse* resp);
+  absl::Status PullDense(const v1::PullDenseRequest& req, v1::PullDenseResponse* resp);
+  absl::Status PushDense(const v1::PushDenseRequest& req, v1::PushDenseResponse* resp);
+  absl::Status Stats(const v1::StatsRequest& req, v1::StatsResponse* resp);
+  // Fills version and commit; `serving` is the caller's to set.
+  absl::Status Health(const v1::HealthRequest& req, v1::HealthResponse* resp);
+
+  // The highest step any push has carried: the "current step" the daemon's
+  // eviction timer passes to ParameterServer::Evict (step-based TTL).
+  int64_t max_step() const { return max_step_.load(std::memory_order_relaxed); }
+
+ private:
+  absl::Status CheckRoute(const v1::ShardRoute& route) const;
+  void NoteStep(int64_t step);
+
+  ParameterServer* const ps_;  // not owned
+  const uint64_t max_reply_bytes_;
+  std::atomic<int64_t> max_step_{0};
+};
+
+}  // namespace brook::ps::rpc

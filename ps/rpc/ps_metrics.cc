@@ -1,0 +1,73 @@
+#include "ps/rpc/ps_metrics.h"
+
+#include <string>
+
+#include "metrics/collector.h"
+#include "ps/parameter_server.h"
+
+namespace brook::ps::rpc {
+
+std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServer* ps) {
+  return std::make_shared<metrics::FunctionCollector>([ps] {
+    const ServerStats stats = ps->Stats();
+    metrics::FamilySet set;
+    auto* shard = set.Gauge("brook_ps_shard_info", "This PS's place in the shard map; always 1");
+    set.Add(shard,
+            {{"shard_index", std::to_string(ps->options().shard_index)},
+             {"num_shards", std::to_string(ps->options().num_shards)}},
+            1);
+
+    auto* pulled = set.Counter("brook_ps_rows_pulled_total", "Rows read by pulls");
+    auto* pushed = set.Counter("brook_ps_rows_pushed_total", "Rows updated by pushes");
+    auto* admissions = set.Counter("brook_ps_admissions_total", "Keys admitted as trained rows");
+    auto* evictions = set.Counter("brook_ps_evictions_total", "Rows dropped by TTL eviction");
+    auto* rejected = set.Counter("brook_ps_rejected_gradients_total",
+                                 "Pushes refused or values zeroed for NaN/Inf gradients");
+    auto* duplicates = set.Counter("brook_ps_duplicate_pushes_total",
+                                   "Retried pushes acknowledged without being applied again");
+    auto* rows = set.Gauge("brook_ps_table_rows", "Admitted rows held");
+    auto* pending = set.Gauge("brook_ps_table_pending_keys", "Keys seen but not yet admitted");
+    auto* memory = set.Gauge("brook_ps_table_memory_bytes",
+                             "Bytes the table holds: rows, optimizer slots and index");
+    auto* budget = set.Gauge("brook_ps_table_memory_budget_bytes",
+                             "The table's memory budget (TableOptions.memory_budget_bytes)");
+    auto* forgotten = set.Counter("brook_ps_pending_forgotten_total",
+                                  "Pending keys forgotten past max_pending_keys");
+    auto* budget_rejections = set.Counter("brook_ps_budget_rejections_total",
+                                          "Pushes refused because of the memory budget");
+    auto* budget_deferred =
+        set.Counter("brook_ps_budget_deferred_total",
+                    "New keys left pending because the budget was taken concurrently");
+    for (const TableStats& t : stats.tables) {
+      const metrics::Labels labels = {{"table", t.name}};
+      set.Add(pulled, labels, static_cast<double>(t.rows_pulled));
+      set.Add(pushed, labels, static_cast<double>(t.rows_pushed));
+      set.Add(admissions, labels, static_cast<double>(t.admissions));
+      set.Add(evictions, labels, static_cast<double>(t.evictions));
+      set.Add(rejected, labels, static_cast<double>(t.rejected_gradients));
+      set.Add(duplicates, labels, static_cast<double>(t.duplicate_pushes));
+      set.Add(rows, labels, static_cast<double>(t.rows));
+      set.Add(pending, labels, static_cast<double>(t.pending_keys));
+      set.Add(memory, labels, static_cast<double>(t.memory_bytes));
+      set.Add(budget, labels, static_cast<double>(t.memory_budget_bytes));
+      set.Add(forgotten, labels, static_cast<double>(t.pending_forgotten));
+      set.Add(budget_rejections, labels, static_cast<double>(t.budget_rejections));
+      set.Add(budget_deferred, labels, static_cast<double>(t.budget_deferred));
+    }
+
+    auto* dense_pushes =
+        set.Counter("brook_ps_dense_pushes_total", "Pushes applied to a dense variable");
+    auto* dense_rejected = set.Counter("brook_ps_dense_rejected_gradients_total",
+                                       "Dense pushes refused or zeroed for NaN/Inf gradients");
+    auto* dense_floats = set.Gauge("brook_ps_dense_floats", "Floats in a dense variable");
+    for (const DenseStats& d : stats.dense) {
+      const metrics::Labels labels = {{"variable", d.name}};
+      set.Add(dense_pushes, labels, static_cast<double>(d.pushes));
+      set.Add(dense_rejected, labels, static_cast<double>(d.rejected_gradients));
+      set.Add(dense_floats, labels, static_cast<double>(d.num_floats));
+    }
+    return set.Take();
+  });
+}
+
+}  // namespace brook::ps::rpc

@@ -1,0 +1,107 @@
+#include "ps/rpc/ps_service.h"
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include "metrics/rpc_metrics.h"
+#include "ps/rpc/status_mapping.h"
+
+namespace brook::ps::rpc {
+
+std::vector<std::string> PsMethodNames() {
+  // Order matches PsMethod.
+  return {"Health",      "CreateTable", "DropTable", "Pull", "Push",
+          "CreateDense", "PullDense",   "PushDense", "Stats"};
+}
+
+PsService::PsService(ParameterServer* ps, const PsServiceOptions& options)
+    : handlers_(ps, options.max_reply_bytes), options_(options) {}
+
+template <typename Req, typename Resp>
+grpc::ServerUnaryReactor* PsService::Serve(grpc::CallbackServerContext* ctx, PsMethod method,
+                                           const Req* req, Resp* resp,
+                                           absl::Status (PsHandlers::*handler)(const Req&, Resp*)) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const auto start = std::chrono::steady_clock::now();
+  auto run = [this, reactor, method, req, resp, handler, start] {
+    absl::Status status = serving() ? (handlers_.*handler)(*req, resp)
+                                    : absl::UnavailableError("parameter server is shutting down");
+    grpc::Status reply = ToGrpcStatus(status);  // the one absl -> gRPC seam
+    if (options_.metrics != nullptr) {
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      options_.metrics->Record(static_cast<int>(method), reply.error_code(), seconds);
+    }
+    reactor->Finish(reply);
+  };
+  if (options_.executor != nullptr) {
+    boost::asio::post(*options_.executor, std::move(run));
+  } else {
+    run();
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PsService::Health(grpc::CallbackServerContext* ctx,
+                                            const v1::HealthRequest* req,
+                                            v1::HealthResponse* resp) {
+  // Inline and always answered: a draining server still says it is draining.
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const auto start = std::chrono::steady_clock::now();
+  grpc::Status reply = ToGrpcStatus(handlers_.Health(*req, resp));
+  resp->set_serving(serving());
+  if (options_.metrics != nullptr) {
+    options_.metrics->Record(
+        static_cast<int>(PsMethod::kHealth), reply.error_code(),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  reactor->Finish(reply);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PsService::CreateTable(grpc::CallbackServerContext* ctx,
+                                                 const v1::CreateTableRequest* req,
+                                                 v1::CreateTableResponse* resp) {
+  return Serve(ctx, PsMethod::kCreateTable, req, resp, &PsHandlers::CreateTable);
+}
+
+grpc::ServerUnaryReactor* PsService::DropTable(grpc::CallbackServerContext* ctx,
+                                               const v1::DropTableRequest* req,
+                                               v1::DropTableResponse* resp) {
+  return Serve(ctx, PsMethod::kDropTable, req, resp, &PsHandlers::DropTable);
+}
+
+grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* ctx,
+                                          const v1::PullRequest* req, v1::PullResponse* resp) {
+  return Serve(ctx, PsMethod::kPull, req, resp, &PsHandlers::Pull);
+}
+
+grpc::ServerUnaryReactor* PsService::Push(grpc::CallbackServerContext* ctx,
+                                          const v1::PushRequest* req, v1::PushResponse* resp) {
+  return Serve(ctx, PsMethod::kPush, req, resp, &PsHandlers::Push);
+}
+
+grpc::ServerUnaryReactor* PsService::CreateDense(grpc::CallbackServerContext* ctx,
+                                                 const v1::CreateDenseRequest* req,
+                                                 v1::CreateDenseResponse* resp) {
+  return Serve(ctx, PsMethod::kCreateDense, req, resp, &PsHandlers::CreateDense);
+}
+
+grpc::ServerUnaryReactor* PsService::PullDense(grpc::CallbackServerContext* ctx,
+                                               const v1::PullDenseRequest* req,
+                                               v1::PullDenseResponse* resp) {
+  return Serve(ctx, PsMethod::kPullDense, req, resp, &PsHandlers::PullDense);
+}
+
+grpc::ServerUnaryReactor* PsService::PushDense(grpc::CallbackServerContext* ctx,
+                                               const v1::PushDenseRequest* req,
+                                               v1::PushDenseResponse* resp) {
+  return Serve(ctx, PsMethod::kPushDense, req, resp, &PsHandlers::PushDense);
+}
+
+grpc::ServerUnaryReactor* PsService::Stats(grpc::CallbackServerContext* ctx,
+                                           const v1::StatsRequest* req, v1::StatsResponse* resp) {
+  return Serve(ctx, PsMethod::kStats, req, resp, &PsHandlers::Stats);
+}
+
+}  // namespace brook::ps::rpc

@@ -1,0 +1,393 @@
+#include "ps/table.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "ps/internal/key_batch.h"
+#include "ps/internal/mem_row_store.h"
+
+namespace brook::ps {
+namespace internal {
+
+// Admission counts of keys seen but not yet admitted, for one stripe.
+// ~17 bytes per key at absl's 7/8 load (8 B key, 2 B count, padding, 1 B
+// control).
+struct PendingStripe {
+  absl::flat_hash_map<uint64_t, uint16_t> counts;
+};
+
+}  // namespace internal
+
+namespace {
+
+using internal::KeyBatch;
+
+// 256 stripes: a 4096-key request holds each lock for ~16 keys, and pushes
+// from several threads rarely wait on the same stripe.
+constexpr int kStripeBits = 8;
+
+// IEEE-754 single: exponent all ones means Inf or NaN. Branch-free so the
+// scan of a whole push vectorizes.
+inline bool NonFinite(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  return (bits & 0x7F800000u) == 0x7F800000u;
+}
+
+uint64_t CountNonFinite(absl::Span<const float> v) {
+  uint64_t n = 0;
+  for (float x : v) n += NonFinite(x) ? 1 : 0;
+  return n;
+}
+
+uint32_t ClampStep(int64_t step) {
+  if (step <= 0) return 0;
+  if (step >= std::numeric_limits<uint32_t>::max()) return std::numeric_limits<uint32_t>::max();
+  return static_cast<uint32_t>(step);
+}
+
+double SteadySeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Table>> Table::Create(const TableOptions& options, Clock clock) {
+  RETURN_IF_ERROR(options.Validate());
+  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, CreateOptimizer(options.optimizer));
+  if (!clock) clock = SteadySeconds;
+  return std::unique_ptr<Table>(new Table(options, std::move(optimizer), std::move(clock)));
+}
+
+Table::Table(const TableOptions& options, std::unique_ptr<Optimizer> optimizer, Clock clock)
+    : options_(options),
+      slot_floats_(optimizer->SlotFloats(options.dim)),
+      max_rows_(options.memory_budget_bytes /
+                (static_cast<uint64_t>(options.dim + slot_floats_) * sizeof(float))),
+      pending_bound_(std::max<uint64_t>(1, options.max_pending_keys >> kStripeBits)),
+      initializer_(options.initializer, options.seed),
+      optimizer_(std::move(optimizer)),
+      clock_(std::move(clock)),
+      time_base_(clock_()),
+      store_(std::make_unique<internal::MemRowStore>(
+          internal::MemRowStoreOptions{.row_floats = options.dim + slot_floats_,
+                                       .hot_floats = options.dim,
+                                       .stripe_bits = kStripeBits,
+                                       .huge_pages = true})),
+      pending_(new internal::PendingStripe[store_->num_stripes()]) {}
+
+Table::~Table() = default;
+
+uint32_t Table::NowSeconds() const {
+  const double t = std::floor(clock_() - time_base_);
+  if (!(t > 0)) return 0;
+  if (t >= std::numeric_limits<uint32_t>::max()) return std::numeric_limits<uint32_t>::max();
+  return static_cast<uint32_t>(t);
+}
+
+bool Table::TryReserve(uint64_t rows) {
+  uint64_t c = committed_.load(std::memory_order_relaxed);
+  do {
+    if (rows > max_rows_ || c > max_rows_ - rows) return false;
+  } while (!committed_.compare_exchange_weak(c, c + rows, std::memory_order_relaxed));
+  return true;
+}
+
+absl::Status Table::Pull(absl::Span<const uint64_t> keys, absl::Span<float> out) {
+  const size_t dim = options_.dim;
+  if (out.size() != keys.size() * dim) {
+    return absl::InvalidArgumentError(absl::StrCat("table '", options_.name, "': pull of ",
+                                                   keys.size(), " keys x dim ", dim, " needs ",
+                                                   keys.size() * dim, " floats, got ", out.size()));
+  }
+  KeyBatch& b = internal::ThreadKeyBatch();
+  b.Group(*store_, keys);
+  b.const_rows.resize(keys.size());
+  b.misses.clear();
+  float* dst = out.data();
+  for (int s = 0; s < store_->num_stripes(); ++s) {
+    const uint32_t lo = b.begin[s], hi = b.begin[s + 1];
+    if (lo == hi) continue;
+    store_->Read(s, [&](const RowStore::Reader& r) {
+      const size_t m = hi - lo;
+      r.FindBatch({b.keys.data() + lo, m}, {b.hashes.data() + lo, m},
+                  {b.const_rows.data() + lo, m});
+      for (uint32_t j = lo; j < hi; ++j) {
+        const RowHeader* row = b.const_rows[j];
+        if (row != nullptr) {
+          std::memcpy(dst + b.original[j] * dim, row->floats(), dim * sizeof(float));
+        } else {
+          b.misses.push_back(j);
+        }
+      }
+    });
+  }
+  // Initial values are computed outside the locks.
+  for (uint32_t j : b.misses) {
+    initializer_.Fill(b.keys[j], {dst + b.original[j] * dim, dim});
+  }
+  rows_pulled_.fetch_add(keys.size(), std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PreparedPush> Table::PreparePush(absl::Span<const uint64_t> keys,
+                                                absl::Span<const float> grads) {
+  const size_t dim = options_.dim;
+  if (grads.size() != keys.size() * dim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table '", options_.name, "': push of ", keys.size(), " keys x dim ", dim,
+                     " needs ", keys.size() * dim, " gradient floats, got ", grads.size()));
+  }
+  KeyBatch& b = internal::ThreadKeyBatch();
+  b.Group(*store_, keys);
+  if (b.HasDuplicateKeys()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table '", options_.name, "': push of ", keys.size(),
+                     " keys has duplicate keys (the client must sum gradients of a key)"));
+  }
+  PreparedPush p{.keys = keys, .grads = grads, .nonfinite = CountNonFinite(grads), .batch = &b};
+  if (p.nonfinite > 0 && options_.bad_gradient == BadGradientPolicy::kReject) {
+    rejected_gradients_.fetch_add(1, std::memory_order_relaxed);
+    return absl::InvalidArgumentError(absl::StrCat("table '", options_.name, "': push of ",
+                                                   keys.size(), " keys has ", p.nonfinite,
+                                                   " NaN/Inf gradient values; rejected"));
+  }
+  return p;
+}
+
+uint64_t Table::CountCreations(const KeyBatch& b) const {
+  const uint32_t min_count = options_.admission_min_count;
+  uint64_t creations = 0;
+  std::vector<const RowHeader*> rows;  // cold path: only near the budget
+  for (int s = 0; s < store_->num_stripes(); ++s) {
+    const uint32_t lo = b.begin[s], hi = b.begin[s + 1];
+    if (lo == hi) continue;
+    rows.resize(hi - lo);
+    store_->Read(s, [&](const RowStore::Reader& r) {
+      r.FindBatch({b.keys.data() + lo, hi - lo}, {b.hashes.data() + lo, hi - lo},
+                  absl::MakeSpan(rows));
+      for (uint32_t j = lo; j < hi; ++j) {
+        if (rows[j - lo] != nullptr) continue;
+        if (min_count <= 1) {
+          ++creations;
+          continue;
+        }
+        const auto& counts = pending_[s].counts;
+        const auto it = counts.find(b.keys[j]);
+        if ((it == counts.end() ? 0u : it->second) + 1u >= min_count) ++creations;
+      }
+    });
+  }
+  return creations;
+}
+
+void Table::SetPending(int s, uint64_t key, uint16_t count) {
+  auto& counts = pending_[s].counts;
+  if (counts.size() >= pending_bound_ && !counts.contains(key)) {
+    // Past the bound: halve every count of this stripe, forgetting keys that
+    // reach 0, until a quarter of the room is free. Frequent keys keep most
+    // of their progress; one-off keys (the long tail) are dropped.
+    const size_t target = pending_bound_ - pending_bound_ / 4 - 1;
+    uint64_t forgotten = 0;
+    while (counts.size() > target) {
+      for (auto it = counts.begin(); it != counts.end();) {
+        it->second >>= 1;
+        if (it->second == 0) {
+          counts.erase(it++);
+          ++forgotten;
+        } else {
+          ++it;
+        }
+      }
+    }
+    pending_forgotten_.fetch_add(forgotten, std::memory_order_relaxed);
+  }
+  counts[key] = count;
+}
+
+absl::Status Table::ApplyPush(const PreparedPush& push, int64_t step) {
+  KeyBatch& b = *push.batch;
+  const size_t n = b.size();
+  const size_t dim = options_.dim;
+  const size_t slots = slot_floats_;
+  const uint32_t min_count = options_.admission_min_count;
+
+  // Reserve room for the rows this push may create, so that a push either
+  // fits or is refused before anything changes. Far from the budget reserve
+  // one row per key (no lookups); near it count exactly under shared locks.
+  // A concurrent push's unused reservation can make a push near the budget
+  // fail although it would have fit; a retry succeeds once that is released.
+  uint64_t reserved = 0;
+  if (TryReserve(n)) {
+    reserved = n;
+  } else {
+    const uint64_t need = CountCreations(b);
+    if (!TryReserve(need)) {
+      budget_rejections_.fetch_add(1, std::memory_order_relaxed);
+      return absl::ResourceExhaustedError(
+          absl::StrCat("table '", options_.name, "': push of ", n, " keys needs ", need,
+                       " new rows; memory budget of ", options_.memory_budget_bytes, " bytes (",
+                       max_rows_, " rows) is full"));
+    }
+    reserved = need;
+  }
+  // A row created beyond the reservation (another push raced us to a pending
+  // key's last count, or Evict freed a row we had counted as present) tries
+  // the budget once more; if that fails the key stays pending.
+  auto take_reservation = [&]() {
+    if (reserved > 0) {
+      --reserved;
+      return true;
+    }
+    return TryReserve(1);
+  };
+
+  const bool transform = options_.gradient_clip > 0 ||
+                         (push.nonfinite > 0 && options_.bad_gradient == BadGradientPolicy::kZero);
+  const float clip = options_.gradient_clip;
+  b.floats.resize(dim);
+  float* scratch = b.floats.data();
+  const uint32_t step32 = ClampStep(step);
+  const uint32_t now32 = NowSeconds();
+  b.rows.resize(n);
+  uint64_t admitted = 0, deferred = 0;
+
+  for (int s = 0; s < store_->num_stripes(); ++s) {
+    const uint32_t lo = b.begin[s], hi = b.begin[s + 1];
+    if (lo == hi) continue;
+    store_->Write(s, [&](RowStore::Writer& w) {
+      w.FindBatch({b.keys.data() + lo, hi - lo}, {b.hashes.data() + lo, hi - lo},
+                  {b.rows.data() + lo, hi - lo});
+      for (uint32_t j = lo; j < hi; ++j) {
+        RowHeader* row = b.rows[j];
+        const uint64_t key = b.keys[j];
+        if (row == nullptr) {
+          uint32_t count = 0;
+          if (min_count > 1) {
+            const auto it = pending_[s].counts.find(key);
+            count = (it == pending_[s].counts.end() ? 0u : it->second) + 1u;
+            if (count < min_count) {
+              SetPending(s, key, static_cast<uint16_t>(count));
+              continue;  // counted only
+            }
+          }
+          if (!take_reservation()) {
+            ++deferred;
+            if (min_count > 1) SetPending(s, key, static_cast<uint16_t>(min_count - 1));
+            continue;
+          }
+          row = w.Insert(key, b.hashes[j]);
+          if (row == nullptr) {  // the store itself is full
+            committed_.fetch_sub(1, std::memory_order_relaxed);
+            ++deferred;
+            if (min_count > 1) SetPending(s, key, static_cast<uint16_t>(min_count - 1));
+            continue;
+          }
+          if (min_count > 1) pending_[s].counts.erase(key);
+          initializer_.Fill(key, {row->floats(), dim});
+          optimizer_->InitSlots({row->floats() + dim, slots});
+          ++admitted;
+        }
+        const float* g = push.grads.data() + size_t{b.original[j]} * dim;
+        if (transform) {
+          for (size_t k = 0; k < dim; ++k) {
+            float v = NonFinite(g[k]) ? 0.0f : g[k];
+            if (clip > 0) v = std::clamp(v, -clip, clip);
+            scratch[k] = v;
+          }
+          g = scratch;
+        }
+        optimizer_->Apply({row->floats(), dim}, {row->floats() + dim, slots}, {g, dim});
+        row->last_step = step32;
+        row->last_time = now32;
+      }
+    });
+  }
+  if (reserved > 0) committed_.fetch_sub(reserved, std::memory_order_relaxed);
+
+  rows_pushed_.fetch_add(n, std::memory_order_relaxed);
+  if (admitted > 0) admissions_.fetch_add(admitted, std::memory_order_relaxed);
+  if (deferred > 0) budget_deferred_.fetch_add(deferred, std::memory_order_relaxed);
+  if (push.nonfinite > 0) rejected_gradients_.fetch_add(push.nonfinite, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+uint64_t Table::Evict(int64_t current_step) {
+  const int64_t ttl_steps = options_.ttl_steps;
+  const double ttl_seconds = options_.ttl_seconds;
+  if (ttl_steps <= 0 && ttl_seconds <= 0) return 0;
+  const int64_t now = NowSeconds();
+  auto expired = [&](const RowHeader& r) {
+    if (ttl_steps > 0 && current_step - static_cast<int64_t>(r.last_step) >= ttl_steps) return true;
+    return ttl_seconds > 0 &&
+           static_cast<double>(now - static_cast<int64_t>(r.last_time)) >= ttl_seconds;
+  };
+  KeyBatch& b = internal::ThreadKeyBatch();
+  uint64_t evicted = 0;
+  for (int s = 0; s < store_->num_stripes(); ++s) {
+    store_->Write(s, [&](RowStore::Writer& w) {
+      b.victims.clear();
+      w.ForEach([&](RowHeader& r) {
+        if (expired(r)) b.victims.push_back(r.key);
+      });
+      for (uint64_t key : b.victims) w.Erase(key, RowStore::HashKey(key));
+      evicted += b.victims.size();
+    });
+  }
+  if (evicted > 0) {
+    committed_.fetch_sub(evicted, std::memory_order_relaxed);
+    evictions_.fetch_add(evicted, std::memory_order_relaxed);
+  }
+  return evicted;
+}
+
+void Table::Scan(
+    absl::FunctionRef<void(uint64_t, absl::Span<const float>, absl::Span<const float>)> fn) const {
+  const size_t dim = options_.dim;
+  const size_t slots = slot_floats_;
+  for (int s = 0; s < store_->num_stripes(); ++s) {
+    store_->Read(s, [&](const RowStore::Reader& r) {
+      r.ForEach([&](const RowHeader& row) {
+        fn(row.key, {row.floats(), dim}, {row.floats() + dim, slots});
+      });
+    });
+  }
+}
+
+TableStats Table::Stats() const {
+  TableStats t;
+  t.name = options_.name;
+  t.dim = options_.dim;
+  const RowStoreStats store = store_->Stats();
+  t.rows = store.rows;
+  uint64_t pending_bytes = 0;
+  for (int s = 0; s < store_->num_stripes(); ++s) {
+    store_->Read(s, [&](const RowStore::Reader&) {
+      const auto& counts = pending_[s].counts;
+      t.pending_keys += counts.size();
+      pending_bytes += counts.capacity() * (sizeof(std::pair<const uint64_t, uint16_t>) + 1);
+    });
+  }
+  t.memory_bytes = store.memory_bytes + pending_bytes +
+                   sizeof(internal::PendingStripe) * store_->num_stripes() + sizeof(Table);
+  t.bytes_per_row = t.rows == 0 ? 0.0 : static_cast<double>(t.memory_bytes) / t.rows;
+  t.memory_budget_bytes = options_.memory_budget_bytes;
+  t.rows_pulled = rows_pulled_.load(std::memory_order_relaxed);
+  t.rows_pushed = rows_pushed_.load(std::memory_order_relaxed);
+  t.admissions = admissions_.load(std::memory_order_relaxed);
+  t.evictions = evictions_.load(std::memory_order_relaxed);
+  t.rejected_gradients = rejected_gradients_.load(std::memory_order_relaxed);
+  t.duplicate_pushes = duplicate_pushes_.load(std::memory_order_relaxed);
+  t.pending_forgotten = pending_forgotten_.load(std::memory_order_relaxed);
+  t.budget_rejections = budget_rejections_.load(std::memory_order_relaxed);
+  t.budget_deferred = budget_deferred_.load(std::memory_order_relaxed);
+  return t;
+}
+
+}  // namespace brook::ps

@@ -1,0 +1,136 @@
+// Table: one embedding table of a PS shard. Rows are created on their first
+// admitted push (initial value = Initializer(seed, key)), updated by the
+// table's Optimizer, and dropped by TTL eviction. Pulls never create rows.
+//
+// Thread-safe: Pull, the push stages, Evict, Scan and Stats may run
+// concurrently from any number of threads without external synchronization.
+// Updates of one row are serialized by its stripe lock; a request takes one
+// stripe lock at a time, in stripe order (a push is therefore not atomic
+// against a concurrent pull of the same keys: a pull sees each row either
+// before or after the push, not necessarily all rows at the same instant).
+//
+// Usage (ParameterServer does this, with dedup between the two stages):
+//   ASSIGN_OR_RETURN(PreparedPush p, table->PreparePush(keys, grads));
+//   RETURN_IF_ERROR(table->ApplyPush(p, step));
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "ps/initializer.h"
+#include "ps/optimizer.h"
+#include "ps/options.h"
+#include "ps/parameter_server.h"
+#include "ps/row_store.h"
+
+namespace brook::ps {
+
+namespace internal {
+struct KeyBatch;
+struct PendingStripe;
+}  // namespace internal
+
+// A push that passed every stateless check. Borrows the request's spans and
+// this thread's KeyBatch: use it on the same thread, before the thread's next
+// Table call, while keys and grads are alive.
+struct PreparedPush {
+  absl::Span<const uint64_t> keys;
+  absl::Span<const float> grads;
+  uint64_t nonfinite = 0;  // NaN/Inf values found (kZero policy only)
+  internal::KeyBatch* batch = nullptr;
+};
+
+class Table {
+ public:
+  // Seconds on a monotonic clock; TTL in seconds is measured with it.
+  using Clock = std::function<double()>;
+
+  // INVALID_ARGUMENT names a bad option. `clock` must be callable from any
+  // thread; empty = std::chrono::steady_clock.
+  static absl::StatusOr<std::unique_ptr<Table>> Create(const TableOptions& options, Clock clock);
+  ~Table();
+  Table(const Table&) = delete;
+  Table& operator=(const Table&) = delete;
+
+  const TableOptions& options() const { return options_; }
+  int dim() const { return options_.dim; }
+
+  // Writes keys.size() x dim floats (row i for keys[i]); absent keys get
+  // their initial value. Duplicate keys are fine. INVALID_ARGUMENT on a size
+  // mismatch. Blocks only on stripe locks.
+  absl::Status Pull(absl::Span<const uint64_t> keys, absl::Span<float> out);
+
+  // Push stage 1: checks that need no row state. INVALID_ARGUMENT for a size
+  // mismatch, duplicate keys, or (kReject) a NaN/Inf gradient, which is
+  // counted in rejected_gradients; nothing else changes.
+  absl::StatusOr<PreparedPush> PreparePush(absl::Span<const uint64_t> keys,
+                                           absl::Span<const float> grads);
+
+  // Push stage 2: applies the optimizer to every admitted row, counts the
+  // others towards admission. RESOURCE_EXHAUSTED, with nothing applied, when
+  // the rows the push would create do not fit in memory_budget_bytes.
+  // `step` is recorded as the rows' last-update step (for ttl_steps).
+  absl::Status ApplyPush(const PreparedPush& push, int64_t step);
+
+  // Counts a push that dedup answered with kDuplicate.
+  void CountDuplicate() { duplicate_pushes_.fetch_add(1, std::memory_order_relaxed); }
+
+  // Drops rows whose last update is ttl_steps or more steps before
+  // `current_step`, or ttl_seconds or more seconds before now (1 s
+  // resolution); returns how many. The keys come back at their initial value.
+  uint64_t Evict(int64_t current_step);
+
+  // Calls fn(key, weights, slots) for every row, one stripe at a time under
+  // its shared lock, on the calling thread. fn must not call into this table.
+  // Not a snapshot: concurrent pushes may or may not be seen.
+  void Scan(absl::FunctionRef<void(uint64_t key, absl::Span<const float> weights,
+                                   absl::Span<const float> slots)>
+                fn) const;
+
+  TableStats Stats() const;
+
+ private:
+  Table(const TableOptions& options, std::unique_ptr<Optimizer> optimizer, Clock clock);
+
+  uint32_t NowSeconds() const;
+  bool TryReserve(uint64_t rows);
+  uint64_t CountCreations(const internal::KeyBatch& b) const;
+  // Inserts/updates a pending count, forgetting low counts past the bound.
+  // REQUIRES: stripe `s` write-locked.
+  void SetPending(int s, uint64_t key, uint16_t count);
+
+  // Constant after construction.
+  const TableOptions options_;
+  const int slot_floats_;
+  const uint64_t max_rows_;     // memory_budget_bytes / row bytes
+  const size_t pending_bound_;  // per stripe
+  const Initializer initializer_;
+  const std::unique_ptr<Optimizer> optimizer_;
+  const Clock clock_;
+  const double time_base_;
+  const std::unique_ptr<RowStore> store_;
+  // pending_[s] is guarded by store_'s stripe s lock (shared for reads).
+  const std::unique_ptr<internal::PendingStripe[]> pending_;
+
+  // Rows held plus rows reserved by pushes in flight; <= max_rows_.
+  std::atomic<uint64_t> committed_{0};
+
+  // Counters (relaxed; added once per request).
+  std::atomic<uint64_t> rows_pulled_{0};
+  std::atomic<uint64_t> rows_pushed_{0};
+  std::atomic<uint64_t> admissions_{0};
+  std::atomic<uint64_t> evictions_{0};
+  std::atomic<uint64_t> rejected_gradients_{0};
+  std::atomic<uint64_t> duplicate_pushes_{0};
+  std::atomic<uint64_t> pending_forgotten_{0};
+  std::atomic<uint64_t> budget_rejections_{0};
+  std::atomic<uint64_t> budget_deferred_{0};
+};
+
+}  // namespace brook::ps

@@ -1,0 +1,298 @@
+// GrpcPsClient against fault-injecting servers: retries keep the sequence so
+// the PS dedups (exactly-once effect), backoff stays inside the deadline,
+// non-retryable codes return at once, large calls are split, and a wrong
+// address order is caught by the shard route check.
+#include "ps/client/grpc_ps_client.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "brook/v1/ps.grpc.pb.h"
+#include "ps/rpc/ps_handlers.h"
+#include "ps/rpc/ps_server.h"
+#include "ps/rpc/ps_service.h"
+#include "ps/rpc/status_mapping.h"
+#include "tests/testing/ps_rpc_testing.h"
+
+namespace brook::ps {
+namespace {
+
+using testing::CounterTable;
+
+// Runs the production handlers, then lies about the outcome.
+class FlakyService final : public v1::ParameterServer::CallbackService {
+ public:
+  enum class Mode {
+    kLoseFirstPushReply,  // apply the push, answer UNAVAILABLE the first time
+    kTimeOutFirstPush,    // apply, then stall past the attempt deadline once
+    kFailFirstPull,       // UNAVAILABLE without serving, once per request
+    kAlwaysUnavailable,   // every call
+  };
+  FlakyService(ParameterServer* ps, Mode mode) : handlers_(ps), mode_(mode) {}
+
+  grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* ctx, const v1::PullRequest* req,
+                                 v1::PullResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    const int n = ++pull_attempts_;
+    if (mode_ == Mode::kAlwaysUnavailable || (mode_ == Mode::kFailFirstPull && n == 1)) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "injected"));
+    } else {
+      reactor->Finish(rpc::ToGrpcStatus(handlers_.Pull(*req, resp)));
+    }
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* ctx, const v1::PushRequest* req,
+                                 v1::PushResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    if (mode_ == Mode::kAlwaysUnavailable) {
+      ++push_attempts_;
+      reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "injected"));
+      return reactor;
+    }
+    absl::Status st = handlers_.Push(*req, resp);
+    int attempt;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      attempt = ++attempts_by_id_[{req->client_id(), req->sequence()}];
+      if (resp->duplicate()) ++duplicates_;
+    }
+    ++push_attempts_;
+    if (st.ok() && attempt == 1 && mode_ == Mode::kLoseFirstPushReply) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "reply lost"));
+    } else if (st.ok() && attempt == 1 && mode_ == Mode::kTimeOutFirstPush) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      reactor->Finish(rpc::ToGrpcStatus(st));
+    } else {
+      reactor->Finish(rpc::ToGrpcStatus(st));
+    }
+    return reactor;
+  }
+
+  std::map<std::pair<uint64_t, uint64_t>, int> attempts_by_id() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return attempts_by_id_;
+  }
+  int duplicates() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return duplicates_;
+  }
+  int push_attempts() const { return push_attempts_; }
+  int pull_attempts() const { return pull_attempts_; }
+
+ private:
+  rpc::PsHandlers handlers_;
+  const Mode mode_;
+  std::atomic<int> push_attempts_{0};
+  std::atomic<int> pull_attempts_{0};
+  std::mutex mu_;
+  std::map<std::pair<uint64_t, uint64_t>, int> attempts_by_id_;
+  int duplicates_ = 0;
+};
+
+// One flaky shard on loopback TCP.
+struct FlakyShard {
+  FlakyShard(FlakyService::Mode mode) : ps(ParameterServerOptions{}), service(&ps, mode) {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(&service);
+    server = b.BuildAndStart();
+  }
+  ~FlakyShard() { server->Shutdown(std::chrono::system_clock::now()); }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
+
+  ParameterServer ps;
+  FlakyService service;
+  int port = 0;
+  std::unique_ptr<grpc::Server> server;
+};
+
+std::unique_ptr<GrpcPsClient> Client(std::vector<std::string> addresses,
+                                     absl::Duration deadline = absl::Seconds(10),
+                                     absl::Duration attempt = absl::Seconds(5)) {
+  GrpcPsClientOptions o;
+  o.addresses = std::move(addresses);
+  o.deadline = deadline;
+  o.attempt_timeout = attempt;
+  o.initial_backoff = absl::Milliseconds(5);
+  o.max_backoff = absl::Milliseconds(50);
+  auto c = GrpcPsClient::Create(o);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+TEST(GrpcPsClientTest, LostPushReplyIsRetriedWithTheSameSequenceAndAppliedOnce) {
+  FlakyShard shard(FlakyService::Mode::kLoseFirstPushReply);
+  ASSERT_NE(shard.server, nullptr);
+  BROOK_ASSERT_OK(shard.ps.CreateTable(CounterTable("emb", 2)));
+  auto client = Client({shard.address()});
+  for (int step = 0; step < 5; ++step) {
+    BROOK_ASSERT_OK(
+        client->Push("emb", std::vector<uint64_t>{1, 2, 1}, std::vector<float>(6, -1.0f), step));
+  }
+  std::vector<float> rows(4);
+  BROOK_ASSERT_OK(client->Pull("emb", std::vector<uint64_t>{1, 2}, absl::MakeSpan(rows)));
+  EXPECT_EQ(rows, (std::vector<float>{10, 10, 5, 5}));  // key 1 twice per step, summed
+  // Each push went out twice with one (client, sequence); the retry was a duplicate.
+  auto attempts = shard.service.attempts_by_id();
+  EXPECT_EQ(attempts.size(), 5u);
+  for (const auto& [id, n] : attempts) {
+    EXPECT_EQ(id.first, client->client_id());
+    EXPECT_EQ(n, 2);
+  }
+  EXPECT_EQ(shard.service.duplicates(), 5);
+  EXPECT_EQ(client->retries(), 5u);
+  EXPECT_EQ(shard.ps.Stats().tables[0].duplicate_pushes, 5u);
+}
+
+TEST(GrpcPsClientTest, PushThatTimesOutAfterApplyingIsNotAppliedTwice) {
+  FlakyShard shard(FlakyService::Mode::kTimeOutFirstPush);
+  ASSERT_NE(shard.server, nullptr);
+  BROOK_ASSERT_OK(shard.ps.CreateTable(CounterTable("emb", 1)));
+  auto client = Client({shard.address()}, absl::Seconds(10), absl::Milliseconds(100));
+  BROOK_ASSERT_OK(client->Push("emb", std::vector<uint64_t>{7}, std::vector<float>{-1}, 0));
+  std::vector<float> row(1);
+  BROOK_ASSERT_OK(client->Pull("emb", std::vector<uint64_t>{7}, absl::MakeSpan(row)));
+  EXPECT_EQ(row[0], 1.0f);
+  EXPECT_GE(client->retries(), 1u);
+  for (const auto& [id, n] : shard.service.attempts_by_id()) EXPECT_GE(n, 2);
+}
+
+TEST(GrpcPsClientTest, UnavailablePullIsRetried) {
+  FlakyShard shard(FlakyService::Mode::kFailFirstPull);
+  ASSERT_NE(shard.server, nullptr);
+  BROOK_ASSERT_OK(shard.ps.CreateTable(CounterTable("emb", 2)));
+  auto client = Client({shard.address()});
+  std::vector<float> rows(2, -1);
+  BROOK_ASSERT_OK(client->Pull("emb", std::vector<uint64_t>{3}, absl::MakeSpan(rows)));
+  EXPECT_EQ(rows, (std::vector<float>{0, 0}));
+  EXPECT_EQ(shard.service.pull_attempts(), 2);
+  EXPECT_EQ(client->retries(), 1u);
+}
+
+TEST(GrpcPsClientTest, RetriesStopAtTheDeadline) {
+  FlakyShard shard(FlakyService::Mode::kAlwaysUnavailable);
+  ASSERT_NE(shard.server, nullptr);
+  BROOK_ASSERT_OK(shard.ps.CreateTable(CounterTable("emb", 2)));
+  auto client = Client({shard.address()}, absl::Milliseconds(400), absl::Milliseconds(200));
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status st = client->Push("emb", std::vector<uint64_t>{1}, std::vector<float>{1, 1}, 0);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_NE(st.message().find("attempts"), absl::string_view::npos) << st;
+  EXPECT_LT(elapsed, std::chrono::seconds(2));
+  EXPECT_GT(shard.service.push_attempts(), 2);
+}
+
+TEST(GrpcPsClientTest, NonRetryableErrorsReturnAtOnce) {
+  rpc::PsServerOptions o;
+  o.metrics_listen = "";
+  auto server = rpc::PsServer::Start(o);
+  ASSERT_TRUE(server.ok());
+  auto client = Client({(*server)->address()});
+  std::vector<float> rows(2);
+  BROOK_EXPECT_CODE(client->Pull("missing", std::vector<uint64_t>{1}, absl::MakeSpan(rows)),
+                    absl::StatusCode::kNotFound);
+  EXPECT_EQ(client->retries(), 0u);
+}
+
+TEST(GrpcPsClientTest, UnreachableShardFailsWithinTheDeadline) {
+  // Port 1 on loopback: nothing listens there, connections are refused.
+  auto client = Client({"127.0.0.1:1"}, absl::Milliseconds(500), absl::Milliseconds(200));
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<float> rows(2);
+  absl::Status st = client->Pull("emb", std::vector<uint64_t>{1}, absl::MakeSpan(rows));
+  EXPECT_TRUE(absl::IsUnavailable(st) || absl::IsDeadlineExceeded(st)) << st;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  EXPECT_FALSE(client->WaitForReady(absl::Milliseconds(300)).ok());
+}
+
+TEST(GrpcPsClientTest, SwappedAddressesAreFailedPrecondition) {
+  std::vector<std::unique_ptr<rpc::PsServer>> servers;
+  for (int i = 0; i < 2; ++i) {
+    rpc::PsServerOptions o;
+    o.metrics_listen = "";
+    o.ps.shard_index = i;
+    o.ps.num_shards = 2;
+    auto s = rpc::PsServer::Start(o);
+    ASSERT_TRUE(s.ok());
+    servers.push_back(std::move(*s));
+  }
+  auto client = Client({servers[1]->address(), servers[0]->address()});
+  BROOK_ASSERT_OK(client->WaitForReady(absl::Seconds(10)));
+  BROOK_ASSERT_OK(client->CreateTable(CounterTable("emb", 2)));
+  std::vector<uint64_t> keys(20);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i;
+  std::vector<float> rows(keys.size() * 2);
+  BROOK_EXPECT_CODE(client->Pull("emb", keys, absl::MakeSpan(rows)),
+                    absl::StatusCode::kFailedPrecondition);
+  BROOK_EXPECT_CODE(client->Push("emb", keys, rows, 0), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(GrpcPsClientTest, LargeCallsAreSplitIntoSeveralRequestsPerShard) {
+  std::vector<std::unique_ptr<rpc::PsServer>> servers;
+  GrpcPsClientOptions o;
+  for (int i = 0; i < 2; ++i) {
+    rpc::PsServerOptions so;
+    so.metrics_listen = "";
+    so.ps.shard_index = i;
+    so.ps.num_shards = 2;
+    auto s = rpc::PsServer::Start(so);
+    ASSERT_TRUE(s.ok());
+    o.addresses.push_back((*s)->address());
+    servers.push_back(std::move(*s));
+  }
+  o.max_request_bytes = 1000;  // 8 + 4 x 4 bytes per key: 41 keys per request
+  auto client = GrpcPsClient::Create(o);
+  ASSERT_TRUE(client.ok());
+  BROOK_ASSERT_OK((*client)->CreateTable(CounterTable("emb", 4)));
+  std::mt19937_64 rng(3);
+  std::vector<uint64_t> keys(2000);
+  for (auto& k : keys) k = rng() % 700;
+  std::vector<float> grads(keys.size() * 4);
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = -static_cast<float>(i % 4 + 1);
+  BROOK_ASSERT_OK((*client)->Push("emb", keys, grads, 0));
+  std::vector<float> rows(keys.size() * 4);
+  BROOK_ASSERT_OK((*client)->Pull("emb", keys, absl::MakeSpan(rows)));
+  std::map<uint64_t, int> count;
+  for (uint64_t k : keys) ++count[k];
+  for (size_t i = 0; i < keys.size(); ++i) {
+    for (int d = 0; d < 4; ++d) {
+      ASSERT_EQ(rows[i * 4 + d], static_cast<float>(count[keys[i]] * (d + 1))) << i;
+    }
+  }
+}
+
+TEST(GrpcPsClientTest, BadOptionsAreInvalidArgument) {
+  GrpcPsClientOptions o;
+  EXPECT_EQ(GrpcPsClient::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.addresses = {"127.0.0.1:1"};
+  o.channels_per_shard = 0;
+  EXPECT_EQ(GrpcPsClient::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.channels_per_shard = 2;
+  o.max_request_bytes = o.max_message_bytes;
+  EXPECT_EQ(GrpcPsClient::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.max_request_bytes = 1 << 20;
+  o.deadline = absl::ZeroDuration();
+  EXPECT_EQ(GrpcPsClient::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(GrpcPsClientTest, WaitForReadySeesADrainingServerAsNotServing) {
+  rpc::PsServerOptions so;
+  so.metrics_listen = "";
+  auto server = rpc::PsServer::Start(so);
+  ASSERT_TRUE(server.ok());
+  auto client = Client({(*server)->address()});
+  BROOK_ASSERT_OK(client->WaitForReady(absl::Seconds(10)));
+  (*server)->service()->SetServing(false);
+  BROOK_EXPECT_CODE(client->WaitForReady(absl::Milliseconds(200)), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace brook::ps

@@ -1,0 +1,289 @@
+// Behaviour every PsClient must share, run against LocalPsClient and
+// GrpcPsClient (in-process channels and loopback TCP): results equal a
+// single ParameterServer fed the same steps (dedup, gradient summing and
+// reassembly are invisible), dense placement, size checks, concurrency.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "ps/client/grpc_ps_client.h"
+#include "ps/client/local_ps_client.h"
+#include "ps/rpc/ps_server.h"
+#include "sharding/sharding.h"
+#include "tests/testing/ps_rpc_testing.h"
+
+namespace brook::ps {
+namespace {
+
+using testing::CounterDense;
+using testing::CounterTable;
+
+constexpr int kShards = 3;
+
+enum class Kind { kLocal, kGrpcInProcess, kGrpcTcp };
+
+// N shards and a client over them.
+struct Cluster {
+  std::vector<std::unique_ptr<ParameterServer>> local;
+  std::vector<std::unique_ptr<rpc::PsServer>> servers;
+  std::unique_ptr<PsClient> client;
+
+  ParameterServer* shard(int i) {
+    return local.empty() ? servers[i]->parameter_server() : local[i].get();
+  }
+};
+
+std::unique_ptr<Cluster> MakeCluster(Kind kind, int shards) {
+  auto c = std::make_unique<Cluster>();
+  if (kind == Kind::kLocal) {
+    std::vector<ParameterServer*> ptrs;
+    for (int i = 0; i < shards; ++i) {
+      ParameterServerOptions o;
+      o.shard_index = i;
+      o.num_shards = shards;
+      c->local.push_back(std::make_unique<ParameterServer>(o));
+      ptrs.push_back(c->local.back().get());
+    }
+    c->client = std::make_unique<LocalPsClient>(ptrs);
+    return c;
+  }
+  GrpcPsClientOptions co;
+  co.deadline = absl::Seconds(20);
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (int i = 0; i < shards; ++i) {
+    rpc::PsServerOptions o;
+    o.metrics_listen = "";
+    o.ps.shard_index = i;
+    o.ps.num_shards = shards;
+    auto server = rpc::PsServer::Start(o);
+    EXPECT_TRUE(server.ok()) << server.status();
+    if (!server.ok()) return nullptr;
+    co.addresses.push_back((*server)->address());
+    channels.push_back((*server)->InProcessChannel());
+    c->servers.push_back(std::move(*server));
+  }
+  absl::StatusOr<std::unique_ptr<GrpcPsClient>> client =
+      kind == Kind::kGrpcTcp ? GrpcPsClient::Create(co) : GrpcPsClient::FromChannels(channels, co);
+  EXPECT_TRUE(client.ok()) << client.status();
+  if (!client.ok()) return nullptr;
+  c->client = std::move(*client);
+  return c;
+}
+
+// What the client should have sent: gradients summed per key in input order.
+std::map<uint64_t, std::vector<float>> SumByKey(const std::vector<uint64_t>& keys,
+                                                const std::vector<float>& grads, int dim) {
+  std::map<uint64_t, std::vector<float>> sums;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto [it, inserted] = sums.try_emplace(keys[i], std::vector<float>(dim, 0.0f));
+    for (int d = 0; d < dim; ++d) it->second[d] += grads[i * dim + d];
+  }
+  return sums;
+}
+
+absl::Status ReferencePush(ParameterServer& ref, const std::string& table,
+                           const std::vector<uint64_t>& keys, const std::vector<float>& grads,
+                           int dim, int64_t step) {
+  std::vector<uint64_t> unique;
+  std::vector<float> summed;
+  for (const auto& [k, g] : SumByKey(keys, grads, dim)) {
+    unique.push_back(k);
+    summed.insert(summed.end(), g.begin(), g.end());
+  }
+  PushContext ctx;
+  ctx.step = step;
+  return ref.Push(table, unique, summed, ctx).status();
+}
+
+class PsClientTest : public ::testing::TestWithParam<Kind> {
+ protected:
+  void SetUp() override {
+    cluster_ = MakeCluster(GetParam(), kShards);
+    ASSERT_NE(cluster_, nullptr);
+    client_ = cluster_->client.get();
+  }
+  std::unique_ptr<Cluster> cluster_;
+  PsClient* client_ = nullptr;
+  ParameterServer reference_{ParameterServerOptions()};
+};
+
+INSTANTIATE_TEST_SUITE_P(Clients, PsClientTest,
+                         ::testing::Values(Kind::kLocal, Kind::kGrpcInProcess, Kind::kGrpcTcp),
+                         [](const ::testing::TestParamInfo<Kind>& info) -> std::string {
+                           switch (info.param) {
+                             case Kind::kLocal: return "Local";
+                             case Kind::kGrpcInProcess: return "GrpcInProcess";
+                             case Kind::kGrpcTcp: return "GrpcTcp";
+                           }
+                           return "?";
+                         });
+
+TEST_P(PsClientTest, RandomStepsWithDuplicateKeysMatchASingleServer) {
+  constexpr int kDim = 8;
+  TableOptions t;
+  t.name = "emb";
+  t.dim = kDim;
+  t.seed = 17;
+  t.initializer.kind = InitializerKind::kUniform;
+  t.optimizer.kind = OptimizerKind::kAdagrad;
+  t.optimizer.learning_rate = 0.1f;
+  BROOK_ASSERT_OK(client_->CreateTable(t));
+  BROOK_ASSERT_OK(reference_.CreateTable(t));
+
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<float> grad(-1, 1);
+  std::set<uint64_t> touched;
+  for (int step = 0; step < 15; ++step) {
+    // Skewed keys: many repeats within a batch, across shards.
+    std::vector<uint64_t> keys(300);
+    for (auto& k : keys) {
+      k = (rng() % 4 == 0) ? rng() : (rng() % 64) * (rng() % 64);
+      touched.insert(k);
+    }
+    std::vector<float> got(keys.size() * kDim), want(keys.size() * kDim);
+    BROOK_ASSERT_OK(client_->Pull("emb", keys, absl::MakeSpan(got)));
+    BROOK_ASSERT_OK(reference_.Pull("emb", keys, absl::MakeSpan(want)));
+    ASSERT_EQ(got, want) << "step " << step;
+    std::vector<float> grads(keys.size() * kDim);
+    for (auto& g : grads) g = grad(rng);
+    BROOK_ASSERT_OK(client_->Push("emb", keys, grads, step));
+    BROOK_ASSERT_OK(ReferencePush(reference_, "emb", keys, grads, kDim, step));
+  }
+  std::vector<uint64_t> all(touched.begin(), touched.end());
+  std::vector<float> got(all.size() * kDim), want(all.size() * kDim);
+  BROOK_ASSERT_OK(client_->Pull("emb", all, absl::MakeSpan(got)));
+  BROOK_ASSERT_OK(reference_.Pull("emb", all, absl::MakeSpan(want)));
+  EXPECT_EQ(got, want);
+
+  // Every shard holds only its keys, and together they hold the reference's rows.
+  uint64_t rows = 0;
+  for (int s = 0; s < kShards; ++s) rows += cluster_->shard(s)->Stats().tables.at(0).rows;
+  EXPECT_EQ(rows, reference_.Stats().tables.at(0).rows);
+  auto stats = client_->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_EQ(stats->size(), static_cast<size_t>(kShards));
+  uint64_t via_client = 0;
+  for (const ServerStats& s : *stats) {
+    via_client += s.tables.at(0).rows;
+    EXPECT_EQ(s.tables.at(0).duplicate_pushes, 0u);
+  }
+  EXPECT_EQ(via_client, rows);
+}
+
+TEST_P(PsClientTest, ConcurrentCounterPushesFromFourThreadsAllLand) {
+  constexpr int kDim = 2;
+  BROOK_ASSERT_OK(client_->CreateTable(CounterTable("c", kDim)));
+  constexpr int kThreads = 4, kSteps = 25;
+  std::vector<std::thread> threads;
+  std::vector<absl::Status> errors(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(100 + t);
+      for (int step = 0; step < kSteps && errors[t].ok(); ++step) {
+        std::vector<uint64_t> keys(64);
+        for (auto& k : keys) k = rng() % 50;  // overlapping across threads
+        std::vector<float> rows(keys.size() * kDim);
+        errors[t] = client_->Pull("c", keys, absl::MakeSpan(rows));
+        if (errors[t].ok()) {
+          errors[t] = client_->Push("c", keys, std::vector<float>(keys.size() * kDim, -1.0f), step);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (const auto& e : errors) BROOK_ASSERT_OK(e);
+  std::vector<uint64_t> all(50);
+  for (uint64_t k = 0; k < 50; ++k) all[k] = k;
+  std::vector<float> rows(all.size() * kDim);
+  BROOK_ASSERT_OK(client_->Pull("c", all, absl::MakeSpan(rows)));
+  double total = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(rows[i * kDim], rows[i * kDim + 1]);
+    total += rows[i * kDim];
+  }
+  EXPECT_EQ(total, kThreads * kSteps * 64.0);
+}
+
+TEST_P(PsClientTest, DenseVariablesArePlacedWholeAndRoundTrip) {
+  std::vector<DenseOptions> vars = {CounterDense("w0", {4, 8}), CounterDense("b0", {8}),
+                                    CounterDense("w1", {8, 1}), CounterDense("b1", {1})};
+  BROOK_ASSERT_OK(client_->CreateDense(vars));
+  BROOK_ASSERT_OK(client_->CreateDense(vars));  // idempotent
+  std::vector<sharding::DenseVariable> dv;
+  for (const auto& v : vars) dv.push_back({v.name, v.num_floats()});
+  auto placement = sharding::PlaceDenseVariables(dv, kShards);
+  ASSERT_TRUE(placement.ok());
+  for (size_t i = 0; i < vars.size(); ++i) {
+    for (int s = 0; s < kShards; ++s) {
+      std::vector<float> out(vars[i].num_floats());
+      const absl::Status st = cluster_->shard(s)->PullDense(vars[i].name, absl::MakeSpan(out));
+      EXPECT_EQ(st.ok(), s == (*placement)[i]) << vars[i].name << " on shard " << s << ": " << st;
+    }
+  }
+  std::vector<float> g(32);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = -static_cast<float>(i);
+  BROOK_ASSERT_OK(client_->PushDense("w0", g, 1));
+  BROOK_ASSERT_OK(client_->PushDense("w0", g, 2));
+  std::vector<float> w(32);
+  BROOK_ASSERT_OK(client_->PullDense("w0", absl::MakeSpan(w)));
+  for (size_t i = 0; i < w.size(); ++i) EXPECT_EQ(w[i], 2.0f * i);
+
+  BROOK_EXPECT_CODE(client_->PullDense("w0", absl::MakeSpan(w).subspan(1)),
+                    absl::StatusCode::kInvalidArgument);
+  BROOK_EXPECT_CODE(client_->PushDense("w0", std::vector<float>(31), 3),
+                    absl::StatusCode::kInvalidArgument);
+  BROOK_EXPECT_CODE(client_->PullDense("never", absl::MakeSpan(w)), absl::StatusCode::kNotFound);
+  // Redeclaring with another size would move/resize: refused.
+  BROOK_EXPECT_CODE(client_->CreateDense({CounterDense("b1", {2})}),
+                    absl::StatusCode::kFailedPrecondition);
+  BROOK_EXPECT_CODE(client_->CreateDense({CounterDense("x", {0})}),
+                    absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(PsClientTest, SizeMismatchesAreInvalidArgumentAndSendNothing) {
+  BROOK_ASSERT_OK(client_->CreateTable(CounterTable("emb", 4)));
+  std::vector<uint64_t> keys = {1, 2, 3};
+  std::vector<float> out(11);
+  BROOK_EXPECT_CODE(client_->Pull("emb", keys, absl::MakeSpan(out)),
+                    absl::StatusCode::kInvalidArgument);
+  BROOK_EXPECT_CODE(client_->Push("emb", keys, std::vector<float>(13), 0),
+                    absl::StatusCode::kInvalidArgument);
+  BROOK_EXPECT_CODE(client_->Push("emb", {}, std::vector<float>(4), 0),
+                    absl::StatusCode::kInvalidArgument);
+  // The dim inferred from the buffer is checked by the PS against the table.
+  std::vector<float> wrong_dim(keys.size() * 5);
+  BROOK_EXPECT_CODE(client_->Pull("emb", keys, absl::MakeSpan(wrong_dim)),
+                    absl::StatusCode::kInvalidArgument);
+  BROOK_EXPECT_CODE(client_->Push("emb", keys, wrong_dim, 0), absl::StatusCode::kInvalidArgument);
+  BROOK_EXPECT_OK(client_->Pull("emb", {}, {}));
+  BROOK_EXPECT_OK(client_->Push("emb", {}, {}, 0));
+  for (int s = 0; s < kShards; ++s) {
+    EXPECT_EQ(cluster_->shard(s)->Stats().tables.at(0).rows_pushed, 0u);
+  }
+}
+
+TEST_P(PsClientTest, TableLifecycleAcrossShards) {
+  BROOK_ASSERT_OK(client_->CreateTable(CounterTable("emb", 4)));
+  BROOK_ASSERT_OK(client_->CreateTable(CounterTable("emb", 4)));
+  BROOK_EXPECT_CODE(client_->CreateTable(CounterTable("emb", 8)), absl::StatusCode::kAlreadyExists);
+  BROOK_EXPECT_CODE(client_->CreateTable(CounterTable("bad", 0)),
+                    absl::StatusCode::kInvalidArgument);
+  for (int s = 0; s < kShards; ++s) EXPECT_EQ(cluster_->shard(s)->Stats().tables.size(), 1u);
+  std::vector<float> out(4);
+  BROOK_EXPECT_CODE(client_->Pull("missing", std::vector<uint64_t>{1}, absl::MakeSpan(out)),
+                    absl::StatusCode::kNotFound);
+  BROOK_ASSERT_OK(client_->DropTable("emb"));
+  BROOK_EXPECT_CODE(client_->DropTable("emb"), absl::StatusCode::kNotFound);
+  for (int s = 0; s < kShards; ++s) EXPECT_TRUE(cluster_->shard(s)->Stats().tables.empty());
+}
+
+TEST_P(PsClientTest, ClientIdIsRandomAndNonZero) {
+  EXPECT_NE(client_->client_id(), 0u);
+  EXPECT_EQ(client_->num_shards(), kShards);
+}
+
+}  // namespace
+}  // namespace brook::ps

@@ -1,0 +1,213 @@
+// Many threads on one ParameterServer. Run under TSan too
+// (-DBROOK_SANITIZE=thread): the suite is named ConcurrencyTest so it can be
+// selected with --gtest_filter='ConcurrencyTest.*'.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "ps/parameter_server.h"
+#include "tests/unit/ps/ps_test_util.h"
+
+namespace brook::ps {
+namespace {
+
+using test::PullOrDie;
+using test::SgdTable;
+using test::StatsOf;
+
+constexpr int kThreads = 4;
+
+// Random distinct keys from [0, universe).
+std::vector<uint64_t> RandomKeys(std::mt19937_64& rng, int n, uint64_t universe) {
+  std::vector<uint64_t> keys;
+  std::uniform_int_distribution<uint64_t> pick(0, universe - 1);
+  while (static_cast<int>(keys.size()) < n) {
+    const uint64_t k = pick(rng) * 0x9E3779B97F4A7C15ULL;  // spread over all stripes
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  }
+  return keys;
+}
+
+// SGD with lr = 1 and gradient -1: every applied push adds exactly 1 to each
+// of its rows, so final values must equal the push counts, whatever the
+// interleaving (integers are exact in float up to 2^24).
+TEST(ConcurrencyTest, CounterPushesFromManyThreadsMatchSingleThreadedReference) {
+  ParameterServer ps({});
+  const int dim = 8;
+  PS_ASSERT_OK(ps.CreateTable(SgdTable("emb", dim, 1.0f)));
+  constexpr uint64_t kUniverse = 3000;
+  constexpr int kIters = 150;
+  std::vector<std::vector<std::vector<uint64_t>>> plans(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    std::mt19937_64 rng(t + 1);
+    for (int i = 0; i < kIters; ++i) plans[t].push_back(RandomKeys(rng, 64, kUniverse));
+  }
+  std::atomic<bool> go{false};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      while (!go.load()) std::this_thread::yield();
+      std::vector<float> out;
+      for (int i = 0; i < kIters; ++i) {
+        const auto& keys = plans[t][i];
+        const std::vector<float> grads(keys.size() * dim, -1.0f);
+        if (!ps.Push("emb", keys, grads,
+                     {.client_id = static_cast<uint64_t>(t + 1),
+                      .sequence = static_cast<uint64_t>(i)})
+                 .ok()) {
+          ++failures;
+        }
+        // Interleaved pulls of another thread's keys: every value is a whole
+        // number of pushes and all dims of a row agree.
+        const auto& other = plans[(t + 1) % kThreads][i];
+        out.assign(other.size() * dim, 0);
+        if (!ps.Pull("emb", other, absl::MakeSpan(out)).ok()) ++failures;
+        for (size_t r = 0; r < other.size(); ++r) {
+          for (int d = 0; d < dim; ++d) {
+            if (out[r * dim + d] != std::floor(out[r * dim + d])) ++failures;
+          }
+        }
+      }
+    });
+  }
+  go = true;
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+
+  // Single-threaded reference.
+  std::map<uint64_t, float> want;
+  for (const auto& plan : plans) {
+    for (const auto& keys : plan) {
+      for (uint64_t k : keys) want[k] += 1.0f;
+    }
+  }
+  std::vector<uint64_t> keys;
+  for (const auto& [k, v] : want) keys.push_back(k);
+  const auto got = PullOrDie(ps, "emb", keys, dim);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    for (int d = 0; d < dim; ++d) ASSERT_EQ(got[i * dim + d], want[keys[i]]) << keys[i];
+  }
+  const TableStats s = StatsOf(ps, "emb");
+  EXPECT_EQ(s.rows, keys.size());
+  EXPECT_EQ(s.admissions, keys.size());
+}
+
+TEST(ConcurrencyTest, ConcurrentDuplicatePushesApplyOnce) {
+  ParameterServer ps({});
+  PS_ASSERT_OK(ps.CreateTable(SgdTable("emb", 4, 1.0f)));
+  constexpr int kRounds = 40;
+  std::vector<uint64_t> keys(256);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i;
+  const std::vector<float> grads(keys.size() * 4, -1.0f);
+  std::atomic<int> applied{0}, duplicate{0}, errors{0};
+  std::atomic<int> round{-1};
+  std::atomic<int> arrived{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int r = 0; r < kRounds; ++r) {
+        while (round.load() < r) std::this_thread::yield();
+        // Every thread sends the same (client, sequence): a retried push.
+        auto out =
+            ps.Push("emb", keys, grads, {.client_id = 77, .sequence = static_cast<uint64_t>(r)});
+        if (!out.ok()) {
+          ++errors;
+        } else if (*out == PushOutcome::kApplied) {
+          ++applied;
+        } else {
+          ++duplicate;
+        }
+        ++arrived;
+      }
+    });
+  }
+  for (int r = 0; r < kRounds; ++r) {
+    round = r;
+    while (arrived.load() < (r + 1) * kThreads) std::this_thread::yield();
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(applied.load(), kRounds);
+  EXPECT_EQ(duplicate.load(), kRounds * (kThreads - 1));
+  const auto got = PullOrDie(ps, "emb", keys, 4);
+  for (float v : got) ASSERT_EQ(v, static_cast<float>(kRounds));
+  EXPECT_EQ(StatsOf(ps, "emb").duplicate_pushes, static_cast<uint64_t>(kRounds * (kThreads - 1)));
+}
+
+// Pushes, pulls, admission, eviction, scans, stats and table creation all at
+// once: nothing to compare exactly, but TSan and ASan watch, and the
+// invariants that hold under any interleaving are checked.
+TEST(ConcurrencyTest, MixedOperationsWithEvictionAndAdmission) {
+  test::FakeClock clock;
+  ParameterServerOptions o;
+  o.now = clock.AsFunction();
+  ParameterServer ps(o);
+  TableOptions t = SgdTable("emb", 4, 1.0f);
+  t.admission_min_count = 2;
+  t.ttl_steps = 5;
+  t.max_pending_keys = 256 * 16;
+  t.memory_budget_bytes = 1500 * 4 * sizeof(float);  // 1500 rows: the budget is hit
+  PS_ASSERT_OK(ps.CreateTable(t));
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> step{0};
+  std::atomic<int> unexpected{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 3; ++w) {
+    threads.emplace_back([&, w] {
+      std::mt19937_64 rng(100 + w);
+      std::vector<float> out;
+      for (int i = 0; i < 300; ++i) {
+        const auto keys = RandomKeys(rng, 48, 4000);
+        const std::vector<float> grads(keys.size() * 4, -1.0f);
+        auto r = ps.Push("emb", keys, grads,
+                         {.client_id = static_cast<uint64_t>(w + 1),
+                          .sequence = static_cast<uint64_t>(i),
+                          .step = step.load()});
+        if (!r.ok() && r.status().code() != absl::StatusCode::kResourceExhausted) ++unexpected;
+        out.resize(keys.size() * 4);
+        if (!ps.Pull("emb", keys, absl::MakeSpan(out)).ok()) ++unexpected;
+        for (size_t k = 0; k < keys.size(); ++k) {
+          // Rows of a key move together: all dims equal, never negative.
+          for (int d = 1; d < 4; ++d) {
+            if (out[k * 4 + d] != out[k * 4]) ++unexpected;
+          }
+          if (out[k * 4] < 0) ++unexpected;
+        }
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    while (!stop.load()) {
+      step.fetch_add(1);
+      ps.Evict(step.load());
+      uint64_t rows = 0;
+      const absl::Status s = ps.ScanTable(
+          "emb", [&](uint64_t, absl::Span<const float>, absl::Span<const float>) { ++rows; });
+      if (!s.ok()) ++unexpected;
+      const TableStats st = StatsOf(ps, "emb");
+      if (st.rows > 1500) ++unexpected;
+      // Declaring and dropping other tables concurrently.
+      if (!ps.CreateTable(SgdTable("side", 2)).ok()) ++unexpected;
+      if (!ps.DropTable("side").ok()) ++unexpected;
+      std::this_thread::yield();
+    }
+  });
+  for (int i = 0; i < 3; ++i) threads[i].join();
+  stop = true;
+  threads.back().join();
+  EXPECT_EQ(unexpected.load(), 0);
+  const TableStats s = StatsOf(ps, "emb");
+  EXPECT_LE(s.rows, 1500u);
+  EXPECT_GT(s.admissions, 0u);
+  EXPECT_EQ(s.admissions - s.evictions, s.rows);
+}
+
+}  // namespace
+}  // namespace brook::ps
