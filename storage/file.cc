@@ -3,8 +3,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -27,7 +30,10 @@ absl::Status ErrnoError(int error_number, absl::string_view what, const std::str
 class LocalInputStream final : public InputStream {
  public:
   LocalInputStream(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
-  ~LocalInputStream() override { ::close(fd_); }
+  ~LocalInputStream() override {
+    if (map_ != nullptr) ::munmap(map_, map_bytes_);
+    ::close(fd_);
+  }
   LocalInputStream(const LocalInputStream&) = delete;
   LocalInputStream& operator=(const LocalInputStream&) = delete;
 
@@ -45,10 +51,64 @@ class LocalInputStream final : public InputStream {
 
   const std::string& name() const override { return path_; }
 
+  // Maps a regular file read-only. Reading from the page cache through a
+  // mapping skips the copy read(2) makes, which is what lets read + CRC run
+  // near the speed of CRC alone (NOTES.md: mmap + CRC32C 7.7 GB/s vs read()
+  // + CRC32C 4.7 GB/s). Data files are immutable once written (writers
+  // rename finished shards into place); a file truncated by someone else
+  // while mapped would fault, which is why TFRecordReaderOptions::use_mmap
+  // can turn this off.
+  std::optional<std::string_view> MapRemaining() override {
+    if (offset_ != 0 || map_ != nullptr) return std::nullopt;
+    struct stat st;
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) return std::nullopt;
+    void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd_, 0);
+    if (p == MAP_FAILED) return std::nullopt;
+    ::madvise(p, static_cast<size_t>(st.st_size), MADV_SEQUENTIAL);
+    map_ = p;
+    map_bytes_ = static_cast<size_t>(st.st_size);
+    PopulateAhead(0);
+    return std::string_view(static_cast<const char*>(p), map_bytes_);
+  }
+
+  void ReleaseMappedPrefix(size_t offset) override {
+    if (map_ == nullptr) return;
+    PopulateAhead(offset);
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    const size_t upto = std::min(offset, map_bytes_) / page * page;
+    if (upto > released_) {
+      // File-backed pages: dropping them from this mapping loses nothing; the
+      // page cache keeps them for whoever reads next.
+      ::madvise(static_cast<char*>(map_) + released_, upto - released_, MADV_DONTNEED);
+      released_ = upto;
+    }
+  }
+
  private:
+  // Faulting a mapping in page by page costs a trap per 64 KiB (the kernel's
+  // fault-around); populating page tables in bulk ahead of the reader
+  // (MADV_POPULATE_READ, Linux 5.14+; a no-op where unsupported) removes
+  // most of that.
+  void PopulateAhead(size_t offset) {
+    const size_t want = std::min(map_bytes_, offset + kPopulateAheadBytes);
+    if (want <= populated_) return;
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    const size_t from = populated_ / page * page;
+#ifdef MADV_POPULATE_READ
+    ::madvise(static_cast<char*>(map_) + from, want - from, MADV_POPULATE_READ);
+#endif
+    populated_ = want;
+  }
+
+  static constexpr size_t kPopulateAheadBytes = size_t{128} << 20;
+
   const std::string path_;
   const int fd_;
   uint64_t offset_ = 0;  // bytes read so far, for error messages
+  size_t populated_ = 0;
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
+  size_t released_ = 0;
 };
 
 class LocalOutputStream final : public OutputStream {

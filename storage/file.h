@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -24,6 +25,17 @@ class InputStream {
   virtual absl::StatusOr<size_t> Read(char* buf, size_t n) = 0;
   // What to call this stream in error messages (a path or a URL).
   virtual const std::string& name() const = 0;
+
+  // Zero-copy access for streams whose bytes already sit in memory (a
+  // memory-mapped local file). Returns the whole remaining content, or an
+  // empty optional when the stream cannot map (pipes, sockets, empty files,
+  // already-read streams); then the caller uses Read(). After a successful
+  // call the caller must not call Read().
+  virtual std::optional<std::string_view> MapRemaining() { return std::nullopt; }
+  // Tells a mapped stream that bytes before `offset` (into the view returned
+  // by MapRemaining) will not be touched again, so their pages can leave this
+  // process's resident set: memory stays constant whatever the file size.
+  virtual void ReleaseMappedPrefix(size_t offset) {}
 };
 
 class OutputStream {

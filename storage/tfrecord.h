@@ -41,6 +41,10 @@ struct TFRecordReaderOptions {
   size_t buffer_bytes = 256 << 10;
   // Verify the data CRC of each record (the length CRC is always checked).
   bool verify_data_crc = true;
+  // Uncompressed local files are memory-mapped and records returned as views
+  // into the mapping (no copy). Off: read(2) into the buffer. Turn it off for
+  // files that another process may truncate while they are read.
+  bool use_mmap = true;
 };
 
 struct TFRecordReaderStats {

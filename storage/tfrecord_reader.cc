@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +33,11 @@ using internal::kHeaderBytes;
 using internal::kLengthBytes;
 
 constexpr size_t kMinCompressedBufferBytes = 16 << 10;
+// Mapped files: resident pages behind the read position are dropped every
+// kReleaseEveryBytes, keeping the last kKeepMappedBytes (records handed out
+// recently stay valid for callers that hold a few).
+constexpr size_t kReleaseEveryBytes = size_t{32} << 20;
+constexpr size_t kKeepMappedBytes = size_t{16} << 20;
 
 // What CheckFrame found at the start of the window. Plain numbers, so that
 // scanning for a frame (skip_corrupt) formats no message per byte.
@@ -58,6 +64,17 @@ class TFRecordReaderImpl final : public TFRecordReader {
       : stream_(std::move(stream)), options_(options), name_(stream_->name()) {}
 
   absl::Status Init() {
+    if (options_.use_mmap && options_.compression == Compression::kNone) {
+      if (std::optional<std::string_view> mapped = stream_->MapRemaining()) {
+        // The whole file is the window; Fill() has nothing left to do.
+        mapped_ = true;
+        base_ = mapped->data();
+        end_ = mapped->size();
+        capacity_ = mapped->size();
+        eof_ = true;
+        return absl::OkStatus();
+      }
+    }
     return Reserve(std::max<size_t>(options_.buffer_bytes, kFrameOverheadBytes));
   }
 
@@ -75,7 +92,7 @@ class TFRecordReaderImpl final : public TFRecordReader {
 
  private:
   size_t available() const { return end_ - pos_; }
-  const char* window() const { return buffer_.get() + pos_; }
+  const char* window() const { return base_ + pos_; }
 
   absl::StatusOr<bool> NextImpl(std::string_view* record) {
     while (true) {
@@ -235,6 +252,12 @@ class TFRecordReaderImpl final : public TFRecordReader {
   void Consume(size_t n) {
     pos_ += n;
     offset_ += n;
+    if (mapped_ && pos_ - released_ >= kReleaseEveryBytes) {
+      // Records returned before this one may still be in use by the caller;
+      // keep the last few MiB mapped in.
+      stream_->ReleaseMappedPrefix(pos_ - kKeepMappedBytes);
+      released_ = pos_;
+    }
   }
 
   // Makes at least `n` bytes available in the window unless the stream ends
@@ -269,6 +292,7 @@ class TFRecordReaderImpl final : public TFRecordReader {
     end_ -= pos_;
     pos_ = 0;
     buffer_ = std::move(grown);
+    base_ = buffer_.get();
     capacity_ = capacity;
     return absl::OkStatus();
   }
@@ -277,8 +301,12 @@ class TFRecordReaderImpl final : public TFRecordReader {
   const TFRecordReaderOptions options_;
   const std::string name_;
 
-  // The window: buffer_[pos_, end_) holds the stream's bytes from offset_ on.
+  // The window: base_[pos_, end_) holds the stream's bytes from offset_ on.
+  // base_ is buffer_ when reading, or the mapped file when mapped_.
   std::unique_ptr<char[]> buffer_;
+  const char* base_ = nullptr;
+  bool mapped_ = false;
+  size_t released_ = 0;  // mapped: pos_ at the last ReleaseMappedPrefix
   size_t capacity_ = 0;
   size_t pos_ = 0;
   size_t end_ = 0;
