@@ -38,6 +38,7 @@ constexpr size_t kMinCompressedBufferBytes = 16 << 10;
 // recently stay valid for callers that hold a few).
 constexpr size_t kReleaseEveryBytes = size_t{32} << 20;
 constexpr size_t kKeepMappedBytes = size_t{16} << 20;
+constexpr size_t kPrefetchBytes = 8 << 10;
 
 // What CheckFrame found at the start of the window. Plain numbers, so that
 // scanning for a frame (skip_corrupt) formats no message per byte.
@@ -104,6 +105,7 @@ class TFRecordReaderImpl final : public TFRecordReader {
         case FrameCheck::kRecord: {
           *record = std::string_view(window() + kHeaderBytes, check.length);
           Consume(check.length + kFrameOverheadBytes);
+          if (mapped_) PrefetchAhead();
           stats_.bytes += check.length + kFrameOverheadBytes;
           ++stats_.records;
           ++record_index_;
@@ -260,6 +262,15 @@ class TFRecordReaderImpl final : public TFRecordReader {
     }
   }
 
+  // Mapped files: the hardware prefetcher stops at each 4 KiB page, so the
+  // first touch of every page would stall on memory. Keep cache lines flowing
+  // kPrefetchBytes ahead of the frame being checked.
+  void PrefetchAhead() {
+    const size_t target = std::min(end_, pos_ + kPrefetchBytes);
+    if (prefetched_ < pos_) prefetched_ = pos_;
+    for (; prefetched_ < target; prefetched_ += 64) __builtin_prefetch(base_ + prefetched_);
+  }
+
   // Makes at least `n` bytes available in the window unless the stream ends
   // first (then available() < n).
   absl::Status Fill(size_t n) {
@@ -307,6 +318,7 @@ class TFRecordReaderImpl final : public TFRecordReader {
   const char* base_ = nullptr;
   bool mapped_ = false;
   size_t released_ = 0;  // mapped: pos_ at the last ReleaseMappedPrefix
+  size_t prefetched_ = 0;  // mapped: cache lines below this were prefetched
   size_t capacity_ = 0;
   size_t pos_ = 0;
   size_t end_ = 0;

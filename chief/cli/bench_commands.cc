@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/ps_bench.h"
 #include "bench/tfrecord_bench.h"
 #include "chief/cli/commands.h"
 
@@ -26,6 +27,38 @@ void RegisterBenchTfrecord(CLI::App& bench, int* exit_code) {
     if (!st.ok()) {
       std::cerr << "brook bench tfrecord: " << st.message() << "\n";
       *exit_code = kExitFailed;
+      return;
+    }
+    if (*json_out) std::cout << result.dump(2) << "\n";
+    *exit_code = kExitOk;
+  });
+}
+
+void RegisterBenchPs(CLI::App& bench, int* exit_code) {
+  auto opts = std::make_shared<bench::PsBenchOptions>();
+  auto json_out = std::make_shared<bool>(false);
+  auto no_redis = std::make_shared<bool>(false);
+  CLI::App* cmd = bench.add_subcommand(
+      "ps", "PS pull/push rows/s in process and over gRPC vs gather, bare gRPC and Redis");
+  cmd->add_option("--rows", opts->rows,
+                  "Table rows (capped at 512 MiB of weights per dim), all pushed once first")
+      ->envname("BROOK_BENCH_ROWS");
+  cmd->add_option("--dims", opts->dims, "Embedding dims, comma-separated")->delimiter(',');
+  cmd->add_option("--threads", opts->threads, "Client thread counts, comma-separated")
+      ->delimiter(',');
+  cmd->add_option("--seconds", opts->seconds, "Seconds per figure")
+      ->envname("BROOK_BENCH_SECONDS");
+  cmd->add_option("--batch", opts->batch, "Distinct keys per pull / push");
+  cmd->add_option("--seed", opts->seed, "Seed of the key draws");
+  cmd->add_flag("--no-redis", *no_redis, "Skip the Redis baseline even if redis-server exists");
+  cmd->add_flag("--json", *json_out, "Also print the figures as JSON");
+  cmd->callback([opts, json_out, no_redis, exit_code] {
+    opts->redis = !*no_redis;
+    nlohmann::json result;
+    absl::Status st = bench::RunPsBench(*opts, std::cout, &result);
+    if (!st.ok()) {
+      std::cerr << "brook bench ps: " << st.message() << "\n";
+      *exit_code = absl::IsInvalidArgument(st) ? kExitUsage : kExitFailed;
       return;
     }
     if (*json_out) std::cout << result.dump(2) << "\n";

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks, each printed beside its ceiling");
   bench->require_subcommand(1);
   brook::cli::RegisterBenchTfrecord(*bench, &exit_code);
+  brook::cli::RegisterBenchPs(*bench, &exit_code);
 
   brook::cli::RegisterPs(app, &exit_code);
 

@@ -100,18 +100,20 @@ inline uint32_t ThreeStreams(uint32_t crc0, const char* p, size_t block, const Z
 
 uint32_t ExtendSse42(uint32_t init_crc, const char* data, size_t n) {
   uint32_t crc = ~init_crc;
-  // Align to 8 bytes so the 64-bit loads below never split a cache line.
-  while (n > 0 && (reinterpret_cast<uintptr_t>(data) & 7) != 0) {
-    crc = _mm_crc32_u8(crc, static_cast<uint8_t>(*data++));
-    --n;
-  }
   if (n >= 3 * kLongBlock) {
+    // Long buffers: align to 8 bytes so the 64-bit loads never split a cache
+    // line. Short ones (TFRecord headers and frames) skip this: the prologue
+    // is up to 7 dependent byte steps, dearer than a few split loads.
+    while ((reinterpret_cast<uintptr_t>(data) & 7) != 0) {
+      crc = _mm_crc32_u8(crc, static_cast<uint8_t>(*data++));
+      --n;
+    }
     const ZeroShift& shift = LongShift();
-    do {
+    while (n >= 3 * kLongBlock) {  // the prologue may have taken it below
       crc = ThreeStreams(crc, data, kLongBlock, shift);
       data += 3 * kLongBlock;
       n -= 3 * kLongBlock;
-    } while (n >= 3 * kLongBlock);
+    }
   }
   if (n >= 3 * kShortBlock) {
     const ZeroShift& shift = ShortShift();

@@ -1,0 +1,430 @@
+#include "bench/ps_bench.h"
+
+#include <grpcpp/grpcpp.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <latch>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "bench/bare_grpc.h"
+#include "bench/redis_resp.h"
+#include "bench/tfrecord_bench.h"
+#include "common/status_macros.h"
+#include "ps/client/grpc_ps_client.h"
+#include "ps/parameter_server.h"
+#include "ps/rpc/ps_server.h"
+
+namespace brook::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr char kTable[] = "bench";
+constexpr float kLearningRate = 0.01f;
+constexpr int kPsChannels = 2;  // GrpcPsClientOptions::channels_per_shard default
+constexpr int kMaxPoolBatches = 256;
+
+// Pre-drawn batches of distinct keys, uniform over [0, rows); thread t walks
+// them from its own offset, so drawing keys costs nothing in the loops.
+struct KeyPool {
+  int batch = 0;
+  int num_batches = 0;
+  std::vector<uint64_t> keys;
+  absl::Span<const uint64_t> Batch(int64_t i) const {
+    return absl::MakeConstSpan(keys).subspan(static_cast<size_t>(i % num_batches) * batch, batch);
+  }
+  int64_t Start(int thread, int threads) const {
+    return static_cast<int64_t>(thread) * num_batches / threads;
+  }
+};
+
+KeyPool MakeKeyPool(int64_t rows, int batch, uint64_t seed) {
+  KeyPool pool;
+  pool.batch = batch;
+  pool.num_batches = static_cast<int>(
+      std::clamp<int64_t>(rows / batch, int64_t{1}, int64_t{kMaxPoolBatches}));
+  pool.keys.reserve(static_cast<size_t>(pool.num_batches) * batch);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<uint64_t> dist(0, static_cast<uint64_t>(rows - 1));
+  absl::flat_hash_set<uint64_t> seen;
+  for (int b = 0; b < pool.num_batches; ++b) {
+    seen.clear();
+    while (static_cast<int>(seen.size()) < batch) {
+      uint64_t k = dist(rng);
+      if (seen.insert(k).second) pool.keys.push_back(k);
+    }
+  }
+  return pool;
+}
+
+// Runs fn(thread, iteration) -> Status on `threads` threads for `seconds`
+// (after one warm-up call each); returns completed calls per second.
+template <typename Fn>
+absl::StatusOr<double> CallsPerSecond(int threads, double seconds, Fn fn) {
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> calls{0};
+  absl::Mutex mu;
+  absl::Status first_error;
+  std::latch start(threads + 1);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      absl::Status st = fn(t, 0);
+      start.arrive_and_wait();
+      int64_t i = 1, n = 0;
+      while (st.ok() && !stop.load(std::memory_order_relaxed)) {
+        st = fn(t, i++);
+        if (st.ok()) ++n;
+      }
+      calls.fetch_add(n);
+      if (!st.ok()) {
+        absl::MutexLock lock(&mu);
+        if (first_error.ok()) first_error = st;
+        stop.store(true);
+      }
+    });
+  }
+  start.arrive_and_wait();
+  const auto t0 = Clock::now();
+  const auto until = t0 + std::chrono::duration<double>(seconds);
+  while (!stop.load() && Clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  stop.store(true);
+  for (auto& w : workers) w.join();
+  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!first_error.ok()) return first_error;
+  return static_cast<double>(calls.load()) / elapsed;
+}
+
+// rows x dim floats on 2 MiB-aligned memory with MADV_HUGEPAGE, as the PS
+// arena asks for (NOTES.md: huge pages make random gathers ~1.5x faster).
+class PlainTable {
+ public:
+  PlainTable(int64_t rows, int dim) : dim_(dim) {
+    constexpr size_t kHuge = 2u << 20;
+    size_t want = static_cast<size_t>(rows) * dim * sizeof(float);
+    bytes_ = (want + kHuge - 1) / kHuge * kHuge + kHuge;
+    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      base_ = nullptr;
+      return;
+    }
+    base_ = static_cast<char*>(p);
+    auto aligned = (reinterpret_cast<uintptr_t>(base_) + kHuge - 1) / kHuge * kHuge;
+    data_ = reinterpret_cast<float*>(aligned);
+#ifdef MADV_HUGEPAGE
+    madvise(data_, bytes_ - kHuge, MADV_HUGEPAGE);
+#endif
+    for (size_t i = 0; i < static_cast<size_t>(rows) * dim; ++i)
+      data_[i] = static_cast<float>(i % 1000) * 1e-4f;
+  }
+  ~PlainTable() {
+    if (base_) munmap(base_, bytes_);
+  }
+  bool ok() const { return base_ != nullptr; }
+  void Gather(absl::Span<const uint64_t> keys, float* out) const {
+    const size_t row_bytes = static_cast<size_t>(dim_) * sizeof(float);
+    for (size_t i = 0; i < keys.size(); ++i)
+      std::memcpy(out + i * dim_, data_ + keys[i] * dim_, row_bytes);
+  }
+  // SGD in place. Threads may hit the same row: relaxed atomic loads and
+  // stores keep that defined (plain moves on x86; lost updates are fine here).
+  void ScatterSgd(absl::Span<const uint64_t> keys, const float* grads) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      float* row = data_ + keys[i] * dim_;
+      const float* g = grads + i * dim_;
+      for (int j = 0; j < dim_; ++j) {
+        std::atomic_ref<float> w(row[j]);
+        w.store(w.load(std::memory_order_relaxed) - kLearningRate * g[j],
+                std::memory_order_relaxed);
+      }
+    }
+  }
+
+ private:
+  int dim_;
+  size_t bytes_ = 0;
+  char* base_ = nullptr;
+  float* data_ = nullptr;
+};
+
+const char* Pass(bool ok) { return ok ? "PASS" : "MISS"; }
+
+struct RedisState {
+  std::string status = "skipped";  // "ran", "skipped", "failed: ..."
+  std::unique_ptr<RedisProcess> process;
+  std::vector<std::unique_ptr<RedisConnection>> conns;
+};
+
+}  // namespace
+
+absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohmann::json* result) {
+  if (options.rows <= 0 || options.batch <= 0 || options.seconds <= 0 || options.dims.empty() ||
+      options.threads.empty())
+    return absl::InvalidArgumentError("--rows, --batch, --seconds, --dims, --threads must be set "
+                                      "and positive");
+  for (int d : options.dims)
+    if (d <= 0 || d > ps::kMaxDim) return absl::InvalidArgumentError("bad --dims value");
+  for (int t : options.threads)
+    if (t <= 0 || t > 256) return absl::InvalidArgumentError("--threads must be in [1, 256]");
+  if (options.rows < options.batch)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rows ", options.rows, " is below --batch ", options.batch));
+  const int max_threads = *std::max_element(options.threads.begin(), options.threads.end());
+  const int batch = options.batch;
+  const auto wall0 = Clock::now();
+
+  out << absl::StrFormat(
+      "brook bench ps: batches of %d distinct keys drawn uniformly at random from the populated "
+      "rows (%d pre-drawn batches max), %.1f s per figure, allocator: %s\n",
+      batch, kMaxPoolBatches, options.seconds, AllocatorDescription());
+  out << "  (a) in process: ParameterServer::Pull/Push on the core (SGD), no client layer; "
+         "ceiling: memcpy gather of the same rows from a plain huge-page float array\n"
+         "  (b) gRPC: PsServer in this process on 127.0.0.1:0, GrpcPsClient (1 shard, 2 "
+         "connections) shared by the threads; ceiling: generic ByteBuffer service answering "
+         "pre-built payloads of the same bytes, GenericStub over 2 connections\n"
+         "  rows/s are M rows/s; GB/s counts row payload only (rows x dim x 4 B)\n";
+
+  // Redis, started once for the whole run.
+  RedisState redis;
+  if (options.redis) {
+    std::string bin = FindRedisServer();
+    if (bin.empty()) {
+      out << "  Redis: SKIPPED (redis-server not installed; apt-get install redis-server)\n";
+    } else {
+      auto proc = RedisProcess::Start(bin);
+      absl::Status st = proc.status();
+      if (st.ok()) {
+        redis.process = std::move(*proc);
+        for (int i = 0; i < max_threads && st.ok(); ++i) {
+          auto c = RedisConnection::Connect(redis.process->port(), absl::Seconds(10));
+          if (!c.ok()) st = c.status();
+          else redis.conns.push_back(std::move(*c));
+        }
+      }
+      if (st.ok()) {
+        redis.status = "ran";
+        out << "  Redis: " << bin << " on 127.0.0.1:" << redis.process->port()
+            << " (no persistence), RESP over TCP, one connection per thread\n";
+      } else {
+        redis.status = absl::StrCat("failed: ", st.message());
+        out << "  Redis: FAILED (" << st.message() << ")\n";
+        redis.conns.clear();
+        redis.process.reset();
+      }
+    }
+  } else {
+    out << "  Redis: SKIPPED (--no-redis)\n";
+  }
+  const bool use_redis = redis.status == "ran";
+
+  nlohmann::json runs = nlohmann::json::array();
+  for (int dim : options.dims) {
+    const int64_t rows =
+        std::min<int64_t>(options.rows, static_cast<int64_t>((512ull << 20) / (dim * 4ull)));
+    if (rows < batch)
+      return absl::InvalidArgumentError(absl::StrCat("--rows ", rows, " is below --batch ", batch));
+    const size_t row_bytes = static_cast<size_t>(dim) * sizeof(float);
+    const KeyPool pool = MakeKeyPool(rows, batch, options.seed + dim);
+
+    // The PS: core + gRPC server in this process (they share one malloc).
+    ps::rpc::PsServerOptions so;
+    so.listen = "127.0.0.1:0";
+    so.metrics_listen = "";
+    so.evict_interval = absl::ZeroDuration();
+    ASSIGN_OR_RETURN(auto server, ps::rpc::PsServer::Start(so));
+    ps::ParameterServer* core = server->parameter_server();
+    ps::TableOptions to;
+    to.name = kTable;
+    to.dim = dim;
+    to.seed = 7;
+    to.optimizer.kind = ps::OptimizerKind::kSgd;
+    to.optimizer.learning_rate = kLearningRate;
+    to.memory_budget_bytes = 8ull << 30;
+    RETURN_IF_ERROR(core->CreateTable(to));
+    std::vector<float> grads(static_cast<size_t>(batch) * dim, 1e-3f);
+    {  // populate: push every key once
+      std::vector<uint64_t> keys(batch);
+      for (int64_t k0 = 0; k0 < rows; k0 += batch) {
+        const int n = static_cast<int>(std::min<int64_t>(batch, rows - k0));
+        for (int i = 0; i < n; ++i) keys[i] = static_cast<uint64_t>(k0 + i);
+        auto pushed = core->Push(kTable, absl::MakeConstSpan(keys.data(), n),
+                                 absl::MakeConstSpan(grads.data(), static_cast<size_t>(n) * dim),
+                                 ps::PushContext{});
+        if (!pushed.ok()) return pushed.status();
+      }
+    }
+    ps::GrpcPsClientOptions co;
+    co.addresses = {server->address()};
+    co.channels_per_shard = kPsChannels;
+    ASSIGN_OR_RETURN(auto client, ps::GrpcPsClient::Create(co));
+    RETURN_IF_ERROR(client->WaitForReady(absl::Seconds(10)));
+
+    // Ceilings.
+    PlainTable plain(rows, dim);
+    if (!plain.ok()) return absl::ResourceExhaustedError("cannot map the plain table");
+    ASSIGN_OR_RETURN(auto bare_server, BareGrpcServer::Start(static_cast<size_t>(batch) * row_bytes));
+    ASSIGN_OR_RETURN(auto bare_client, BareGrpcClient::Create(bare_server->port(), kPsChannels));
+    const grpc::ByteBuffer pull_request = MakePayload(static_cast<size_t>(batch) * 8);
+    const grpc::ByteBuffer push_request =
+        MakePayload(static_cast<size_t>(batch) * (8 + row_bytes));
+
+    // Redis: the same rows, dim x 4-byte values.
+    double redis_populate_s = 0;
+    if (use_redis) {
+      auto r0 = Clock::now();
+      RETURN_IF_ERROR(redis.conns[0]->Simple({"FLUSHALL"}));
+      std::vector<uint64_t> keys(batch);
+      std::vector<char> values(static_cast<size_t>(batch) * row_bytes, '\x01');
+      for (int64_t k0 = 0; k0 < rows; k0 += batch) {
+        const int n = static_cast<int>(std::min<int64_t>(batch, rows - k0));
+        for (int i = 0; i < n; ++i) keys[i] = static_cast<uint64_t>(k0 + i);
+        RETURN_IF_ERROR(
+            redis.conns[0]->MSet(absl::MakeConstSpan(keys.data(), n), values.data(), row_bytes));
+      }
+      redis_populate_s = std::chrono::duration<double>(Clock::now() - r0).count();
+    }
+
+    out << absl::StrFormat(
+        "\ndim %d: %d rows (%.0f MB of weights), %d B per row, pull reply %.2f MB, push request "
+        "%.2f MB\n",
+        dim, rows, static_cast<double>(rows) * row_bytes / 1e6, row_bytes,
+        static_cast<double>(batch) * row_bytes / 1e6,
+        static_cast<double>(batch) * (8 + row_bytes) / 1e6);
+
+    std::vector<std::vector<float>> outs(max_threads,
+                                         std::vector<float>(static_cast<size_t>(batch) * dim));
+    std::vector<std::vector<char>> redis_outs(
+        use_redis ? max_threads : 0, std::vector<char>(static_cast<size_t>(batch) * row_bytes));
+    std::vector<char> redis_values(static_cast<size_t>(batch) * row_bytes, '\x02');
+
+    for (int threads : options.threads) {
+      auto keys_for = [&](int t, int64_t i) { return pool.Batch(pool.Start(t, threads) + i); };
+      auto rate = [&](auto fn) -> absl::StatusOr<double> {
+        ASSIGN_OR_RETURN(double cps, CallsPerSecond(threads, options.seconds, fn));
+        return cps * batch / 1e6;  // M rows/s
+      };
+      ASSIGN_OR_RETURN(double a_pull, rate([&](int t, int64_t i) {
+                         return core->Pull(kTable, keys_for(t, i), absl::MakeSpan(outs[t]));
+                       }));
+      ASSIGN_OR_RETURN(double gather, rate([&](int t, int64_t i) {
+                         plain.Gather(keys_for(t, i), outs[t].data());
+                         return absl::OkStatus();
+                       }));
+      ASSIGN_OR_RETURN(double a_push, rate([&](int t, int64_t i) {
+                         return core->Push(kTable, keys_for(t, i), grads, ps::PushContext{})
+                             .status();
+                       }));
+      ASSIGN_OR_RETURN(double scatter, rate([&](int t, int64_t i) {
+                         plain.ScatterSgd(keys_for(t, i), grads.data());
+                         return absl::OkStatus();
+                       }));
+      ASSIGN_OR_RETURN(double b_pull, rate([&](int t, int64_t i) {
+                         return client->Pull(kTable, keys_for(t, i), absl::MakeSpan(outs[t]));
+                       }));
+      ASSIGN_OR_RETURN(double bare_pull, rate([&](int, int64_t) {
+                         return bare_client->Call(kBarePullMethod, pull_request);
+                       }));
+      ASSIGN_OR_RETURN(double b_push, rate([&](int t, int64_t i) {
+                         return client->Push(kTable, keys_for(t, i), grads, 0);
+                       }));
+      ASSIGN_OR_RETURN(double bare_push, rate([&](int, int64_t) {
+                         return bare_client->Call(kBarePushMethod, push_request);
+                       }));
+      double mget = 0, mset = 0;
+      if (use_redis) {
+        ASSIGN_OR_RETURN(mget, rate([&](int t, int64_t i) {
+                           return redis.conns[t]->MGet(keys_for(t, i), row_bytes,
+                                                       redis_outs[t].data());
+                         }));
+        ASSIGN_OR_RETURN(mset, rate([&](int t, int64_t i) {
+                           return redis.conns[t]->MSet(keys_for(t, i), redis_values.data(),
+                                                       row_bytes);
+                         }));
+      }
+
+      const double gb = static_cast<double>(row_bytes) / 1e3;  // M rows/s -> GB/s
+      const double a_ratio = a_pull / gather, a_push_ratio = a_push / scatter;
+      const double b_ratio = b_pull / bare_pull, b_push_ratio = b_push / bare_push;
+      out << absl::StrFormat("  dim %d, %d thread%s %38s %9s %7s   %s\n", dim, threads,
+                             threads == 1 ? " " : "s", "", "M rows/s", "GB/s", "vs ceiling");
+      auto line = [&](const char* name, double r, const std::string& note) {
+        out << absl::StrFormat("    %-56s %9.2f %7.2f   %s\n", name, r, r * gb, note);
+      };
+      line("(a) in process: ParameterServer::Pull", a_pull,
+           absl::StrFormat("%.0f%% of gather [goal >= 50%%] %s", 100 * a_ratio,
+                           Pass(a_ratio >= 0.5)));
+      line("    gather from a plain array (ceiling)", gather, "ceiling");
+      line("(a) in process: ParameterServer::Push (SGD)", a_push,
+           absl::StrFormat("%.0f%% of scatter (information)", 100 * a_push_ratio));
+      line("    scatter-SGD into a plain array (ceiling)", scatter, "ceiling");
+      line("(b) gRPC 127.0.0.1: GrpcPsClient::Pull", b_pull,
+           absl::StrFormat("%.0f%% of bare gRPC [goal >= 70%%] %s", 100 * b_ratio,
+                           Pass(b_ratio >= 0.7)));
+      line("    bare gRPC, same bytes, pre-built ByteBuffer (ceiling)", bare_pull, "ceiling");
+      line("(b) gRPC 127.0.0.1: GrpcPsClient::Push (SGD)", b_push,
+           absl::StrFormat("%.0f%% of bare gRPC [goal >= 70%%] %s", 100 * b_push_ratio,
+                           Pass(b_push_ratio >= 0.7)));
+      line("    bare gRPC, same bytes, pre-built ByteBuffer (ceiling)", bare_push, "ceiling");
+      nlohmann::json run = {{"dim", dim},
+                            {"threads", threads},
+                            {"rows", rows},
+                            {"inproc_pull_mrows_s", a_pull},
+                            {"gather_mrows_s", gather},
+                            {"inproc_pull_vs_gather", a_ratio},
+                            {"inproc_push_mrows_s", a_push},
+                            {"scatter_mrows_s", scatter},
+                            {"inproc_push_vs_scatter", a_push_ratio},
+                            {"grpc_pull_mrows_s", b_pull},
+                            {"grpc_pull_gb_s", b_pull * gb},
+                            {"bare_grpc_pull_mrows_s", bare_pull},
+                            {"grpc_pull_vs_bare", b_ratio},
+                            {"grpc_push_mrows_s", b_push},
+                            {"bare_grpc_push_mrows_s", bare_push},
+                            {"grpc_push_vs_bare", b_push_ratio}};
+      if (use_redis) {
+        const double pull_x = b_pull / mget, push_x = b_push / mset;
+        line("Redis MGET (baseline)", mget,
+             absl::StrFormat("Brook gRPC pull = %.1fx [goal >= 3x] %s", pull_x,
+                             Pass(pull_x >= 3.0)));
+        line("Redis MSET (baseline)", mset,
+             absl::StrFormat("Brook gRPC push = %.1fx [goal >= 3x] %s", push_x,
+                             Pass(push_x >= 3.0)));
+        run["redis_mget_mrows_s"] = mget;
+        run["redis_mset_mrows_s"] = mset;
+        run["grpc_pull_vs_redis_mget"] = pull_x;
+        run["grpc_push_vs_redis_mset"] = push_x;
+        run["redis_populate_s"] = redis_populate_s;
+      }
+      runs.push_back(std::move(run));
+    }
+    client.reset();
+    server->Shutdown(absl::Seconds(1));
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - wall0).count();
+  out << absl::StrFormat("\nwall time %.0f s\n", wall);
+  if (result) {
+    *result = {{"allocator", AllocatorDescription()},
+               {"batch", batch},
+               {"seconds_per_figure", options.seconds},
+               {"keys", "distinct per batch, uniform over the populated rows"},
+               {"redis", redis.status},
+               {"wall_s", wall},
+               {"runs", std::move(runs)}};
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace brook::bench

@@ -1,0 +1,34 @@
+// `brook bench ps`: pull and push rows/s of the parameter server for batches
+// of distinct random keys, (a) in process on the core ParameterServer and
+// (b) over gRPC on 127.0.0.1 through GrpcPsClient, each printed beside the
+// ceiling measured in the same run: a random gather (scatter for pushes)
+// over a plain array of the same rows for (a), a bare generic-gRPC call
+// moving the same payload bytes for (b); and Redis MGET/MSET of the same rows
+// as the baseline when redis-server is installed.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <vector>
+
+#include "absl/status/status.h"
+#include <nlohmann/json.hpp>
+
+namespace brook::bench {
+
+struct PsBenchOptions {
+  // Table rows per dim, capped at 512 MiB of weights per table (a plain-array
+  // copy and Redis hold the same rows again).
+  int64_t rows = 1000000;
+  std::vector<int> dims = {16, 64};
+  std::vector<int> threads = {1, 2, 4};
+  double seconds = 1.0;  // per measurement
+  int batch = 4096;      // distinct keys per pull / push
+  uint64_t seed = 1;
+  bool redis = true;     // run the Redis baseline when redis-server is on PATH
+};
+
+// Runs the benchmark, prints the table to `out`, fills `result` (JSON).
+absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohmann::json* result);
+
+}  // namespace brook::bench

@@ -1,0 +1,60 @@
+// Runs the real `brook bench ps` with tiny settings and checks its plumbing:
+// exit 0 and a positive rate for every figure it measured. Not a timing test.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/testing/test_util.h"
+
+namespace brook {
+namespace {
+
+using testing::BrookBinary;
+using testing::RunCommand;
+
+TEST(BenchPs, TinyRunReportsPositiveRates) {
+  auto r = RunCommand({BrookBinary(), "bench", "ps", "--rows", "20000", "--dims", "16",
+                       "--threads", "1", "--seconds", "0.2", "--json"},
+                      180);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("allocator:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[goal >= 70%]"), std::string::npos) << r.output;
+  // The JSON is the last thing printed: from the last line that is just "{".
+  size_t start = r.output.rfind("\n{\n");
+  ASSERT_NE(start, std::string::npos) << r.output;
+  size_t end = r.output.rfind('}');
+  ASSERT_NE(end, std::string::npos);
+  auto json = nlohmann::json::parse(r.output.substr(start + 1, end - start), nullptr, false);
+  ASSERT_FALSE(json.is_discarded()) << r.output;
+  ASSERT_TRUE(json.contains("runs"));
+  ASSERT_EQ(json["runs"].size(), 1u) << json.dump(2);
+  const auto& run = json["runs"][0];
+  EXPECT_EQ(run["dim"], 16);
+  EXPECT_EQ(run["threads"], 1);
+  for (const char* key : {"inproc_pull_mrows_s", "gather_mrows_s", "inproc_push_mrows_s",
+                          "scatter_mrows_s", "grpc_pull_mrows_s", "grpc_pull_gb_s",
+                          "bare_grpc_pull_mrows_s", "grpc_push_mrows_s",
+                          "bare_grpc_push_mrows_s"}) {
+    ASSERT_TRUE(run.contains(key)) << key;
+    EXPECT_GT(run[key].get<double>(), 0.0) << key;
+  }
+  const std::string redis = json["redis"];
+  if (redis == "ran") {
+    for (const char* key : {"redis_mget_mrows_s", "redis_mset_mrows_s"}) {
+      ASSERT_TRUE(run.contains(key)) << key;
+      EXPECT_GT(run[key].get<double>(), 0.0) << key;
+    }
+  } else {
+    EXPECT_EQ(redis, "skipped") << r.output;
+    EXPECT_NE(r.output.find("Redis: SKIPPED"), std::string::npos) << r.output;
+  }
+}
+
+TEST(BenchPs, BadFlagsAreUsageErrors) {
+  auto r = RunCommand({BrookBinary(), "bench", "ps", "--rows", "100", "--batch", "4096"}, 60);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+}
+
+}  // namespace
+}  // namespace brook
