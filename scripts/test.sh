@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test tier: the warnings-as-errors build with unit + integration
-# tests, the same unit tests under ASan+UBSan, and a short libFuzzer run of
-# each fuzz target. Usage: scripts/test.sh [--quick]  (--quick: main tier only)
+# tests, the same tests under ASan+UBSan, the concurrent PS core under TSan,
+# and a short libFuzzer run of each fuzz target. Usage: scripts/test.sh [--quick]  (--quick: main tier only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${BROOK_JOBS:-$(nproc)}
@@ -26,6 +26,18 @@ ninja -C build-asan -j"$JOBS"
 step "unit + integration tests under ASan + UBSan"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900
+
+step "TSan build of the concurrent PS core"
+# -Werror stays off here only: GCC's -Wtsan flags Boost.Asio's fences, which
+# the warnings-as-errors tier above already compiles cleanly without TSan.
+cmake -S . -B build-tsan -G Ninja -DBROOK_WERROR=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DBROOK_SANITIZE=thread -DBROOK_CUDA=OFF >/dev/null
+ninja -C build-tsan -j"$JOBS" brook_ps_tests
+step "PS core concurrency tests under TSan"
+# The PS core only: gRPC and abseil's Mutex come from Debian uninstrumented, so
+# TSan reports false races through them (see docs/decisions.md).
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/brook_ps_tests \
+  --gtest_filter='ConcurrencyTest.*:PushDedupTest.*:MemRowStoreTest.*:ParameterServerTest.*'
 
 step "libFuzzer build (clang)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DBROOK_BUILD_FUZZERS=ON \
