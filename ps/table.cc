@@ -28,9 +28,12 @@ namespace {
 
 using internal::KeyBatch;
 
-// 256 stripes: a 4096-key request holds each lock for ~16 keys, and pushes
-// from several threads rarely wait on the same stripe.
-constexpr int kStripeBits = 8;
+// 16 stripes: a 4096-key request looks up ~256 keys per lock, so the
+// store's batched lookups keep 32 cache misses in flight (with 256 stripes a
+// stripe saw ~16 keys and pulls of tables past the L3 cache ran 1.5-1.8x
+// slower: BENCHMARKS.md). Pulls share stripe locks; pushes from a few
+// threads still rarely meet on one of 16.
+constexpr int kStripeBits = 4;
 
 // IEEE-754 single: exponent all ones means Inf or NaN. Branch-free so the
 // scan of a whole push vectorizes.

@@ -149,7 +149,7 @@ TEST(ParameterServerTest, PendingKeysPastTheBoundAreForgottenByDecay) {
   ParameterServer ps({});
   TableOptions t = SgdTable("emb", 1);
   t.admission_min_count = 4;
-  t.max_pending_keys = 256 * 8;  // 8 per stripe
+  t.max_pending_keys = 2048;  // well under the 20000 keys pushed
   PS_ASSERT_OK(ps.CreateTable(t));
   std::vector<uint64_t> keys(20000);
   for (size_t i = 0; i < keys.size(); ++i) keys[i] = i;
