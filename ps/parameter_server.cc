@@ -1,6 +1,7 @@
 #include "ps/parameter_server.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -9,6 +10,7 @@
 #include "common/status_macros.h"
 #include "ps/internal/dense_variable.h"
 #include "ps/internal/mutex.h"
+#include "ps/internal/ps_state.h"
 #include "ps/internal/push_dedup.h"
 #include "ps/table.h"
 
@@ -20,33 +22,59 @@ absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.
 
 }  // namespace
 
-// Tables and dense variables are held by shared_ptr because ownership really
-// is shared: the registry, and every request in flight (DropTable while a
-// pull runs frees the table when that pull ends).
-struct ParameterServer::State {
-  explicit State(const ParameterServerOptions& o) : dedup(std::max<uint32_t>(o.dedup_window, 1)) {}
+absl::StatusOr<std::shared_ptr<Table>> ParameterServer::State::FindTable(
+    std::string_view name) const {
+  internal::ReaderLock lock(&mu);
+  auto it = tables.find(Av(name));
+  if (it == tables.end()) return absl::NotFoundError(absl::StrCat("no table '", Av(name), "'"));
+  return it->second;
+}
 
-  internal::PushDedup dedup;
+absl::StatusOr<std::shared_ptr<internal::DenseVariable>> ParameterServer::State::FindDense(
+    std::string_view name) const {
+  internal::ReaderLock lock(&mu);
+  auto it = dense.find(Av(name));
+  if (it == dense.end())
+    return absl::NotFoundError(absl::StrCat("no dense variable '", Av(name), "'"));
+  return it->second;
+}
 
-  mutable internal::RwMutex mu;
-  absl::flat_hash_map<std::string, std::shared_ptr<Table>> tables ABSL_GUARDED_BY(mu);
-  absl::flat_hash_map<std::string, std::shared_ptr<internal::DenseVariable>> dense
-      ABSL_GUARDED_BY(mu);
+uint64_t ParameterServer::State::Log(absl::FunctionRef<void(v1::WalEntry*)> fill) {
+  if (wal == nullptr) return 0;
+  v1::WalEntry entry;
+  fill(&entry);
+  return wal->Add(entry.SerializeAsString());
+}
 
-  absl::StatusOr<std::shared_ptr<Table>> FindTable(std::string_view name) const {
-    internal::ReaderLock lock(&mu);
-    auto it = tables.find(Av(name));
-    if (it == tables.end()) return absl::NotFoundError(absl::StrCat("no table '", Av(name), "'"));
-    return it->second;
+absl::Status ParameterServer::State::LogAndSync(absl::FunctionRef<void(v1::WalEntry*)> fill) {
+  if (wal == nullptr) return absl::OkStatus();
+  return wal->Sync(Log(fill));
+}
+
+namespace internal {
+
+uint64_t WalPushLog::LogPart(const PushPart& part) {
+  v1::WalEntry entry;
+  v1::WalPushPart* p = entry.mutable_push_part();
+  p->set_table(std::string(part.table));
+  p->set_push_id(part.push_id);
+  p->set_part(part.part);
+  p->set_parts(part.parts);
+  p->set_step(part.step);
+  p->set_client_id(part.client_id);
+  p->set_sequence(part.sequence);
+  p->set_keys(reinterpret_cast<const char*>(part.keys.data()), part.keys.size() * sizeof(uint64_t));
+  // The part's gradients, in the part's key order.
+  const size_t row = static_cast<size_t>(part.dim) * sizeof(float);
+  std::string* g = p->mutable_grads();
+  g->resize(part.keys.size() * row);
+  for (size_t j = 0; j < part.original.size(); ++j) {
+    std::memcpy(g->data() + j * row, part.grads.data() + size_t{part.original[j]} * part.dim, row);
   }
-  absl::StatusOr<std::shared_ptr<internal::DenseVariable>> FindDense(std::string_view name) const {
-    internal::ReaderLock lock(&mu);
-    auto it = dense.find(Av(name));
-    if (it == dense.end())
-      return absl::NotFoundError(absl::StrCat("no dense variable '", Av(name), "'"));
-    return it->second;
-  }
-};
+  return wal_->Add(entry.SerializeAsString());
+}
+
+}  // namespace internal
 
 namespace {
 
@@ -86,31 +114,77 @@ absl::StatusOr<PushOutcome> Deduplicated(internal::PushDedup& dedup, const PushC
 }  // namespace
 
 ParameterServer::ParameterServer(const ParameterServerOptions& options)
-    : options_(options), state_(std::make_unique<State>(options)) {}
+    : options_(options), state_(std::make_unique<State>(options)) {
+  options_.data_dir.clear();  // memory only: Open() is the durable way in
+}
 
 ParameterServer::~ParameterServer() = default;
 
 absl::Status ParameterServer::CreateTable(const TableOptions& options) {
   RETURN_IF_ERROR(options.Validate());
+  internal::GateReader gate(&state_->gate);
+  {
+    internal::ReaderLock lock(&state_->mu);
+    auto it = state_->tables.find(options.name);
+    if (it != state_->tables.end()) {
+      if (it->second->options() == options) return absl::OkStatus();
+      return absl::AlreadyExistsError(
+          absl::StrCat("table '", options.name, "' exists with different options"));
+    }
+  }
+  RETURN_IF_ERROR(CreateTableLocked(options, /*cold_rows_exist=*/false));
+  return state_->LogAndSync([&](v1::WalEntry* e) { *e->mutable_create_table() = internal::ToConfig(options); });
+}
+
+absl::Status ParameterServer::CreateTableLocked(const TableOptions& options, bool cold_rows_exist) {
+  {
+    internal::ReaderLock lock(&state_->mu);
+    auto it = state_->tables.find(options.name);
+    if (it != state_->tables.end()) {
+      if (it->second->options() == options) return absl::OkStatus();
+      return absl::AlreadyExistsError(
+          absl::StrCat("table '", options.name, "' exists with different options"));
+    }
+  }
+  TableTier tier;
+  if (state_->db != nullptr) {
+    tier.db = state_->db.get();
+    tier.column_family = internal::TableFamily(options.name);
+    tier.cold_rows_exist = cold_rows_exist;
+    if (!cold_rows_exist) {
+      // A family left by a dropped table of the same name holds stale rows.
+      RETURN_IF_ERROR(state_->db->DropColumnFamily(tier.column_family));
+    }
+    RETURN_IF_ERROR(state_->db->CreateColumnFamily(tier.column_family));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Table> table,
+                   Table::Create(options, options_.now, state_->db != nullptr ? &tier : nullptr));
   internal::WriterLock lock(&state_->mu);
   auto it = state_->tables.find(options.name);
-  if (it != state_->tables.end()) {
+  if (it != state_->tables.end()) {  // a concurrent CreateTable won
     if (it->second->options() == options) return absl::OkStatus();
     return absl::AlreadyExistsError(
         absl::StrCat("table '", options.name, "' exists with different options"));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<Table> table, Table::Create(options, options_.now));
   state_->tables.emplace(options.name, std::move(table));
   return absl::OkStatus();
 }
 
 absl::Status ParameterServer::DropTable(std::string_view name) {
-  internal::WriterLock lock(&state_->mu);
-  auto it = state_->tables.find(Av(name));
-  if (it == state_->tables.end())
-    return absl::NotFoundError(absl::StrCat("no table '", Av(name), "'"));
-  state_->tables.erase(it);
-  return absl::OkStatus();
+  internal::GateReader gate(&state_->gate);
+  {
+    internal::WriterLock lock(&state_->mu);
+    auto it = state_->tables.find(Av(name));
+    if (it == state_->tables.end())
+      return absl::NotFoundError(absl::StrCat("no table '", Av(name), "'"));
+    state_->tables.erase(it);
+  }
+  // The family goes with the table; a request still holding the table
+  // finds RocksDB answering NOT_FOUND for it, which fails that request.
+  if (state_->db != nullptr) {
+    RETURN_IF_ERROR(state_->db->DropColumnFamily(internal::TableFamily(std::string(name))));
+  }
+  return state_->LogAndSync([&](v1::WalEntry* e) { e->set_drop_table(std::string(name)); });
 }
 
 absl::Status ParameterServer::Pull(std::string_view table, absl::Span<const uint64_t> keys,
@@ -133,9 +207,21 @@ absl::StatusOr<PushOutcome> ParameterServer::Push(std::string_view table,
   // Every stateless check happens before the dedup claim, so a bad request
   // neither changes rows nor consumes its sequence number.
   ASSIGN_OR_RETURN(PreparedPush prepared, t->PreparePush(keys, grads));
+  internal::GateReader gate(&state_->gate);
   bool duplicate = false;
   absl::StatusOr<PushOutcome> out = Deduplicated(
-      state_->dedup, ctx, "table", table, [&] { return t->ApplyPush(prepared, ctx.step); },
+      state_->dedup, ctx, "table", table,
+      [&]() -> absl::Status {
+        if (state_->wal == nullptr) return t->ApplyPush(prepared, ctx.step);
+        PushPart part;
+        part.push_id = state_->next_push_id.fetch_add(1, std::memory_order_relaxed);
+        part.client_id = ctx.client_id;
+        part.sequence = ctx.sequence;
+        uint64_t lsn = 0;
+        RETURN_IF_ERROR(t->ApplyPush(prepared, ctx.step, &state_->push_log, &part, &lsn));
+        // Acknowledged only once logged: what kill -9 cannot take back.
+        return state_->wal->Sync(lsn);
+      },
       &duplicate);
   if (duplicate) t->CountDuplicate();
   return out;
@@ -143,33 +229,39 @@ absl::StatusOr<PushOutcome> ParameterServer::Push(std::string_view table,
 
 absl::Status ParameterServer::CreateDense(const DenseOptions& options) {
   RETURN_IF_ERROR(options.Validate());
+  internal::GateReader gate(&state_->gate);
   if (options.num_floats() > options_.max_keys_per_request) {
     return absl::InvalidArgumentError(
         absl::StrCat("dense variable '", options.name, "': shape has ", options.num_floats(),
                      " floats, more than max_keys_per_request ", options_.max_keys_per_request,
                      "; it could never be pushed"));
   }
-  internal::WriterLock lock(&state_->mu);
-  auto it = state_->dense.find(options.name);
-  if (it != state_->dense.end()) {
-    if (it->second->options() == options) return absl::OkStatus();
-    return absl::AlreadyExistsError(
-        absl::StrCat("dense variable '", options.name, "' exists with different options"));
+  {
+    internal::WriterLock lock(&state_->mu);
+    auto it = state_->dense.find(options.name);
+    if (it != state_->dense.end()) {
+      if (it->second->options() == options) return absl::OkStatus();
+      return absl::AlreadyExistsError(
+          absl::StrCat("dense variable '", options.name, "' exists with different options"));
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<internal::DenseVariable> v,
+                     internal::DenseVariable::Create(options));
+    state_->dense.emplace(options.name, std::move(v));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<internal::DenseVariable> v,
-                   internal::DenseVariable::Create(options));
-  state_->dense.emplace(options.name, std::move(v));
-  return absl::OkStatus();
+  return state_->LogAndSync([&](v1::WalEntry* e) { *e->mutable_create_dense() = internal::ToConfig(options); });
 }
 
 absl::Status ParameterServer::DropDense(std::string_view name) {
-  internal::WriterLock lock(&state_->mu);
-  auto it = state_->dense.find(Av(name));
-  if (it == state_->dense.end()) {
-    return absl::NotFoundError(absl::StrCat("no dense variable '", Av(name), "'"));
+  internal::GateReader gate(&state_->gate);
+  {
+    internal::WriterLock lock(&state_->mu);
+    auto it = state_->dense.find(Av(name));
+    if (it == state_->dense.end()) {
+      return absl::NotFoundError(absl::StrCat("no dense variable '", Av(name), "'"));
+    }
+    state_->dense.erase(it);
   }
-  state_->dense.erase(it);
-  return absl::OkStatus();
+  return state_->LogAndSync([&](v1::WalEntry* e) { e->set_drop_dense(std::string(name)); });
 }
 
 absl::Status ParameterServer::PullDense(std::string_view name, absl::Span<float> out) {
@@ -185,17 +277,32 @@ absl::StatusOr<PushOutcome> ParameterServer::PushDense(std::string_view name,
     return TooManyKeys("dense variable", name, grads.size(), options_.max_keys_per_request);
   }
   ASSIGN_OR_RETURN(uint64_t nonfinite, v->Check(grads));
+  internal::GateReader gate(&state_->gate);
   bool duplicate = false;
   return Deduplicated(
       state_->dedup, ctx, "dense variable", name,
-      [&] {
-        v->Apply(grads, nonfinite);
-        return absl::OkStatus();
+      [&]() -> absl::Status {
+        if (state_->wal == nullptr) {
+          v->Apply(grads, nonfinite);
+          return absl::OkStatus();
+        }
+        const uint64_t lsn = v->Apply(grads, nonfinite, [&] {
+          return state_->Log([&](v1::WalEntry* e) {
+            v1::WalDensePush* d = e->mutable_dense_push();
+            d->set_name(std::string(name));
+            d->set_step(ctx.step);
+            d->set_client_id(ctx.client_id);
+            d->set_sequence(ctx.sequence);
+            d->set_grads(reinterpret_cast<const char*>(grads.data()), grads.size() * sizeof(float));
+          });
+        });
+        return state_->wal->Sync(lsn);
       },
       &duplicate);
 }
 
 uint64_t ParameterServer::Evict(int64_t current_step) {
+  internal::GateReader gate(&state_->gate);
   std::vector<std::shared_ptr<Table>> tables;
   {
     internal::ReaderLock lock(&state_->mu);
@@ -208,9 +315,8 @@ uint64_t ParameterServer::Evict(int64_t current_step) {
 
 absl::Status ParameterServer::ScanTable(std::string_view table, const RowVisitor& fn) const {
   ASSIGN_OR_RETURN(std::shared_ptr<Table> t, state_->FindTable(table));
-  t->Scan(
+  return t->Scan(
       [&](uint64_t key, absl::Span<const float> w, absl::Span<const float> s) { fn(key, w, s); });
-  return absl::OkStatus();
 }
 
 ServerStats ParameterServer::Stats() const {
@@ -228,6 +334,7 @@ ServerStats ParameterServer::Stats() const {
             [](const TableStats& a, const TableStats& b) { return a.name < b.name; });
   std::sort(s.dense.begin(), s.dense.end(),
             [](const DenseStats& a, const DenseStats& b) { return a.name < b.name; });
+  s.checkpoints = Checkpoints();
   return s;
 }
 

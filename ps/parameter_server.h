@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "ps/options.h"
+#include "storage/rocks_db.h"
 
 namespace brook::ps {
 
@@ -32,6 +33,52 @@ struct ParameterServerOptions {
   // Seconds on a monotonic clock, for ttl_seconds; called from any thread.
   // Empty = std::chrono::steady_clock. Tests inject a fake.
   std::function<double()> now;
+
+  // Durability (docs/decisions.md "PS durability"). Without a data_dir the
+  // PS is memory only: no WAL, no RocksDB tier (a table past its budget
+  // refuses new rows); Checkpoint/Restore to a given dir still work.
+  // With one (use Open()): <data_dir>/rocksdb holds rows past each table's
+  // memory budget, <data_dir>/wal the write-ahead log, <data_dir>/LATEST the
+  // checkpoint a restart begins from, <data_dir>/checkpoints the default
+  // checkpoint root.
+  std::string data_dir;
+  // Log every push before acknowledging it: a kill -9 loses no acknowledged
+  // push. Off: a restart returns to the last checkpoint.
+  bool wal = true;
+  // fdatasync each WAL group write as well: survives power loss too.
+  bool wal_fsync = false;
+  storage::RocksDbOptions rocksdb;
+};
+
+struct CheckpointOptions {
+  // The PS writes <dir>/shard-<i>-of-<n>/. Empty: <data_dir>/checkpoints/
+  // ckpt-<unix micros> (INVALID_ARGUMENT without a data_dir).
+  std::string dir;
+  // Only what changed since this PS's previous checkpoint; a full one when
+  // there is none (or after a restart, a restore or a failed checkpoint).
+  bool incremental = false;
+  int64_t step = 0;
+  uint64_t shard_map_version = 0;
+  std::vector<std::string> shard_addresses;
+};
+
+struct CheckpointInfo {
+  std::string dir;        // the checkpoint (every shard's part)
+  std::string shard_dir;  // this shard's part
+  bool incremental = false;
+  std::string base_dir;   // incremental: its base's part for this shard
+  int64_t step = 0;
+  uint64_t wal_lsn = 0;   // last WAL record included (0 without a WAL)
+  int64_t created_unix_micros = 0;
+  uint64_t rows = 0;      // rows in the rows file
+  uint64_t bytes = 0;     // the part's bytes on disk
+  double seconds = 0;     // duration; pushes waited this long
+};
+
+struct RestoreInfo {
+  uint64_t rows = 0;   // rows this shard kept
+  uint64_t dense = 0;  // dense variables this shard kept
+  double seconds = 0;
 };
 
 // Identifies a push for exactly-once application: a retried push with the
@@ -65,6 +112,15 @@ struct TableStats {
   // concurrent push took the last room in the budget; their gradient is
   // dropped and they stay pending (a later push admits them).
   uint64_t budget_deferred = 0;
+  // The RocksDB tier (zero when the table has none). Lookups count keys.
+  bool tiered = false;
+  uint64_t hot_hits = 0;       // answered from memory
+  uint64_t cold_hits = 0;      // answered from RocksDB
+  uint64_t cold_misses = 0;    // asked RocksDB, absent (new keys)
+  uint64_t cold_rows = 0;      // RocksDB's estimate of the rows it holds
+  uint64_t tier_evictions = 0; // rows moved out of memory
+  uint64_t tier_promotions = 0;// rows brought back by pushes
+  uint64_t tier_errors = 0;    // failed RocksDB reads/writes
 };
 
 struct DenseStats {
@@ -74,14 +130,22 @@ struct DenseStats {
   uint64_t rejected_gradients = 0;
 };
 
+
 struct ServerStats {
   std::vector<TableStats> tables;
   std::vector<DenseStats> dense;
+  std::vector<CheckpointInfo> checkpoints;  // ParameterServer::Checkpoints()
 };
 
 class ParameterServer {
  public:
+  // A PS with nothing in it (options.data_dir is ignored: use Open).
   explicit ParameterServer(const ParameterServerOptions& options);
+  // A PS over options.data_dir: restores the checkpoint named in LATEST (if
+  // any), then replays the WAL after it, so it serves what it acknowledged
+  // before it stopped. Without a data_dir the same as the constructor.
+  static absl::StatusOr<std::unique_ptr<ParameterServer>> Open(
+      const ParameterServerOptions& options);
   ~ParameterServer();
   ParameterServer(const ParameterServer&) = delete;
   ParameterServer& operator=(const ParameterServer&) = delete;
@@ -135,11 +199,30 @@ class ParameterServer {
                                         absl::Span<const float> slots)>;
   absl::Status ScanTable(std::string_view table, const RowVisitor& fn) const;
 
+  // Writes a consistent checkpoint: rows, optimizer slots and dense
+  // variables as of one instant (pushes wait while it is taken; pulls go
+  // on), then its manifest, last. With a data_dir, a restart begins from it
+  // and the WAL before it is dropped. One checkpoint at a time.
+  absl::StatusOr<CheckpointInfo> Checkpoint(const CheckpointOptions& options);
+  // Replaces everything this PS holds with the checkpoint at `dir` (written
+  // by any number of shards): keeps the keys and dense variables this shard
+  // owns among options().num_shards, with their optimizer state.
+  // FAILED_PRECONDITION for an incomplete checkpoint (nothing changes).
+  absl::StatusOr<RestoreInfo> Restore(const std::string& dir);
+  // Complete checkpoints this PS wrote (found under <data_dir>/checkpoints
+  // at Open, and since), oldest first.
+  std::vector<CheckpointInfo> Checkpoints() const;
+
   ServerStats Stats() const;  // tables and dense variables sorted by name
   const ParameterServerOptions& options() const { return options_; }
 
  private:
   struct State;
+  struct Durable;
+  absl::Status OpenDurable();
+  absl::Status ReplayWal(uint64_t from_lsn);
+  absl::StatusOr<RestoreInfo> RestoreLocked(const std::string& dir, bool startup);
+  absl::Status CreateTableLocked(const TableOptions& options, bool cold_rows_exist);
   ParameterServerOptions options_;
   std::unique_ptr<State> state_;
 };

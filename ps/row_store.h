@@ -14,9 +14,9 @@
 // whole callback, a caller may keep per-stripe side data of its own (Table's
 // admission counts) guarded by it.
 //
-// Implementations: internal/mem_row_store.h (the in-memory arena). The
-// RocksDB tier (TODO(#tiers)) will implement the same interface, spilling
-// cold rows past the memory budget, so tables and optimizers do not change.
+// Implementations: internal/mem_row_store.h (the in-memory arena) and
+// internal/tiered_row_store.h (the arena up to the memory budget, cold rows
+// in RocksDB past it), so tables and optimizers do not know which they use.
 #pragma once
 
 #include <cstdint>
@@ -27,11 +27,32 @@
 
 namespace brook::ps {
 
-// 16 bytes in front of every row's floats.
+// 16 bytes in front of every row's floats. The same bytes (header + floats)
+// are what the RocksDB tier, the WAL-free checkpoints and restores store, so
+// the layout is part of the on-disk format (docs/formats.md).
 struct RowHeader {
+  // Set by every update; cleared when a checkpoint has captured the row.
+  static constexpr uint32_t kDirty = 1u << 31;
+  // Set while the row's bytes equal its copy in the RocksDB tier (it was
+  // read from there or written there and not updated since), so evicting it
+  // needs no write. Cleared by every update.
+  static constexpr uint32_t kSynced = 1u << 30;
+  static constexpr uint32_t kTimeMask = kSynced - 1;
+
   uint64_t key;
   uint32_t last_step;  // push step of the last update, clamped to [0, 2^32)
-  uint32_t last_time;  // whole seconds since the table's time base, last update
+  // Bits 0-29: whole seconds since the table's time base at the last update
+  // (saturating, ~34 years); bits 30-31: kSynced, kDirty.
+  uint32_t time_flags;
+
+  uint32_t last_time() const { return time_flags & kTimeMask; }
+  bool dirty() const { return (time_flags & kDirty) != 0; }
+  bool synced() const { return (time_flags & kSynced) != 0; }
+  // An update: new step and time, dirty, no longer equal to a stored copy.
+  void MarkUpdated(uint32_t step, uint32_t seconds) {
+    last_step = step;
+    time_flags = (seconds < kTimeMask ? seconds : kTimeMask) | kDirty;
+  }
 
   float* floats() { return reinterpret_cast<float*>(this + 1); }
   const float* floats() const { return reinterpret_cast<const float*>(this + 1); }
@@ -55,8 +76,13 @@ class RowStore {
     //   stripe; keys, hashes, rows have equal sizes.
     virtual void FindBatch(absl::Span<const uint64_t> keys, absl::Span<const uint64_t> hashes,
                            absl::Span<const RowHeader*> rows) const = 0;
-    // Calls fn on every row of the stripe (any order).
+    // Calls fn on every row of the stripe (any order). A tiered store visits
+    // the rows in memory only.
     virtual void ForEach(absl::FunctionRef<void(const RowHeader&)> fn) const = 0;
+    // False once a lookup in this callback could not read a lower tier (an
+    // I/O error): rows it reported absent may exist, so the caller must fail
+    // the request rather than use initial values.
+    virtual bool ok() const { return true; }
 
    protected:
     ~Reader() = default;
@@ -65,7 +91,9 @@ class RowStore {
   // Exclusive view of one stripe, valid inside Write().
   class Writer {
    public:
-    // As Reader::FindBatch, with mutable rows.
+    // As Reader::FindBatch, with mutable rows. May first move other rows of
+    // the stripe out of memory (a tiered store making room for the batch);
+    // never a row of this batch.
     virtual void FindBatch(absl::Span<const uint64_t> keys, absl::Span<const uint64_t> hashes,
                            absl::Span<RowHeader*> rows) = 0;
     // Adds a row for `key` and returns it with header.key set; the rest of
@@ -79,6 +107,13 @@ class RowStore {
     virtual void Erase(uint64_t key, uint64_t hash) = 0;
     // Calls fn on every row of the stripe. fn must not Insert or Erase.
     virtual void ForEach(absl::FunctionRef<void(RowHeader&)> fn) = 0;
+    // Some row of the stripe, picked by `random` roughly uniformly (the
+    // tier's eviction samples with it); nullptr if the stripe is empty.
+    virtual RowHeader* SampleRow(uint64_t random) = 0;
+    // Rows the stripe holds in memory.
+    virtual uint32_t size() const = 0;
+    // As Reader::ok.
+    virtual bool ok() const { return true; }
 
    protected:
     ~Writer() = default;

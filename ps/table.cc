@@ -7,10 +7,12 @@
 #include <limits>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "ps/internal/key_batch.h"
 #include "ps/internal/mem_row_store.h"
+#include "ps/internal/tiered_row_store.h"
 
 namespace brook::ps {
 namespace internal {
@@ -59,16 +61,44 @@ double SteadySeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<Table>> Table::Create(const TableOptions& options, Clock clock) {
-  RETURN_IF_ERROR(options.Validate());
-  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, CreateOptimizer(options.optimizer));
-  if (!clock) clock = SteadySeconds;
-  return std::unique_ptr<Table>(new Table(options, std::move(optimizer), std::move(clock)));
+absl::Status TierError(const std::string& table) {
+  return absl::UnavailableError(absl::StrCat(
+      "table '", table, "': the RocksDB tier could not be read or written (disk error?); the "
+      "request was not answered from initial values"));
 }
 
-Table::Table(const TableOptions& options, std::unique_ptr<Optimizer> optimizer, Clock clock)
+std::unique_ptr<RowStore> MakeStore(const TableOptions& options, int slot_floats,
+                                    uint64_t max_rows, const TableTier* tier) {
+  const internal::MemRowStoreOptions mem{.row_floats = options.dim + slot_floats,
+                                         .hot_floats = options.dim,
+                                         .stripe_bits = kStripeBits,
+                                         .huge_pages = true};
+  if (tier == nullptr) return std::make_unique<internal::MemRowStore>(mem);
+  return std::make_unique<internal::TieredRowStore>(
+      internal::TieredRowStoreOptions{.mem = mem,
+                                      .max_hot_rows = max_rows,
+                                      .db = tier->db,
+                                      .column_family = tier->column_family,
+                                      .cold_rows_exist = tier->cold_rows_exist,
+                                      .seed = options.seed});
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Table>> Table::Create(const TableOptions& options, Clock clock,
+                                                     const TableTier* tier) {
+  RETURN_IF_ERROR(options.Validate());
+  if (tier != nullptr && tier->db == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table '", options.name, "': tier without a RocksDB"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, CreateOptimizer(options.optimizer));
+  if (!clock) clock = SteadySeconds;
+  return std::unique_ptr<Table>(new Table(options, std::move(optimizer), std::move(clock), tier));
+}
+
+Table::Table(const TableOptions& options, std::unique_ptr<Optimizer> optimizer, Clock clock,
+             const TableTier* tier)
     : options_(options),
       slot_floats_(optimizer->SlotFloats(options.dim)),
       max_rows_(options.memory_budget_bytes /
@@ -78,11 +108,8 @@ Table::Table(const TableOptions& options, std::unique_ptr<Optimizer> optimizer, 
       optimizer_(std::move(optimizer)),
       clock_(std::move(clock)),
       time_base_(clock_()),
-      store_(std::make_unique<internal::MemRowStore>(
-          internal::MemRowStoreOptions{.row_floats = options.dim + slot_floats_,
-                                       .hot_floats = options.dim,
-                                       .stripe_bits = kStripeBits,
-                                       .huge_pages = true})),
+      store_(MakeStore(options, slot_floats_, max_rows_, tier)),
+      tier_(tier == nullptr ? nullptr : static_cast<internal::TieredRowStore*>(store_.get())),
       pending_(new internal::PendingStripe[store_->num_stripes()]) {}
 
 Table::~Table() = default;
@@ -95,6 +122,10 @@ uint32_t Table::NowSeconds() const {
 }
 
 bool Table::TryReserve(uint64_t rows) {
+  if (tier_ != nullptr) {  // past the budget rows move to RocksDB: no cap
+    committed_.fetch_add(rows, std::memory_order_relaxed);
+    return true;
+  }
   uint64_t c = committed_.load(std::memory_order_relaxed);
   do {
     if (rows > max_rows_ || c > max_rows_ - rows) return false;
@@ -114,13 +145,18 @@ absl::Status Table::Pull(absl::Span<const uint64_t> keys, absl::Span<float> out)
   b.const_rows.resize(keys.size());
   b.misses.clear();
   float* dst = out.data();
-  for (int s = 0; s < store_->num_stripes(); ++s) {
+  bool tier_ok = true;
+  for (int s = 0; s < store_->num_stripes() && tier_ok; ++s) {
     const uint32_t lo = b.begin[s], hi = b.begin[s + 1];
     if (lo == hi) continue;
     store_->Read(s, [&](const RowStore::Reader& r) {
       const size_t m = hi - lo;
       r.FindBatch({b.keys.data() + lo, m}, {b.hashes.data() + lo, m},
                   {b.const_rows.data() + lo, m});
+      if (!r.ok()) {
+        tier_ok = false;
+        return;
+      }
       for (uint32_t j = lo; j < hi; ++j) {
         const RowHeader* row = b.const_rows[j];
         if (row != nullptr) {
@@ -131,6 +167,7 @@ absl::Status Table::Pull(absl::Span<const uint64_t> keys, absl::Span<float> out)
       }
     });
   }
+  if (!tier_ok) return TierError(options_.name);
   // Initial values are computed outside the locks.
   for (uint32_t j : b.misses) {
     initializer_.Fill(b.keys[j], {dst + b.original[j] * dim, dim});
@@ -214,7 +251,15 @@ void Table::SetPending(int s, uint64_t key, uint16_t count) {
   counts[key] = count;
 }
 
-absl::Status Table::ApplyPush(const PreparedPush& push, int64_t step) {
+uint32_t Table::PartsOf(const PreparedPush& push) const {
+  const KeyBatch& b = *push.batch;
+  uint32_t parts = 0;
+  for (int s = 0; s < store_->num_stripes(); ++s) parts += b.begin[s] != b.begin[s + 1] ? 1 : 0;
+  return parts;
+}
+
+absl::Status Table::ApplyPush(const PreparedPush& push, int64_t step, PushLog* log,
+                              const PushPart* part, uint64_t* last_lsn) {
   KeyBatch& b = *push.batch;
   const size_t n = b.size();
   const size_t dim = options_.dim;
@@ -260,13 +305,35 @@ absl::Status Table::ApplyPush(const PreparedPush& push, int64_t step) {
   const uint32_t now32 = NowSeconds();
   b.rows.resize(n);
   uint64_t admitted = 0, deferred = 0;
+  PushPart logged;
+  if (log != nullptr) {
+    logged = *part;
+    logged.table = options_.name;
+    logged.parts = PartsOf(push);
+    logged.part = 0;
+    logged.dim = options_.dim;
+    logged.grads = push.grads;
+    logged.step = step;
+  }
+  uint64_t max_lsn = 0;
+  bool tier_ok = true;
 
-  for (int s = 0; s < store_->num_stripes(); ++s) {
+  for (int s = 0; s < store_->num_stripes() && tier_ok; ++s) {
     const uint32_t lo = b.begin[s], hi = b.begin[s + 1];
     if (lo == hi) continue;
     store_->Write(s, [&](RowStore::Writer& w) {
       w.FindBatch({b.keys.data() + lo, hi - lo}, {b.hashes.data() + lo, hi - lo},
                   {b.rows.data() + lo, hi - lo});
+      if (!w.ok()) {
+        tier_ok = false;
+        return;
+      }
+      if (log != nullptr) {
+        logged.keys = {b.keys.data() + lo, hi - lo};
+        logged.original = {b.original.data() + lo, hi - lo};
+        max_lsn = std::max(max_lsn, log->LogPart(logged));
+        ++logged.part;
+      }
       for (uint32_t j = lo; j < hi; ++j) {
         RowHeader* row = b.rows[j];
         const uint64_t key = b.keys[j];
@@ -307,12 +374,13 @@ absl::Status Table::ApplyPush(const PreparedPush& push, int64_t step) {
           g = scratch;
         }
         optimizer_->Apply({row->floats(), dim}, {row->floats() + dim, slots}, {g, dim});
-        row->last_step = step32;
-        row->last_time = now32;
+        row->MarkUpdated(step32, now32);
       }
     });
   }
   if (reserved > 0) committed_.fetch_sub(reserved, std::memory_order_relaxed);
+  if (last_lsn != nullptr) *last_lsn = max_lsn;
+  if (!tier_ok) return TierError(options_.name);
 
   rows_pushed_.fetch_add(n, std::memory_order_relaxed);
   if (admitted > 0) admissions_.fetch_add(admitted, std::memory_order_relaxed);
@@ -329,7 +397,7 @@ uint64_t Table::Evict(int64_t current_step) {
   auto expired = [&](const RowHeader& r) {
     if (ttl_steps > 0 && current_step - static_cast<int64_t>(r.last_step) >= ttl_steps) return true;
     return ttl_seconds > 0 &&
-           static_cast<double>(now - static_cast<int64_t>(r.last_time)) >= ttl_seconds;
+           static_cast<double>(now - static_cast<int64_t>(r.last_time())) >= ttl_seconds;
   };
   KeyBatch& b = internal::ThreadKeyBatch();
   uint64_t evicted = 0;
@@ -350,17 +418,169 @@ uint64_t Table::Evict(int64_t current_step) {
   return evicted;
 }
 
-void Table::Scan(
+absl::Status Table::Scan(
     absl::FunctionRef<void(uint64_t, absl::Span<const float>, absl::Span<const float>)> fn) const {
   const size_t dim = options_.dim;
   const size_t slots = slot_floats_;
+  absl::flat_hash_set<uint64_t> hot;
   for (int s = 0; s < store_->num_stripes(); ++s) {
     store_->Read(s, [&](const RowStore::Reader& r) {
       r.ForEach([&](const RowHeader& row) {
+        if (tier_ != nullptr) hot.insert(row.key);
         fn(row.key, {row.floats(), dim}, {row.floats() + dim, slots});
       });
     });
   }
+  if (tier_ == nullptr) return absl::OkStatus();
+  // Cold rows; a key also in memory has a stale copy in RocksDB.
+  return tier_->ForEachCold([&](const RowHeader& row) {
+    if (hot.contains(row.key)) return;
+    fn(row.key, {row.floats(), dim}, {row.floats() + dim, slots});
+  });
+}
+
+size_t Table::stored_row_bytes() const {
+  return sizeof(RowHeader) + static_cast<size_t>(options_.dim + slot_floats_) * sizeof(float);
+}
+
+absl::Status Table::WriteCheckpoint(bool incremental, CheckpointSink* sink, bool* complete) {
+  *complete = true;
+  const size_t row_bytes = stored_row_bytes();
+  std::vector<char> rows;
+  std::vector<uint64_t> evicted_dirty, erased;
+  absl::flat_hash_set<uint64_t> written;
+  absl::Status status;
+  for (int s = 0; s < store_->num_stripes() && status.ok(); ++s) {
+    rows.clear();
+    evicted_dirty.clear();
+    erased.clear();
+    store_->Write(s, [&](RowStore::Writer& w) {
+      written.clear();
+      w.ForEach([&](RowHeader& r) {
+        if (incremental && !r.dirty()) return;
+        const size_t at = rows.size();
+        rows.resize(at + row_bytes);
+        std::memcpy(rows.data() + at, &r, row_bytes);
+        r.time_flags &= ~RowHeader::kDirty;
+        if (incremental) written.insert(r.key);
+      });
+      if (tier_ == nullptr) return;
+      if (!tier_->TakeCheckpointDelta(s, &evicted_dirty, &erased)) *complete = false;
+      if (!incremental || evicted_dirty.empty()) return;
+      // Rows evicted while changed: the copy in memory if a push brought
+      // the row back (it was written above only if changed again), else
+      // the one in RocksDB.
+      std::sort(evicted_dirty.begin(), evicted_dirty.end());
+      evicted_dirty.erase(std::unique(evicted_dirty.begin(), evicted_dirty.end()),
+                          evicted_dirty.end());
+      std::vector<uint64_t> hashes(evicted_dirty.size());
+      std::vector<RowHeader*> found_rows(evicted_dirty.size());
+      for (size_t i = 0; i < hashes.size(); ++i) hashes[i] = RowStore::HashKey(evicted_dirty[i]);
+      w.FindBatch(evicted_dirty, hashes, absl::MakeSpan(found_rows));
+      if (!w.ok()) {
+        status = TierError(options_.name);
+        return;
+      }
+      for (size_t i = 0; i < evicted_dirty.size(); ++i) {
+        RowHeader* r = found_rows[i];
+        if (r == nullptr) continue;                       // erased since (TTL): in `erased`
+        if (written.contains(evicted_dirty[i])) continue;  // written above
+        const size_t at = rows.size();
+        rows.resize(at + row_bytes);
+        std::memcpy(rows.data() + at, r, row_bytes);
+      }
+    });
+    if (!status.ok()) break;
+    // Deletes first: a key removed and then created again keeps its row.
+    if (!erased.empty()) status.Update(sink->Deletes(erased));
+    if (!rows.empty()) status.Update(sink->Rows(rows.data(), rows.size() / row_bytes, row_bytes));
+  }
+  return status;
+}
+
+absl::Status Table::ImportRows(const char* rows, size_t count, size_t row_bytes) {
+  if (row_bytes != stored_row_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "table '", options_.name, "': stored rows of ", row_bytes, " bytes, expected ",
+        stored_row_bytes(), " (dim ", options_.dim, " + ", slot_floats_, " optimizer slots)"));
+  }
+  // A key may come twice (a row in a block and again in a later one): the
+  // later copy wins, and the store must see each key once.
+  std::vector<std::pair<uint64_t, uint32_t>> order(count);
+  for (size_t i = 0; i < count; ++i) {
+    std::memcpy(&order[i].first, rows + i * row_bytes, sizeof(uint64_t));
+    order[i].second = static_cast<uint32_t>(i);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<uint64_t> keys;
+  std::vector<uint32_t> source;  // keys[u] takes row source[u]
+  for (size_t i = 0; i < count; ++i) {
+    if (i + 1 < count && order[i + 1].first == order[i].first) continue;
+    keys.push_back(order[i].first);
+    source.push_back(order[i].second);
+  }
+  KeyBatch& b = internal::ThreadKeyBatch();
+  b.Group(*store_, keys);
+  b.rows.resize(keys.size());
+  bool tier_ok = true;
+  uint64_t created = 0;
+  for (int s = 0; s < store_->num_stripes() && tier_ok; ++s) {
+    const uint32_t lo = b.begin[s], hi = b.begin[s + 1];
+    if (lo == hi) continue;
+    store_->Write(s, [&](RowStore::Writer& w) {
+      w.FindBatch({b.keys.data() + lo, hi - lo}, {b.hashes.data() + lo, hi - lo},
+                  {b.rows.data() + lo, hi - lo});
+      if (!w.ok()) {
+        tier_ok = false;
+        return;
+      }
+      for (uint32_t j = lo; j < hi; ++j) {
+        RowHeader* r = b.rows[j];
+        if (r == nullptr) {
+          r = w.Insert(b.keys[j], b.hashes[j]);
+          if (r == nullptr) {
+            tier_ok = false;
+            return;
+          }
+          ++created;
+        }
+        std::memcpy(static_cast<void*>(r), rows + size_t{source[b.original[j]]} * row_bytes,
+                    row_bytes);
+        // Restored rows count as changed: the next checkpoint must hold them.
+        r->time_flags = (r->time_flags & RowHeader::kTimeMask) | RowHeader::kDirty;
+      }
+    });
+  }
+  committed_.fetch_add(created, std::memory_order_relaxed);
+  if (!tier_ok) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "table '", options_.name, "': could not hold the restored rows (memory budget of ",
+        options_.memory_budget_bytes, " bytes without a RocksDB tier, or a tier error)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Table::ImportDeletes(absl::Span<const uint64_t> keys) {
+  KeyBatch& b = internal::ThreadKeyBatch();
+  b.Group(*store_, keys);
+  b.rows.resize(keys.size());
+  uint64_t erased = 0;
+  for (int s = 0; s < store_->num_stripes(); ++s) {
+    const uint32_t lo = b.begin[s], hi = b.begin[s + 1];
+    if (lo == hi) continue;
+    store_->Write(s, [&](RowStore::Writer& w) {
+      w.FindBatch({b.keys.data() + lo, hi - lo}, {b.hashes.data() + lo, hi - lo},
+                  {b.rows.data() + lo, hi - lo});
+      for (uint32_t j = lo; j < hi; ++j) {
+        if (b.rows[j] == nullptr) continue;
+        w.Erase(b.keys[j], b.hashes[j]);
+        ++erased;
+      }
+    });
+  }
+  committed_.fetch_sub(erased, std::memory_order_relaxed);
+  return absl::OkStatus();
 }
 
 TableStats Table::Stats() const {
@@ -390,6 +610,17 @@ TableStats Table::Stats() const {
   t.pending_forgotten = pending_forgotten_.load(std::memory_order_relaxed);
   t.budget_rejections = budget_rejections_.load(std::memory_order_relaxed);
   t.budget_deferred = budget_deferred_.load(std::memory_order_relaxed);
+  if (tier_ != nullptr) {
+    const internal::TierStats ts = tier_->tier_stats();
+    t.tiered = true;
+    t.hot_hits = ts.hot_hits;
+    t.cold_hits = ts.cold_hits;
+    t.cold_misses = ts.cold_misses;
+    t.cold_rows = ts.cold_rows;
+    t.tier_evictions = ts.evictions;
+    t.tier_promotions = ts.promotions;
+    t.tier_errors = ts.errors;
+  }
   return t;
 }
 

@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -29,12 +31,60 @@
 #include "ps/parameter_server.h"
 #include "ps/row_store.h"
 
+namespace brook::storage {
+class RocksDb;
+}
+
 namespace brook::ps {
 
 namespace internal {
 struct KeyBatch;
 struct PendingStripe;
+class TieredRowStore;
 }  // namespace internal
+
+// Where a table keeps the rows past its memory budget. Without one, a push
+// that would create a row past the budget is RESOURCE_EXHAUSTED.
+struct TableTier {
+  storage::RocksDb* db = nullptr;  // borrowed; outlives the table
+  std::string column_family;       // exists
+  bool cold_rows_exist = false;    // the family already holds this table's rows
+};
+
+// One stripe's share of an applied push, as the write-ahead log records it:
+// replaying every part of a push, each in its log position, redoes the push
+// exactly (the same keys, raw gradients and step through the same code).
+struct PushPart {
+  std::string_view table;
+  uint64_t push_id = 0;  // unique per push on this PS
+  uint32_t part = 0;     // 0 .. parts-1
+  uint32_t parts = 0;    // stripes the push touched
+  int64_t step = 0;
+  uint64_t client_id = 0;  // for dedup after a restart
+  uint64_t sequence = 0;
+  int dim = 0;
+  absl::Span<const uint64_t> keys;      // this stripe's keys
+  absl::Span<const uint32_t> original;  // keys[j] is request key original[j]
+  absl::Span<const float> grads;        // the whole request's gradients
+};
+
+// Receives push parts under their stripe's lock, so that parts touching the
+// same rows are logged in the order they were applied. Must not block on
+// I/O (storage::WalWriter::Add does not). Returns the part's log position.
+class PushLog {
+ public:
+  virtual ~PushLog() = default;
+  virtual uint64_t LogPart(const PushPart& part) = 0;
+};
+
+// What a checkpoint takes from a table: rows as stored bytes (RowHeader +
+// floats) and keys removed since the previous checkpoint.
+class CheckpointSink {
+ public:
+  virtual ~CheckpointSink() = default;
+  virtual absl::Status Rows(const char* rows, size_t count, size_t row_bytes) = 0;
+  virtual absl::Status Deletes(absl::Span<const uint64_t> keys) = 0;
+};
 
 // A push that passed every stateless check. Borrows the request's spans and
 // this thread's KeyBatch: use it on the same thread, before the thread's next
@@ -53,7 +103,9 @@ class Table {
 
   // INVALID_ARGUMENT names a bad option. `clock` must be callable from any
   // thread; empty = std::chrono::steady_clock.
-  static absl::StatusOr<std::unique_ptr<Table>> Create(const TableOptions& options, Clock clock);
+  // `tier` (may be null) moves rows past the memory budget to RocksDB.
+  static absl::StatusOr<std::unique_ptr<Table>> Create(const TableOptions& options, Clock clock,
+                                                       const TableTier* tier = nullptr);
   ~Table();
   Table(const Table&) = delete;
   Table& operator=(const Table&) = delete;
@@ -76,7 +128,29 @@ class Table {
   // others towards admission. RESOURCE_EXHAUSTED, with nothing applied, when
   // the rows the push would create do not fit in memory_budget_bytes.
   // `step` is recorded as the rows' last-update step (for ttl_steps).
-  absl::Status ApplyPush(const PreparedPush& push, int64_t step);
+  // With `log`, every stripe's part is logged under its lock (`part` carries
+  // the push's identity; its keys/parts fields are filled here) and
+  // *last_lsn is the largest position logged.
+  absl::Status ApplyPush(const PreparedPush& push, int64_t step, PushLog* log = nullptr,
+                         const PushPart* part = nullptr, uint64_t* last_lsn = nullptr);
+
+  // Stripes a prepared push touches (its part count in the log).
+  uint32_t PartsOf(const PreparedPush& push) const;
+
+  // Checkpoint support. Writes every row held in memory (full) or those
+  // changed since the previous checkpoint, plus the keys evicted to RocksDB
+  // while changed and keys removed (incremental), and marks them clean.
+  // Takes each stripe's exclusive lock in turn: the caller stops pushes for
+  // a consistent cut. *complete = false when an incremental delta could not
+  // be tracked (the caller then takes a full checkpoint instead).
+  absl::Status WriteCheckpoint(bool incremental, CheckpointSink* sink, bool* complete);
+  // Restore: puts stored rows (row_bytes = RowHeader + row floats each),
+  // replacing what the keys held; removes keys.
+  absl::Status ImportRows(const char* rows, size_t count, size_t row_bytes);
+  absl::Status ImportDeletes(absl::Span<const uint64_t> keys);
+  // Bytes of one stored row.
+  size_t stored_row_bytes() const;
+  bool tiered() const { return tier_ != nullptr; }
 
   // Counts a push that dedup answered with kDuplicate.
   void CountDuplicate() { duplicate_pushes_.fetch_add(1, std::memory_order_relaxed); }
@@ -87,16 +161,19 @@ class Table {
   uint64_t Evict(int64_t current_step);
 
   // Calls fn(key, weights, slots) for every row, one stripe at a time under
-  // its shared lock, on the calling thread. fn must not call into this table.
-  // Not a snapshot: concurrent pushes may or may not be seen.
-  void Scan(absl::FunctionRef<void(uint64_t key, absl::Span<const float> weights,
+  // its shared lock, then (tiered) the rows in RocksDB only, on the calling
+  // thread. fn must not call into this table. Not a snapshot: concurrent
+  // pushes may or may not be seen (and a row moving between tiers meanwhile
+  // may be seen twice or not at all).
+  absl::Status Scan(absl::FunctionRef<void(uint64_t key, absl::Span<const float> weights,
                                    absl::Span<const float> slots)>
                 fn) const;
 
   TableStats Stats() const;
 
  private:
-  Table(const TableOptions& options, std::unique_ptr<Optimizer> optimizer, Clock clock);
+  Table(const TableOptions& options, std::unique_ptr<Optimizer> optimizer, Clock clock,
+        const TableTier* tier);
 
   uint32_t NowSeconds() const;
   bool TryReserve(uint64_t rows);
@@ -115,6 +192,7 @@ class Table {
   const Clock clock_;
   const double time_base_;
   const std::unique_ptr<RowStore> store_;
+  internal::TieredRowStore* const tier_;  // store_ when tiered, else null
   // pending_[s] is guarded by store_'s stripe s lock (shared for reads).
   const std::unique_ptr<internal::PendingStripe[]> pending_;
 

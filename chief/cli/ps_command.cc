@@ -23,6 +23,7 @@ struct PsFlags {
   double drain_seconds = 10;
   double evict_interval_seconds = 10;
   int max_message_mib = 64;
+  int rocksdb_cache_mib = 256;
 };
 
 int RunPs(const PsFlags& flags) {
@@ -37,6 +38,7 @@ int RunPs(const PsFlags& flags) {
   ps::rpc::PsServerOptions options = flags.server;
   options.max_message_bytes = flags.max_message_mib << 20;
   options.evict_interval = absl::Seconds(flags.evict_interval_seconds);
+  options.ps.rocksdb.block_cache_bytes = static_cast<uint64_t>(flags.rocksdb_cache_mib) << 20;
   absl::StatusOr<std::unique_ptr<ps::rpc::PsServer>> server = ps::rpc::PsServer::Start(options);
   if (!server.ok()) {
     std::cerr << "brook ps: " << server.status().message() << "\n";
@@ -46,7 +48,13 @@ int RunPs(const PsFlags& flags) {
             << ((*server)->metrics_port() ? (*server)->metrics_address() : "off") << std::endl;
   std::cerr << "brook ps: shard " << options.ps.shard_index << " of " << options.ps.num_shards
             << ", " << (options.threads ? std::to_string(options.threads) : "gRPC")
-            << " handler threads\n";
+            << " handler threads"
+            << (options.ps.data_dir.empty()
+                    ? std::string(", memory only")
+                    : ", data dir " + options.ps.data_dir +
+                          (options.ps.wal ? (options.ps.wal_fsync ? ", WAL fsync" : ", WAL")
+                                          : ", no WAL"))
+            << "\n";
 
   int sig = 0;
   sigwait(&signals, &sig);
@@ -98,6 +106,22 @@ void RegisterPs(CLI::App& app, int* exit_code) {
                   "How often rows past their TTL are dropped; 0 never")
       ->envname("BROOK_PS_EVICT_INTERVAL_SECONDS")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--data-dir", flags->server.ps.data_dir,
+                  "Directory for the RocksDB tier, the WAL and checkpoints; a restart over it "
+                  "serves what was acknowledged. Empty: memory only")
+      ->envname("BROOK_PS_DATA_DIR")
+      ->capture_default_str();
+  cmd->add_flag("!--no-wal", flags->server.ps.wal,
+                "With --data-dir: do not log pushes (a crash returns to the last checkpoint)")
+      ->envname("BROOK_PS_NO_WAL");
+  cmd->add_flag("--wal-fsync", flags->server.ps.wal_fsync,
+                "fdatasync every WAL write: survive power loss, not only a killed process")
+      ->envname("BROOK_PS_WAL_FSYNC");
+  cmd->add_option("--rocksdb-cache-mib", flags->rocksdb_cache_mib,
+                  "RocksDB block cache for rows past the tables' memory budgets")
+      ->envname("BROOK_PS_ROCKSDB_CACHE_MIB")
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--drain-seconds", flags->drain_seconds,
                   "On SIGTERM, how long in-flight requests may finish")

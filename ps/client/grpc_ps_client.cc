@@ -152,14 +152,16 @@ size_t GrpcPsClient::KeysPerRequest(size_t dim) const {
   return std::max<size_t>(1, options_.max_request_bytes / (sizeof(uint64_t) + dim * sizeof(float)));
 }
 
-absl::Status GrpcPsClient::Run(std::vector<Call>& calls, absl::Time deadline, uint32_t ok_codes) {
+absl::Status GrpcPsClient::Run(std::vector<Call>& calls, absl::Time deadline, uint32_t ok_codes,
+                               absl::Duration attempt) {
+  if (attempt <= absl::ZeroDuration()) attempt = options_.attempt_timeout;
   if (calls.empty()) return absl::OkStatus();
   std::vector<Call*> pending;
   pending.reserve(calls.size());
   for (Call& c : calls) pending.push_back(&c);
   absl::Duration backoff = options_.initial_backoff;
   while (true) {
-    const absl::Time attempt_deadline = std::min(deadline, absl::Now() + options_.attempt_timeout);
+    const absl::Time attempt_deadline = std::min(deadline, absl::Now() + attempt);
     {
       // Every RPC has a deadline, so every callback runs and Wait() returns.
       absl::BlockingCounter done(static_cast<int>(pending.size()));
@@ -465,6 +467,58 @@ absl::StatusOr<std::vector<ServerStats>> GrpcPsClient::Stats() {
   std::vector<ServerStats> out;
   out.reserve(resps.size());
   for (const v1::StatsResponse& r : resps) out.push_back(rpc::FromProto(r));
+  return out;
+}
+
+absl::StatusOr<std::vector<CheckpointInfo>> GrpcPsClient::Checkpoint(
+    const CheckpointOptions& options) {
+  v1::CheckpointRequest req;
+  req.set_dir(options.dir);
+  req.set_incremental(options.incremental);
+  req.set_step(options.step);
+  req.set_shard_map_version(options.shard_map_version);
+  for (const std::string& a : options.shard_addresses) req.add_shard_addresses(a);
+  if (req.shard_addresses().empty()) {
+    for (const std::string& a : options_.addresses) req.add_shard_addresses(a);
+  }
+  std::vector<v1::CheckpointResponse> resps(shards_.size());
+  std::vector<Call> calls(shards_.size());
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    calls[s].shard = static_cast<int32_t>(s);
+    calls[s].issue = [&req, resp = &resps[s]](Stub* stub, grpc::ClientContext* ctx, Done done) {
+      stub->async()->Checkpoint(ctx, &req, resp, std::move(done));
+    };
+  }
+  // One attempt may take the whole budget: a checkpoint or restore that is
+  // cut short and retried would only start over.
+  RETURN_IF_ERROR(Run(calls, absl::Now() + options_.admin_deadline, 0, options_.admin_deadline));
+  std::vector<CheckpointInfo> out;
+  for (const v1::CheckpointResponse& r : resps) out.push_back(rpc::FromProto(r.checkpoint()));
+  return out;
+}
+
+absl::StatusOr<std::vector<RestoreInfo>> GrpcPsClient::Restore(const std::string& dir) {
+  v1::RestoreRequest req;
+  req.set_dir(dir);
+  std::vector<v1::RestoreResponse> resps(shards_.size());
+  std::vector<Call> calls(shards_.size());
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    calls[s].shard = static_cast<int32_t>(s);
+    calls[s].issue = [&req, resp = &resps[s]](Stub* stub, grpc::ClientContext* ctx, Done done) {
+      stub->async()->Restore(ctx, &req, resp, std::move(done));
+    };
+  }
+  // One attempt may take the whole budget: a checkpoint or restore that is
+  // cut short and retried would only start over.
+  RETURN_IF_ERROR(Run(calls, absl::Now() + options_.admin_deadline, 0, options_.admin_deadline));
+  std::vector<RestoreInfo> out;
+  for (const v1::RestoreResponse& r : resps) {
+    RestoreInfo info;
+    info.rows = r.rows();
+    info.dense = r.dense();
+    info.seconds = r.seconds();
+    out.push_back(info);
+  }
   return out;
 }
 

@@ -41,6 +41,8 @@ struct GrpcPsClientOptions {
   std::vector<std::string> addresses;  // host:port of shard 0..N-1
   // Whole-call budget, retries and backoff included.
   absl::Duration deadline = absl::Seconds(30);
+  // Per Checkpoint / Restore call (they move whole tables).
+  absl::Duration admin_deadline = absl::Minutes(30);
   // Budget of one attempt of one RPC: a PS that stalls longer is retried.
   absl::Duration attempt_timeout = absl::Seconds(10);
   // Backoff before retry k is min(initial * 2^k, max) x uniform[0.5, 1).
@@ -87,6 +89,8 @@ class GrpcPsClient final : public PsClient {
   absl::Status PushDense(std::string_view name, absl::Span<const float> grads,
                          int64_t step) override;
   absl::StatusOr<std::vector<ServerStats>> Stats() override;
+  absl::StatusOr<std::vector<CheckpointInfo>> Checkpoint(const CheckpointOptions& options) override;
+  absl::StatusOr<std::vector<RestoreInfo>> Restore(const std::string& dir) override;
 
   // RPCs re-sent after UNAVAILABLE / DEADLINE_EXCEEDED, since creation.
   uint64_t retries() const { return retries_.load(std::memory_order_relaxed); }
@@ -100,7 +104,9 @@ class GrpcPsClient final : public PsClient {
   // failures with backoff until options_.deadline. Codes in `ok_codes`
   // (bitmask of 1 << code) count as done. Returns the first final error,
   // annotated with its shard.
-  absl::Status Run(std::vector<Call>& calls, absl::Time deadline, uint32_t ok_codes = 0);
+  // `attempt` bounds each attempt (zero: options_.attempt_timeout).
+  absl::Status Run(std::vector<Call>& calls, absl::Time deadline, uint32_t ok_codes = 0,
+                   absl::Duration attempt = absl::ZeroDuration());
   size_t KeysPerRequest(size_t dim) const;
 
   const GrpcPsClientOptions options_;

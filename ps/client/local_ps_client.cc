@@ -145,4 +145,23 @@ absl::StatusOr<std::vector<ServerStats>> LocalPsClient::Stats() {
   return out;
 }
 
+absl::StatusOr<std::vector<CheckpointInfo>> LocalPsClient::Checkpoint(
+    const CheckpointOptions& options) {
+  std::vector<CheckpointInfo> out;
+  for (ParameterServer* ps : shards_) {
+    ASSIGN_OR_RETURN(CheckpointInfo info, ps->Checkpoint(options));
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<RestoreInfo>> LocalPsClient::Restore(const std::string& dir) {
+  std::vector<RestoreInfo> out;
+  for (ParameterServer* ps : shards_) {
+    ASSIGN_OR_RETURN(RestoreInfo info, ps->Restore(dir));
+    out.push_back(info);
+  }
+  return out;
+}
+
 }  // namespace brook::ps

@@ -32,6 +32,8 @@ class LocalPsClient final : public PsClient {
   absl::Status PushDense(std::string_view name, absl::Span<const float> grads,
                          int64_t step) override;
   absl::StatusOr<std::vector<ServerStats>> Stats() override;
+  absl::StatusOr<std::vector<CheckpointInfo>> Checkpoint(const CheckpointOptions& options) override;
+  absl::StatusOr<std::vector<RestoreInfo>> Restore(const std::string& dir) override;
 
  private:
   const std::vector<ParameterServer*> shards_;  // not owned

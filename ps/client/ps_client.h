@@ -74,6 +74,16 @@ class PsClient {
   // One ServerStats per shard, in shard order.
   virtual absl::StatusOr<std::vector<ServerStats>> Stats() = 0;
 
+  // Every shard writes its part of a checkpoint into options.dir (one
+  // directory for the whole cluster); returns each shard's part, by shard.
+  // The checkpoint is complete once every part is: a failure leaves it
+  // half-written, which restores refuse.
+  virtual absl::StatusOr<std::vector<CheckpointInfo>> Checkpoint(
+      const CheckpointOptions& options) = 0;
+  // Every shard replaces its contents with the keys and dense variables it
+  // owns in the checkpoint at `dir`, whatever shard count wrote it.
+  virtual absl::StatusOr<std::vector<RestoreInfo>> Restore(const std::string& dir) = 0;
+
  protected:
   // client_id 0 draws a random one.
   PsClient(int32_t num_shards, uint64_t client_id);

@@ -53,7 +53,8 @@ absl::StatusOr<uint64_t> DenseVariable::Check(absl::Span<const float> grads) {
   return nonfinite;
 }
 
-void DenseVariable::Apply(absl::Span<const float> grads, uint64_t nonfinite) {
+uint64_t DenseVariable::Apply(absl::Span<const float> grads, uint64_t nonfinite,
+                              absl::FunctionRef<uint64_t()> logged) {
   WriterLock lock(&mu_);
   absl::Span<const float> g = grads;
   if (nonfinite > 0) {
@@ -64,6 +65,26 @@ void DenseVariable::Apply(absl::Span<const float> grads, uint64_t nonfinite) {
   }
   optimizer_->Apply(absl::MakeSpan(weights_), absl::MakeSpan(slots_), g);
   pushes_.fetch_add(1, std::memory_order_relaxed);
+  return logged();
+}
+
+void DenseVariable::Export(std::vector<float>* weights, std::vector<float>* slots) const {
+  ReaderLock lock(&mu_);
+  *weights = weights_;
+  *slots = slots_;
+}
+
+absl::Status DenseVariable::Import(absl::Span<const float> weights,
+                                   absl::Span<const float> slots) {
+  WriterLock lock(&mu_);
+  if (weights.size() != weights_.size() || slots.size() != slots_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dense variable '", options_.name, "': checkpoint holds ", weights.size(), " values and ",
+        slots.size(), " slot floats, the variable has ", weights_.size(), " and ", slots_.size()));
+  }
+  std::copy(weights.begin(), weights.end(), weights_.begin());
+  std::copy(slots.begin(), slots.end(), slots_.begin());
+  return absl::OkStatus();
 }
 
 DenseStats DenseVariable::Stats() const {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -36,7 +37,18 @@ class DenseVariable {
   // is counted. Returns the number of non-finite values (kZero zeroes them).
   absl::StatusOr<uint64_t> Check(absl::Span<const float> grads);
   // Stage 2: applies the optimizer. REQUIRES: Check(grads) returned `nonfinite`.
-  void Apply(absl::Span<const float> grads, uint64_t nonfinite) ABSL_LOCKS_EXCLUDED(mu_);
+  // `logged` runs under the variable's lock after the update, so log order
+  // is apply order (it must not block on I/O); returns the log position.
+  uint64_t Apply(absl::Span<const float> grads, uint64_t nonfinite,
+                 absl::FunctionRef<uint64_t()> logged = [] { return uint64_t{0}; })
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Checkpoint and restore: the weights and the optimizer slots.
+  void Export(std::vector<float>* weights, std::vector<float>* slots) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // INVALID_ARGUMENT when the sizes do not match this variable.
+  absl::Status Import(absl::Span<const float> weights, absl::Span<const float> slots)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   DenseStats Stats() const;
 

@@ -95,6 +95,16 @@ class MemRowStore::StripeWriter final : public RowStore::Reader, public RowStore
       if (e != 0) fn(*Row(e & kIdMask));
     }
   }
+  RowHeader* SampleRow(uint64_t random) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (st_->size == 0) return nullptr;
+    // Linear probing keeps occupied entries dense enough (load >= ~0.5 after
+    // growth) that the walk to the next occupied entry is short.
+    for (uint32_t p = Home(random, st_->cap);; p = Next(p, st_->cap)) {
+      const uint32_t e = st_->index[p];
+      if (e != 0) return Row(e & kIdMask);
+    }
+  }
+  uint32_t size() const override ABSL_NO_THREAD_SAFETY_ANALYSIS { return st_->size; }
   RowHeader* Insert(uint64_t key, uint64_t hash) override ABSL_NO_THREAD_SAFETY_ANALYSIS;
   void Erase(uint64_t key, uint64_t hash) override ABSL_NO_THREAD_SAFETY_ANALYSIS;
 

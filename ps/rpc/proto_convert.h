@@ -196,6 +196,34 @@ inline void ToProto(const DenseOptions& o, v1::DenseConfig* p) {
 
 // ----- stats
 
+inline CheckpointInfo FromProto(const v1::CheckpointInfo& p) {
+  CheckpointInfo i;
+  i.dir = p.dir();
+  i.shard_dir = p.shard_dir();
+  i.incremental = p.incremental();
+  i.base_dir = p.base_dir();
+  i.step = p.step();
+  i.wal_lsn = p.wal_lsn();
+  i.created_unix_micros = p.created_unix_micros();
+  i.rows = p.rows();
+  i.bytes = p.bytes();
+  i.seconds = p.seconds();
+  return i;
+}
+
+inline void ToProto(const CheckpointInfo& i, v1::CheckpointInfo* p) {
+  p->set_dir(i.dir);
+  p->set_shard_dir(i.shard_dir);
+  p->set_incremental(i.incremental);
+  p->set_base_dir(i.base_dir);
+  p->set_step(i.step);
+  p->set_wal_lsn(i.wal_lsn);
+  p->set_created_unix_micros(i.created_unix_micros);
+  p->set_rows(i.rows);
+  p->set_bytes(i.bytes);
+  p->set_seconds(i.seconds);
+}
+
 inline void ToProto(const ServerStats& s, v1::StatsResponse* p) {
   for (const TableStats& t : s.tables) {
     v1::TableStats* pt = p->add_tables();
@@ -214,7 +242,16 @@ inline void ToProto(const ServerStats& s, v1::StatsResponse* p) {
     pt->set_pending_forgotten(t.pending_forgotten);
     pt->set_budget_rejections(t.budget_rejections);
     pt->set_budget_deferred(t.budget_deferred);
+    pt->set_tiered(t.tiered);
+    pt->set_hot_hits(t.hot_hits);
+    pt->set_cold_hits(t.cold_hits);
+    pt->set_cold_misses(t.cold_misses);
+    pt->set_cold_rows(t.cold_rows);
+    pt->set_tier_evictions(t.tier_evictions);
+    pt->set_tier_promotions(t.tier_promotions);
+    pt->set_tier_errors(t.tier_errors);
   }
+  for (const CheckpointInfo& c : s.checkpoints) ToProto(c, p->add_checkpoints());
   for (const DenseStats& d : s.dense) {
     v1::DenseStats* pd = p->add_dense();
     pd->set_name(d.name);
@@ -244,6 +281,14 @@ inline ServerStats FromProto(const v1::StatsResponse& p) {
     t.pending_forgotten = pt.pending_forgotten();
     t.budget_rejections = pt.budget_rejections();
     t.budget_deferred = pt.budget_deferred();
+    t.tiered = pt.tiered();
+    t.hot_hits = pt.hot_hits();
+    t.cold_hits = pt.cold_hits();
+    t.cold_misses = pt.cold_misses();
+    t.cold_rows = pt.cold_rows();
+    t.tier_evictions = pt.tier_evictions();
+    t.tier_promotions = pt.tier_promotions();
+    t.tier_errors = pt.tier_errors();
     s.tables.push_back(std::move(t));
   }
   for (const v1::DenseStats& pd : p.dense()) {
@@ -254,6 +299,7 @@ inline ServerStats FromProto(const v1::StatsResponse& p) {
     d.rejected_gradients = pd.rejected_gradients();
     s.dense.push_back(std::move(d));
   }
+  for (const v1::CheckpointInfo& c : p.checkpoints()) s.checkpoints.push_back(FromProto(c));
   return s;
 }
 

@@ -161,6 +161,28 @@ absl::Status PsHandlers::Stats(const v1::StatsRequest& /*req*/, v1::StatsRespons
   return absl::OkStatus();
 }
 
+absl::Status PsHandlers::Checkpoint(const v1::CheckpointRequest& req,
+                                    v1::CheckpointResponse* resp) {
+  CheckpointOptions o;
+  o.dir = req.dir();
+  o.incremental = req.incremental();
+  o.step = req.step() != 0 ? req.step() : max_step_.load(std::memory_order_relaxed);
+  o.shard_map_version = req.shard_map_version();
+  o.shard_addresses.assign(req.shard_addresses().begin(), req.shard_addresses().end());
+  ASSIGN_OR_RETURN(CheckpointInfo info, ps_->Checkpoint(o));
+  ToProto(info, resp->mutable_checkpoint());
+  return absl::OkStatus();
+}
+
+absl::Status PsHandlers::Restore(const v1::RestoreRequest& req, v1::RestoreResponse* resp) {
+  if (req.dir().empty()) return absl::InvalidArgumentError("restore: no checkpoint dir given");
+  ASSIGN_OR_RETURN(RestoreInfo info, ps_->Restore(req.dir()));
+  resp->set_rows(info.rows);
+  resp->set_dense(info.dense);
+  resp->set_seconds(info.seconds);
+  return absl::OkStatus();
+}
+
 absl::Status PsHandlers::Health(const v1::HealthRequest& /*req*/, v1::HealthResponse* resp) {
   resp->set_version(Version());
   resp->set_commit(GitCommit());

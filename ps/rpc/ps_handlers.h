@@ -42,6 +42,8 @@ class PsHandlers {
   absl::Status PullDense(const v1::PullDenseRequest& req, v1::PullDenseResponse* resp);
   absl::Status PushDense(const v1::PushDenseRequest& req, v1::PushDenseResponse* resp);
   absl::Status Stats(const v1::StatsRequest& req, v1::StatsResponse* resp);
+  absl::Status Checkpoint(const v1::CheckpointRequest& req, v1::CheckpointResponse* resp);
+  absl::Status Restore(const v1::RestoreRequest& req, v1::RestoreResponse* resp);
   // Fills version and commit; `serving` is the caller's to set.
   absl::Status Health(const v1::HealthRequest& req, v1::HealthResponse* resp);
 

@@ -1,5 +1,6 @@
 #include "ps/rpc/ps_metrics.h"
 
+#include <chrono>
 #include <string>
 
 #include "metrics/collector.h"
@@ -53,6 +54,50 @@ std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServ
       set.Add(forgotten, labels, static_cast<double>(t.pending_forgotten));
       set.Add(budget_rejections, labels, static_cast<double>(t.budget_rejections));
       set.Add(budget_deferred, labels, static_cast<double>(t.budget_deferred));
+    }
+
+    auto* lookups = set.Counter(
+        "brook_ps_tier_lookups_total",
+        "Keys looked up in a RocksDB-tiered table, by where they were found: hot (memory), "
+        "cold (RocksDB), absent (asked RocksDB, not there); hit ratio = hot / all");
+    auto* cold_rows = set.Gauge("brook_ps_table_cold_rows",
+                                "Rows RocksDB holds for the table (RocksDB's estimate)");
+    auto* tier_moves = set.Counter("brook_ps_tier_rows_moved_total",
+                                   "Rows moved between memory and RocksDB, by direction");
+    auto* tier_errors = set.Counter("brook_ps_tier_errors_total",
+                                    "Failed RocksDB reads or writes of the row tier");
+    for (const TableStats& t : stats.tables) {
+      if (!t.tiered) continue;
+      set.Add(lookups, {{"table", t.name}, {"found", "hot"}}, static_cast<double>(t.hot_hits));
+      set.Add(lookups, {{"table", t.name}, {"found", "cold"}}, static_cast<double>(t.cold_hits));
+      set.Add(lookups, {{"table", t.name}, {"found", "absent"}},
+              static_cast<double>(t.cold_misses));
+      set.Add(cold_rows, {{"table", t.name}}, static_cast<double>(t.cold_rows));
+      set.Add(tier_moves, {{"table", t.name}, {"direction", "to_rocksdb"}},
+              static_cast<double>(t.tier_evictions));
+      set.Add(tier_moves, {{"table", t.name}, {"direction", "to_memory"}},
+              static_cast<double>(t.tier_promotions));
+      set.Add(tier_errors, {{"table", t.name}}, static_cast<double>(t.tier_errors));
+    }
+
+    const std::vector<CheckpointInfo>& checkpoints = stats.checkpoints;
+    auto* ckpt_count = set.Counter("brook_ps_checkpoints_total",
+                                   "Complete checkpoints this PS wrote (since its data dir began)");
+    set.Add(ckpt_count, {}, static_cast<double>(checkpoints.size()));
+    if (!checkpoints.empty()) {
+      const CheckpointInfo& last = checkpoints.back();
+      const std::string kind = last.incremental ? "incremental" : "full";
+      set.Add(set.Gauge("brook_ps_last_checkpoint_seconds",
+                        "Duration of the last checkpoint (pushes wait this long)"),
+              {{"kind", kind}}, last.seconds);
+      set.Add(set.Gauge("brook_ps_last_checkpoint_bytes", "Bytes on disk of the last checkpoint"),
+              {{"kind", kind}}, static_cast<double>(last.bytes));
+      const double now = std::chrono::duration<double>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+      set.Add(set.Gauge("brook_ps_last_checkpoint_age_seconds",
+                        "Seconds since the last checkpoint was taken"),
+              {}, now - static_cast<double>(last.created_unix_micros) * 1e-6);
     }
 
     auto* dense_pushes =

@@ -5,6 +5,7 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "metrics/exposer.h"
 #include "metrics/rpc_metrics.h"
 #include "prometheus/registry.h"
@@ -45,7 +46,7 @@ PsServer::PsServer(const PsServerOptions& options) : options_(options) {}
 absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions& options) {
   if (absl::Status st = options.Validate(); !st.ok()) return st;
   std::unique_ptr<PsServer> s(new PsServer(options));
-  s->ps_ = std::make_unique<ParameterServer>(options.ps);
+  ASSIGN_OR_RETURN(s->ps_, ParameterServer::Open(options.ps));
 
   // Metrics first, so a bad metrics address fails before the PS port is taken.
   if (!options.metrics_listen.empty()) {

@@ -10,8 +10,9 @@ namespace brook::ps::rpc {
 
 std::vector<std::string> PsMethodNames() {
   // Order matches PsMethod.
-  return {"Health",      "CreateTable", "DropTable", "Pull", "Push",
-          "CreateDense", "PullDense",   "PushDense", "Stats"};
+  return {"Health",      "CreateTable", "DropTable", "Pull",       "Push",
+          "CreateDense", "PullDense",   "PushDense", "Stats",      "Checkpoint",
+          "Restore"};
 }
 
 PsService::PsService(ParameterServer* ps, const PsServiceOptions& options)
@@ -102,6 +103,18 @@ grpc::ServerUnaryReactor* PsService::PushDense(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* PsService::Stats(grpc::CallbackServerContext* ctx,
                                            const v1::StatsRequest* req, v1::StatsResponse* resp) {
   return Serve(ctx, PsMethod::kStats, req, resp, &PsHandlers::Stats);
+}
+
+grpc::ServerUnaryReactor* PsService::Checkpoint(grpc::CallbackServerContext* ctx,
+                                                const v1::CheckpointRequest* req,
+                                                v1::CheckpointResponse* resp) {
+  return Serve(ctx, PsMethod::kCheckpoint, req, resp, &PsHandlers::Checkpoint);
+}
+
+grpc::ServerUnaryReactor* PsService::Restore(grpc::CallbackServerContext* ctx,
+                                             const v1::RestoreRequest* req,
+                                             v1::RestoreResponse* resp) {
+  return Serve(ctx, PsMethod::kRestore, req, resp, &PsHandlers::Restore);
 }
 
 }  // namespace brook::ps::rpc

@@ -42,6 +42,8 @@ enum class PsMethod {
   kPullDense,
   kPushDense,
   kStats,
+  kCheckpoint,
+  kRestore,
 };
 std::vector<std::string> PsMethodNames();
 
@@ -87,6 +89,12 @@ class PsService final : public v1::ParameterServer::CallbackService {
                                       v1::PushDenseResponse* resp) override;
   grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* ctx, const v1::StatsRequest* req,
                                   v1::StatsResponse* resp) override;
+  grpc::ServerUnaryReactor* Checkpoint(grpc::CallbackServerContext* ctx,
+                                       const v1::CheckpointRequest* req,
+                                       v1::CheckpointResponse* resp) override;
+  grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* ctx,
+                                    const v1::RestoreRequest* req,
+                                    v1::RestoreResponse* resp) override;
 
  private:
   // Runs `handler(*req, resp)` (inline or on the executor), maps its status,

@@ -16,6 +16,7 @@
 namespace brook::ps {
 namespace {
 
+using test::Dump;
 using test::FakeClock;
 using test::PullOrDie;
 using test::PushAll;
@@ -28,19 +29,6 @@ std::vector<float> Initial(const TableOptions& t, uint64_t key) {
   std::vector<float> v(t.dim);
   Initializer(t.initializer, t.seed).Fill(key, absl::MakeSpan(v));
   return v;
-}
-
-// Everything observable about a table: every row's key, weights and slots.
-std::map<uint64_t, std::vector<float>> Dump(const ParameterServer& ps, const std::string& table) {
-  std::map<uint64_t, std::vector<float>> rows;
-  const absl::Status s = ps.ScanTable(
-      table, [&](uint64_t key, absl::Span<const float> w, absl::Span<const float> slots) {
-        std::vector<float> all(w.begin(), w.end());
-        all.insert(all.end(), slots.begin(), slots.end());
-        EXPECT_TRUE(rows.emplace(key, std::move(all)).second) << "key seen twice " << key;
-      });
-  EXPECT_TRUE(s.ok()) << s;
-  return rows;
 }
 
 TEST(ParameterServerTest, CreateTableIsIdempotentAndChecksOptions) {

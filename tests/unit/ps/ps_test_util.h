@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,20 @@ inline TableStats StatsOf(const ParameterServer& ps, const std::string& table) {
   }
   ADD_FAILURE() << "no stats for " << table;
   return {};
+}
+
+// Everything observable about a table: every row's key, weights and slots.
+inline std::map<uint64_t, std::vector<float>> Dump(const ParameterServer& ps,
+                                                   const std::string& table) {
+  std::map<uint64_t, std::vector<float>> rows;
+  const absl::Status s = ps.ScanTable(
+      table, [&](uint64_t key, absl::Span<const float> w, absl::Span<const float> slots) {
+        std::vector<float> all(w.begin(), w.end());
+        all.insert(all.end(), slots.begin(), slots.end());
+        EXPECT_TRUE(rows.emplace(key, std::move(all)).second) << "key seen twice " << key;
+      });
+  EXPECT_TRUE(s.ok()) << s;
+  return rows;
 }
 
 }  // namespace brook::ps::test

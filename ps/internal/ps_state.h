@@ -1,0 +1,141 @@
+// ParameterServer's private state, shared by parameter_server.cc (requests)
+// and parameter_server_durability.cc (open, WAL replay, checkpoint,
+// restore). Not part of the API.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "brook/v1/storage.pb.h"
+#include "ps/internal/dense_variable.h"
+#include "ps/internal/mutex.h"
+#include "ps/internal/push_dedup.h"
+#include "ps/parameter_server.h"
+#include "ps/rpc/proto_convert.h"
+#include "ps/table.h"
+#include "storage/rocks_db.h"
+#include "storage/wal.h"
+
+namespace brook::ps::internal {
+
+// The checkpoint gate: every request that changes state holds it shared
+// while it changes state and logs; a checkpoint or restore holds it
+// exclusively, so it sees no half-applied push. A turnstile in front makes
+// a waiting checkpoint stop new pushes instead of starving behind them
+// (glibc's rwlock prefers readers).
+class ABSL_LOCKABLE CheckpointGate {
+ public:
+  void ReaderLock() ABSL_SHARED_LOCK_FUNCTION() {
+    turnstile_.lock();
+    turnstile_.unlock();
+    mu_.lock_shared();
+  }
+  void ReaderUnlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock_shared(); }
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
+    turnstile_.lock();
+    mu_.lock();
+  }
+  void Unlock() ABSL_UNLOCK_FUNCTION() {
+    mu_.unlock();
+    turnstile_.unlock();
+  }
+
+ private:
+  std::mutex turnstile_;
+  std::shared_mutex mu_;
+};
+
+class ABSL_SCOPED_LOCKABLE GateReader {
+ public:
+  explicit GateReader(CheckpointGate* g) ABSL_SHARED_LOCK_FUNCTION(g) : g_(g) { g_->ReaderLock(); }
+  ~GateReader() ABSL_UNLOCK_FUNCTION() { g_->ReaderUnlock(); }
+  GateReader(const GateReader&) = delete;
+  GateReader& operator=(const GateReader&) = delete;
+
+ private:
+  CheckpointGate* const g_;
+};
+
+class ABSL_SCOPED_LOCKABLE GateWriter {
+ public:
+  explicit GateWriter(CheckpointGate* g) ABSL_EXCLUSIVE_LOCK_FUNCTION(g) : g_(g) { g_->Lock(); }
+  ~GateWriter() ABSL_UNLOCK_FUNCTION() { g_->Unlock(); }
+  GateWriter(const GateWriter&) = delete;
+  GateWriter& operator=(const GateWriter&) = delete;
+
+ private:
+  CheckpointGate* const g_;
+};
+
+// RocksDB column family of a table.
+inline std::string TableFamily(const std::string& table) { return "table:" + table; }
+
+inline v1::TableConfig ToConfig(const TableOptions& o) {
+  v1::TableConfig c;
+  rpc::ToProto(o, &c);
+  return c;
+}
+inline v1::DenseConfig ToConfig(const DenseOptions& o) {
+  v1::DenseConfig c;
+  rpc::ToProto(o, &c);
+  return c;
+}
+
+// PushLog over the WAL: one WalEntry per push part.
+class WalPushLog final : public PushLog {
+ public:
+  void set_wal(storage::WalWriter* wal) { wal_ = wal; }
+  uint64_t LogPart(const PushPart& part) override;
+
+ private:
+  storage::WalWriter* wal_ = nullptr;
+};
+
+}  // namespace brook::ps::internal
+
+namespace brook::ps {
+
+// Tables and dense variables are held by shared_ptr because ownership really
+// is shared: the registry, and every request in flight (DropTable while a
+// pull runs frees the table when that pull ends).
+struct ParameterServer::State {
+  explicit State(const ParameterServerOptions& o) : dedup(std::max<uint32_t>(o.dedup_window, 1)) {}
+
+  internal::PushDedup dedup;
+  internal::CheckpointGate gate;
+
+  mutable internal::RwMutex mu;
+  absl::flat_hash_map<std::string, std::shared_ptr<Table>> tables ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<std::string, std::shared_ptr<internal::DenseVariable>> dense
+      ABSL_GUARDED_BY(mu);
+
+  // Durability; set by Open() before any request, constant after.
+  std::unique_ptr<storage::RocksDb> db;   // null without a data dir
+  std::unique_ptr<storage::WalWriter> wal;  // null without a data dir or with wal off
+  internal::WalPushLog push_log;
+  std::atomic<uint64_t> next_push_id{1};
+
+  // Checkpoints, one at a time.
+  mutable std::mutex checkpoint_mu;
+  std::vector<CheckpointInfo> checkpoints;  // guarded by checkpoint_mu
+  std::string last_shard_dir;               // base of the next incremental
+  bool force_full = true;                   // no usable base (start, restore, failure)
+
+  absl::StatusOr<std::shared_ptr<Table>> FindTable(std::string_view name) const;
+  absl::StatusOr<std::shared_ptr<internal::DenseVariable>> FindDense(std::string_view name) const;
+
+  // Appends a WAL entry filled by `fill`; returns its LSN (0 without a WAL).
+  // Never blocks on I/O.
+  uint64_t Log(absl::FunctionRef<void(v1::WalEntry*)> fill);
+  // Log + wait until it is written.
+  absl::Status LogAndSync(absl::FunctionRef<void(v1::WalEntry*)> fill);
+};
+
+}  // namespace brook::ps

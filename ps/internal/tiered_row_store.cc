@@ -1,0 +1,366 @@
+#include "ps/internal/tiered_row_store.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "storage/rocks_db.h"
+
+namespace brook::ps::internal {
+namespace {
+
+constexpr int kEvictionSamples = 8;
+
+// Older first: step, then time. Rows never pushed since they were restored
+// have step 0 and go first.
+bool LessRecentlyUpdated(const RowHeader& a, const RowHeader& b) {
+  if (a.last_step != b.last_step) return a.last_step < b.last_step;
+  return a.last_time() < b.last_time();
+}
+
+uint64_t SplitMix(uint64_t* state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+// Rows read from RocksDB for one lookup, 8-byte aligned so they can be
+// handed out as RowHeader*. Per thread: lookups of one thread do not overlap.
+struct ColdScratch {
+  std::vector<uint64_t> keys;
+  std::vector<uint32_t> index;  // position in the caller's batch
+  std::vector<uint64_t> rows;   // value bytes rounded up to 8, per key
+  std::unique_ptr<bool[]> found;
+  size_t found_size = 0;
+  void Prepare(size_t n, size_t words_per_row) {
+    rows.resize(n * words_per_row);
+    if (found_size < n) {
+      found.reset(new bool[n]);
+      found_size = n;
+    }
+  }
+};
+
+ColdScratch& ThreadColdScratch() {
+  thread_local ColdScratch scratch;
+  return scratch;
+}
+
+// MultiGet writes values back to back; rows need 8-byte alignment, so a
+// value size that is not a multiple of 8 is spread out in place (backwards).
+void AlignRows(char* base, size_t n, size_t value_bytes, size_t stride) {
+  if (stride == value_bytes) return;
+  for (size_t i = n; i-- > 0;) std::memmove(base + i * stride, base + i * value_bytes, value_bytes);
+}
+
+}  // namespace
+
+// Past this many keys of checkpoint bookkeeping per stripe (a PS that is
+// never checkpointed), the lists are dropped and the next incremental
+// checkpoint is taken as a full one instead.
+constexpr size_t kMaxDeltaKeysPerStripe = size_t{1} << 20;
+
+struct TieredRowStore::StripeTier {
+  bool cold_possible = false;
+  bool delta_overflow = false;
+  uint64_t rng = 0;
+  std::vector<uint64_t> evicted_dirty;
+  std::vector<uint64_t> erased;
+
+  void NoteEvictedDirty(uint64_t key) { Note(&evicted_dirty, key); }
+  void NoteErased(uint64_t key) { Note(&erased, key); }
+  void Note(std::vector<uint64_t>* list, uint64_t key) {
+    if (delta_overflow) return;
+    if (evicted_dirty.size() + erased.size() >= kMaxDeltaKeysPerStripe) {
+      delta_overflow = true;
+      std::vector<uint64_t>().swap(evicted_dirty);
+      std::vector<uint64_t>().swap(erased);
+      return;
+    }
+    list->push_back(key);
+  }
+};
+
+class TieredRowStore::TierReader final : public RowStore::Reader {
+ public:
+  TierReader(const TieredRowStore* store, const StripeTier* tier, const Reader* inner)
+      : store_(store), tier_(tier), inner_(inner) {}
+
+  void FindBatch(absl::Span<const uint64_t> keys, absl::Span<const uint64_t> hashes,
+                 absl::Span<const RowHeader*> rows) const override {
+    inner_->FindBatch(keys, hashes, rows);
+    if (!tier_->cold_possible) {
+      store_->hot_hits_.fetch_add(keys.size(), std::memory_order_relaxed);
+      return;
+    }
+    ColdScratch& s = ThreadColdScratch();
+    s.keys.clear();
+    s.index.clear();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (rows[i] == nullptr) {
+        s.keys.push_back(keys[i]);
+        s.index.push_back(static_cast<uint32_t>(i));
+      }
+    }
+    store_->hot_hits_.fetch_add(keys.size() - s.keys.size(), std::memory_order_relaxed);
+    if (s.keys.empty()) return;
+    const size_t vb = store_->value_bytes_;
+    const size_t words = (vb + 7) / 8;
+    s.Prepare(s.keys.size(), words);
+    char* base = reinterpret_cast<char*>(s.rows.data());
+    absl::Status st = store_->options_.db->MultiGet(store_->options_.column_family, s.keys, vb,
+                                                    base, s.found.get());
+    if (!st.ok()) {
+      store_->errors_.fetch_add(1, std::memory_order_relaxed);
+      ok_ = false;
+      return;
+    }
+    AlignRows(base, s.keys.size(), vb, words * 8);
+    uint64_t hits = 0;
+    for (size_t j = 0; j < s.keys.size(); ++j) {
+      if (!s.found[j]) continue;
+      rows[s.index[j]] = reinterpret_cast<const RowHeader*>(base + j * words * 8);
+      ++hits;
+    }
+    store_->cold_hits_.fetch_add(hits, std::memory_order_relaxed);
+    store_->cold_misses_.fetch_add(s.keys.size() - hits, std::memory_order_relaxed);
+  }
+  void ForEach(absl::FunctionRef<void(const RowHeader&)> fn) const override { inner_->ForEach(fn); }
+  bool ok() const override { return ok_; }
+
+ private:
+  const TieredRowStore* store_;
+  const StripeTier* tier_;
+  const Reader* inner_;
+  mutable bool ok_ = true;
+};
+
+class TieredRowStore::TierWriter final : public RowStore::Writer {
+ public:
+  TierWriter(TieredRowStore* store, StripeTier* tier, Writer* inner)
+      : store_(store), tier_(tier), inner_(inner) {}
+
+  // Deletes of erased rows are batched into one write at the end.
+  void Finish() {
+    if (deletes_.empty()) return;
+    absl::Status st =
+        store_->options_.db->Write(store_->options_.column_family, {}, nullptr,
+                                   store_->value_bytes_, deletes_);
+    if (!st.ok()) store_->errors_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  void FindBatch(absl::Span<const uint64_t> keys, absl::Span<const uint64_t> hashes,
+                 absl::Span<RowHeader*> rows) override {
+    const uint64_t want = uint64_t{inner_->size()} + keys.size();
+    if (want > store_->stripe_cap_) MakeRoom(want - store_->stripe_cap_, keys);
+    inner_->FindBatch(keys, hashes, rows);
+    if (!tier_->cold_possible) {
+      store_->hot_hits_.fetch_add(keys.size(), std::memory_order_relaxed);
+      return;
+    }
+    ColdScratch& s = ThreadColdScratch();
+    s.keys.clear();
+    s.index.clear();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (rows[i] == nullptr) {
+        s.keys.push_back(keys[i]);
+        s.index.push_back(static_cast<uint32_t>(i));
+      }
+    }
+    store_->hot_hits_.fetch_add(keys.size() - s.keys.size(), std::memory_order_relaxed);
+    if (s.keys.empty()) return;
+    const size_t vb = store_->value_bytes_;
+    s.Prepare(s.keys.size(), (vb + 7) / 8);
+    char* base = reinterpret_cast<char*>(s.rows.data());
+    absl::Status st = store_->options_.db->MultiGet(store_->options_.column_family, s.keys, vb,
+                                                    base, s.found.get());
+    if (!st.ok()) {
+      store_->errors_.fetch_add(1, std::memory_order_relaxed);
+      ok_ = false;
+      return;
+    }
+    uint64_t hits = 0;
+    for (size_t j = 0; j < s.keys.size(); ++j) {
+      if (!s.found[j]) continue;
+      const uint32_t i = s.index[j];
+      RowHeader* r = inner_->Insert(keys[i], hashes[i]);
+      if (r == nullptr) {  // the arena itself is out of memory
+        store_->errors_.fetch_add(1, std::memory_order_relaxed);
+        ok_ = false;
+        return;
+      }
+      std::memcpy(static_cast<void*>(r), base + j * vb, vb);
+      // Equal to the stored copy now; whether it changed since the last
+      // checkpoint is tracked by evicted_dirty, not by this row.
+      r->time_flags = (r->time_flags & RowHeader::kTimeMask) | RowHeader::kSynced;
+      rows[i] = r;
+      ++hits;
+    }
+    store_->cold_hits_.fetch_add(hits, std::memory_order_relaxed);
+    store_->cold_misses_.fetch_add(s.keys.size() - hits, std::memory_order_relaxed);
+    store_->promotions_.fetch_add(hits, std::memory_order_relaxed);
+  }
+
+  RowHeader* Insert(uint64_t key, uint64_t hash) override { return inner_->Insert(key, hash); }
+
+  void Erase(uint64_t key, uint64_t hash) override {
+    inner_->Erase(key, hash);
+    // A stale copy in RocksDB would bring the row back on the next miss.
+    if (tier_->cold_possible) deletes_.push_back(key);
+    tier_->NoteErased(key);
+  }
+
+  void ForEach(absl::FunctionRef<void(RowHeader&)> fn) override { inner_->ForEach(fn); }
+  RowHeader* SampleRow(uint64_t random) override { return inner_->SampleRow(random); }
+  uint32_t size() const override { return inner_->size(); }
+  bool ok() const override { return ok_; }
+
+ private:
+  // Evicts up to n rows, none of them in `keep`.
+  void MakeRoom(uint64_t n, absl::Span<const uint64_t> keep) {
+    std::vector<uint64_t>& sorted_keep = keep_;
+    sorted_keep.assign(keep.begin(), keep.end());
+    std::sort(sorted_keep.begin(), sorted_keep.end());
+    auto kept = [&](uint64_t key) {
+      return std::binary_search(sorted_keep.begin(), sorted_keep.end(), key) ||
+             std::find(victims_.begin(), victims_.end(), key) != victims_.end();
+    };
+    victims_.clear();
+    writes_.clear();
+    write_keys_.clear();
+    size_t dirty_noted = 0;
+    const size_t vb = store_->value_bytes_;
+    // Each round samples a few rows and takes the oldest; a stripe made
+    // mostly of the batch's own keys gives up rather than spin.
+    for (uint64_t round = 0; victims_.size() < n && round < 4 * n + 16; ++round) {
+      RowHeader* best = nullptr;
+      for (int k = 0; k < kEvictionSamples; ++k) {
+        RowHeader* r = inner_->SampleRow(SplitMix(&tier_->rng));
+        if (r == nullptr) return;
+        if (kept(r->key)) continue;
+        if (best == nullptr || LessRecentlyUpdated(*r, *best)) best = r;
+      }
+      if (best == nullptr) continue;
+      victims_.push_back(best->key);
+      if (!best->synced()) {
+        write_keys_.push_back(best->key);
+        const size_t at = writes_.size();
+        writes_.resize(at + vb);
+        std::memcpy(writes_.data() + at, best, vb);
+        // Stored with kSynced set: a row read back equals its stored copy.
+        RowHeader stored;
+        std::memcpy(&stored, writes_.data() + at, sizeof(stored));
+        stored.time_flags |= RowHeader::kSynced;
+        std::memcpy(writes_.data() + at, &stored, sizeof(stored));
+      }
+      if (best->dirty()) {
+        tier_->NoteEvictedDirty(best->key);
+        ++dirty_noted;
+      }
+    }
+    if (victims_.empty()) return;
+    if (!write_keys_.empty()) {
+      absl::Status st = store_->options_.db->Write(store_->options_.column_family, write_keys_,
+                                                   writes_.data(), vb, {});
+      if (!st.ok()) {
+        // Nothing leaves memory: the stripe runs over budget instead.
+        store_->errors_.fetch_add(1, std::memory_order_relaxed);
+        tier_->evicted_dirty.resize(tier_->evicted_dirty.size() -
+                                    std::min(dirty_noted, tier_->evicted_dirty.size()));
+        return;
+      }
+    }
+    tier_->cold_possible = true;
+    for (uint64_t key : victims_) inner_->Erase(key, HashKey(key));
+    store_->evictions_.fetch_add(victims_.size(), std::memory_order_relaxed);
+    store_->evict_writes_.fetch_add(write_keys_.size(), std::memory_order_relaxed);
+  }
+
+  TieredRowStore* store_;
+  StripeTier* tier_;
+  Writer* inner_;
+  bool ok_ = true;
+  std::vector<uint64_t> deletes_;
+  std::vector<uint64_t> keep_, victims_, write_keys_;
+  std::vector<char> writes_;
+};
+
+TieredRowStore::TieredRowStore(const TieredRowStoreOptions& options)
+    : options_(options),
+      value_bytes_(sizeof(RowHeader) + static_cast<size_t>(options.mem.row_floats) * sizeof(float)),
+      stripe_cap_(static_cast<uint32_t>(std::clamp<uint64_t>(
+          options.max_hot_rows >> options.mem.stripe_bits, 1, MemRowStore::kMaxRowsPerStripe))),
+      mem_(options.mem),
+      tiers_(new StripeTier[size_t{1} << options.mem.stripe_bits]) {
+  for (int s = 0; s < mem_.num_stripes(); ++s) {
+    tiers_[s].cold_possible = options.cold_rows_exist;
+    tiers_[s].rng = options.seed ^ (0x5bd1e995ULL * static_cast<uint64_t>(s + 1));
+  }
+}
+
+TieredRowStore::~TieredRowStore() = default;
+
+void TieredRowStore::Read(int stripe, absl::FunctionRef<void(const Reader&)> fn) const {
+  mem_.Read(stripe, [&](const Reader& inner) {
+    const TierReader reader(this, &tiers_[stripe], &inner);
+    fn(reader);
+  });
+}
+
+void TieredRowStore::Write(int stripe, absl::FunctionRef<void(Writer&)> fn) {
+  mem_.Write(stripe, [&](Writer& inner) {
+    TierWriter writer(this, &tiers_[stripe], &inner);
+    fn(writer);
+    writer.Finish();
+  });
+}
+
+RowStoreStats TieredRowStore::Stats() const { return mem_.Stats(); }
+
+TierStats TieredRowStore::tier_stats() const {
+  TierStats t;
+  t.hot_hits = hot_hits_.load(std::memory_order_relaxed);
+  t.cold_hits = cold_hits_.load(std::memory_order_relaxed);
+  t.cold_misses = cold_misses_.load(std::memory_order_relaxed);
+  t.evictions = evictions_.load(std::memory_order_relaxed);
+  t.evict_writes = evict_writes_.load(std::memory_order_relaxed);
+  t.promotions = promotions_.load(std::memory_order_relaxed);
+  t.errors = errors_.load(std::memory_order_relaxed);
+  t.cold_rows = options_.db->ApproximateKeys(options_.column_family);
+  return t;
+}
+
+bool TieredRowStore::TakeCheckpointDelta(int stripe, std::vector<uint64_t>* evicted_dirty,
+                                         std::vector<uint64_t>* erased) {
+  StripeTier& t = tiers_[stripe];
+  const bool complete = !t.delta_overflow;
+  t.delta_overflow = false;
+  evicted_dirty->insert(evicted_dirty->end(), t.evicted_dirty.begin(), t.evicted_dirty.end());
+  erased->insert(erased->end(), t.erased.begin(), t.erased.end());
+  t.evicted_dirty.clear();
+  t.erased.clear();
+  return complete;
+}
+
+absl::Status TieredRowStore::ForEachCold(absl::FunctionRef<void(const RowHeader&)> fn) const {
+  std::vector<uint64_t> row((value_bytes_ + 7) / 8);  // aligned copy
+  return options_.db->ForEach(options_.column_family,
+                              [&](uint64_t key, std::string_view value) -> absl::Status {
+                                if (value.size() != value_bytes_) {
+                                  return absl::DataLossError(absl::StrCat(
+                                      "RocksDB family ", options_.column_family, " key ", key,
+                                      " holds ", value.size(), " bytes, expected ", value_bytes_));
+                                }
+                                std::memcpy(row.data(), value.data(), value_bytes_);
+                                fn(*reinterpret_cast<const RowHeader*>(row.data()));
+                                return absl::OkStatus();
+                              });
+}
+
+absl::Status TieredRowStore::ReadCold(absl::Span<const uint64_t> keys, char* rows,
+                                      bool* found) const {
+  return options_.db->MultiGet(options_.column_family, keys, value_bytes_, rows, found);
+}
+
+}  // namespace brook::ps::internal

@@ -1,0 +1,151 @@
+// A write-ahead log. Records appended by many threads get consecutive LSNs
+// (log sequence numbers, from 1) and reach the file in groups, so a parameter
+// server can replay, after a crash, the updates it applied since its last
+// checkpoint.
+//
+// On disk a log is a directory of segment files `wal-<LSN>.log`, where <LSN>
+// is the segment's first LSN, 20 digits zero-padded so that names sort in LSN
+// order. A segment is a sequence of frames, little-endian:
+//   u32 payload_length | u32 masked crc32c(lsn bytes + payload) | u64 lsn | payload
+// The LSN sits in every frame (and under the CRC) so replay can check that the
+// sequence has no gap and that each segment holds what its name says.
+//
+// WalWriter is safe for concurrent access from multiple threads without
+// external synchronization. ReplayWal reads a directory that no writer is
+// changing (at start-up, before or after WalWriter::Open).
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace brook::storage {
+
+inline constexpr size_t kWalHeaderBytes = 16;  // length + crc + lsn
+// A length field above this is corruption, detected before any allocation.
+inline constexpr size_t kWalMaxRecordBytes = 256 << 20;
+
+// "wal-00000000000000000001.log" for first_lsn 1.
+std::string WalSegmentName(uint64_t first_lsn);
+
+struct WalOptions {
+  // kNone: write() only; survives a process crash (kill -9), not power loss.
+  // kData: fdatasync after each group write; survives power loss.
+  enum class Sync { kNone, kData };
+  Sync sync = Sync::kNone;
+  // Start a new segment file once the current one has reached this size.
+  // Rotation happens between groups, so a segment can exceed it by one group.
+  uint64_t segment_bytes = 64ull << 20;
+};
+
+struct WalStats {
+  uint64_t records = 0;       // records written to files since Open
+  uint64_t bytes = 0;         // bytes written to files since Open, framing included
+  uint64_t group_writes = 0;  // write() batches since Open
+  uint64_t syncs = 0;         // fdatasyncs since Open (kData)
+  uint64_t segments = 0;      // segment files the log has now
+  uint64_t last_lsn = 0;      // last LSN handed out by Add (or found on Open); 0 if none
+};
+
+class WalWriter {
+ public:
+  // Creates `dir` if needed. On reopen it scans every segment, truncates a torn
+  // tail of the last one (a record cut short by a crash: short header, short
+  // payload, or bad CRC, with nothing valid after it) and continues after the
+  // last valid record. Corruption followed by valid data, corruption in a
+  // segment other than the last, or a gap in the LSNs is DATA_LOSS naming the
+  // file and byte offset.
+  static absl::StatusOr<std::unique_ptr<WalWriter>> Open(const std::string& dir,
+                                                         const WalOptions& options);
+  // Writes what is pending (best effort: an error here has nobody to go to)
+  // and closes. No other thread may be using the writer.
+  ~WalWriter();
+  WalWriter(const WalWriter&) = delete;
+  WalWriter& operator=(const WalWriter&) = delete;
+
+  // Copies the record into the pending buffer and returns its LSN. Never does
+  // I/O and never waits for it, so callers may hold their own locks (the PS
+  // calls it under a row-stripe lock so that log order = apply order). After
+  // an error the LSN is still assigned but the record is dropped; Sync reports
+  // the error. A record above kWalMaxRecordBytes is such an error
+  // (INVALID_ARGUMENT, sticky): the log refuses to write what replay rejects.
+  // Pending records use memory until some thread calls Sync.
+  uint64_t Add(std::string_view record);
+
+  // Returns once every record with LSN <= lsn is in the file (and fdatasync'ed
+  // under kData). An lsn past the last Add means "everything added so far".
+  // Group commit: the first caller to arrive writes everything pending in one
+  // write() (and one fdatasync); callers arriving meanwhile wait for it and the
+  // next of them writes what piled up. Once a write has failed, this and every
+  // later Sync return that error.
+  absl::Status Sync(uint64_t lsn);
+
+  // Deletes whole segment files whose records all have LSN < lsn (call it once
+  // a checkpoint covers them). Never deletes the segment being written.
+  absl::Status DropBefore(uint64_t lsn);
+
+  WalStats stats() const;
+
+ private:
+  struct Segment {
+    uint64_t first_lsn;
+    std::string path;
+  };
+  WalWriter(std::string dir, const WalOptions& options, uint64_t next_lsn);
+  // Run by the one thread that holds writing_, outside mu_.
+  absl::Status WriteGroup(std::string& group, uint64_t first_lsn);
+  absl::Status StartSegment(uint64_t first_lsn);
+
+  const std::string dir_;
+  const WalOptions options_;
+
+  mutable std::mutex mu_;
+  std::condition_variable written_cv_;  // writing_ cleared
+  // All guarded by mu_.
+  uint64_t next_lsn_;
+  uint64_t pending_first_lsn_;  // LSN of the first frame in pending_
+  std::string pending_;         // frames not yet handed to a writing thread
+  bool writing_ = false;        // a thread is writing a group outside mu_
+  uint64_t written_lsn_;        // every LSN <= this is in the file
+  absl::Status error_;          // sticky
+  std::vector<Segment> segments_;  // by first LSN; back() is being written
+  WalStats stats_;
+
+  // Owned by the thread holding writing_ (and by Open and the destructor).
+  int fd_ = -1;
+  std::string segment_path_;
+  uint64_t segment_size_ = 0;
+  std::string group_;  // the group being written; swapped with pending_ to reuse memory
+};
+
+struct WalReplayStats {
+  uint64_t records = 0;          // records passed to fn
+  uint64_t bytes = 0;            // their payload bytes
+  uint64_t first_lsn = 0;        // first and last LSN passed to fn; 0 if none
+  uint64_t last_lsn = 0;
+  uint64_t torn_tail_bytes = 0;  // bytes of a torn record ending the last segment
+};
+
+// Calls fn(lsn, record) for every record with LSN >= from_lsn, in LSN order.
+// `record` is valid only during the call. A torn tail at the end of the last
+// segment ends the replay normally (counted in torn_tail_bytes). Anything else
+// bad is DATA_LOSS naming the file and offset, including a log that starts
+// after from_lsn (> 1) when records before its start were asked for. Records
+// before the damage have been passed to fn by then. An empty or missing dir
+// replays nothing. If fn returns an error, replay stops and returns it.
+// Segments whose records all lie below from_lsn are skipped unread; memory
+// use is one segment.
+absl::StatusOr<WalReplayStats> ReplayWal(
+    const std::string& dir, uint64_t from_lsn,
+    absl::FunctionRef<absl::Status(uint64_t lsn, std::string_view record)> fn);
+
+}  // namespace brook::storage

@@ -1,0 +1,496 @@
+// The PS over a data dir: the RocksDB tier past a table's memory budget, WAL
+// replay on restart, full and incremental checkpoints, restore onto another
+// shard count, half-written checkpoints. Real RocksDB, real files.
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "ps/parameter_server.h"
+#include "sharding/sharding.h"
+#include "tests/testing/test_util.h"
+#include "tests/unit/ps/ps_test_util.h"
+
+namespace brook::ps {
+namespace {
+
+using test::Dump;
+using test::PullOrDie;
+using test::StatsOf;
+using Rows = std::map<uint64_t, std::vector<float>>;
+
+constexpr int kDim = 8;
+
+TableOptions AdamTable(const std::string& name, uint64_t budget_rows) {
+  TableOptions t;
+  t.name = name;
+  t.dim = kDim;
+  t.seed = 11;
+  t.initializer.kind = InitializerKind::kUniform;
+  t.optimizer.kind = OptimizerKind::kAdam;
+  t.optimizer.learning_rate = 0.05f;
+  // Adam keeps 2 x dim slots (+ its step) beside the weights.
+  t.memory_budget_bytes = budget_rows * (kDim * 3 + 1) * sizeof(float);
+  return t;
+}
+
+DenseOptions Dense(const std::string& name, int64_t n) {
+  DenseOptions d;
+  d.name = name;
+  d.shape = {n};
+  d.seed = 3;
+  d.optimizer.kind = OptimizerKind::kAdagrad;
+  d.optimizer.learning_rate = 0.1f;
+  return d;
+}
+
+ParameterServerOptions DurableOptions(const std::string& dir, bool wal = true) {
+  ParameterServerOptions o;
+  o.data_dir = dir;
+  o.wal = wal;
+  o.rocksdb.block_cache_bytes = 8 << 20;
+  o.rocksdb.write_buffer_bytes = 4 << 20;
+  return o;
+}
+
+std::unique_ptr<ParameterServer> OpenOrDie(const ParameterServerOptions& o) {
+  absl::StatusOr<std::unique_ptr<ParameterServer>> ps = ParameterServer::Open(o);
+  EXPECT_TRUE(ps.ok()) << ps.status();
+  return ps.ok() ? std::move(*ps) : nullptr;
+}
+
+// Deterministic pushes: batch b touches `per_batch` keys drawn from
+// [0, key_space) with gradients that depend on (b, key).
+class PushScript {
+ public:
+  PushScript(uint64_t key_space, int per_batch, uint64_t seed)
+      : key_space_(key_space), per_batch_(per_batch), rng_(seed) {}
+  absl::Status Run(ParameterServer& ps, const std::string& table, int batches,
+                   uint64_t client = 0) {
+    for (int b = 0; b < batches; ++b) {
+      std::vector<uint64_t> keys;
+      std::map<uint64_t, bool> seen;
+      while (static_cast<int>(keys.size()) < per_batch_) {
+        const uint64_t k = rng_() % key_space_;
+        if (seen.emplace(k, true).second) keys.push_back(k);
+      }
+      std::vector<float> grads(keys.size() * kDim);
+      for (size_t i = 0; i < grads.size(); ++i) {
+        grads[i] = static_cast<float>((rng_() % 2001)) * 1e-3f - 1.0f;
+      }
+      PushContext ctx;
+      ctx.client_id = client;
+      ctx.sequence = ++sequence_;
+      ctx.step = static_cast<int64_t>(sequence_);
+      absl::StatusOr<PushOutcome> out = ps.Push(table, keys, grads, ctx);
+      if (!out.ok()) return out.status();
+      last_keys_ = keys;
+      last_grads_ = grads;
+      last_ctx_ = ctx;
+    }
+    return absl::OkStatus();
+  }
+  const std::vector<uint64_t>& last_keys() const { return last_keys_; }
+  const std::vector<float>& last_grads() const { return last_grads_; }
+  const PushContext& last_ctx() const { return last_ctx_; }
+
+ private:
+  uint64_t key_space_;
+  int per_batch_;
+  std::mt19937_64 rng_;
+  uint64_t sequence_ = 0;
+  std::vector<uint64_t> last_keys_;
+  std::vector<float> last_grads_;
+  PushContext last_ctx_;
+};
+
+void ExpectSameRows(const Rows& got, const Rows& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [key, row] : want) {
+    auto it = got.find(key);
+    ASSERT_NE(it, got.end()) << "key " << key << " missing";
+    ASSERT_EQ(it->second, row) << "key " << key;
+  }
+}
+
+std::vector<float> PullDenseOrDie(ParameterServer& ps, const std::string& name, size_t n) {
+  std::vector<float> out(n);
+  const absl::Status s = ps.PullDense(name, absl::MakeSpan(out));
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+TEST(TierTest, RowsPastTheBudgetMoveToRocksDbAndComeBackIntact) {
+  testing::TempDir dir;
+  auto tiered = OpenOrDie(DurableOptions(dir.path()));
+  ASSERT_NE(tiered, nullptr);
+  ParameterServer reference({});
+  TableOptions t = AdamTable("emb", 300);
+  PS_ASSERT_OK(tiered->CreateTable(t));
+  TableOptions unbounded = t;
+  unbounded.memory_budget_bytes = 1ull << 30;
+  PS_ASSERT_OK(reference.CreateTable(unbounded));
+  PushScript a(5000, 128, 1), b(5000, 128, 1);
+  PS_ASSERT_OK(a.Run(*tiered, "emb", 120));
+  PS_ASSERT_OK(b.Run(reference, "emb", 120));
+
+  const TableStats s = StatsOf(*tiered, "emb");
+  EXPECT_TRUE(s.tiered);
+  EXPECT_GT(s.tier_evictions, 1000u);
+  EXPECT_GT(s.tier_promotions, 0u);  // pushes brought cold rows back
+  EXPECT_GT(s.cold_hits, 0u);
+  EXPECT_LE(s.rows, 300u + 128u);  // memory holds about the budget
+  EXPECT_EQ(s.tier_errors, 0u);
+  EXPECT_EQ(s.budget_rejections, 0u);
+  // Every row, weights and Adam slots, equals the unbounded table's.
+  ExpectSameRows(Dump(*tiered, "emb"), Dump(reference, "emb"));
+  // Pulls of cold rows read RocksDB without bringing them in.
+  std::vector<uint64_t> keys(4000);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i;
+  EXPECT_EQ(PullOrDie(*tiered, "emb", keys, kDim), PullOrDie(reference, "emb", keys, kDim));
+}
+
+TEST(TierTest, TableUnderItsBudgetNeverAsksRocksDb) {
+  testing::TempDir dir;
+  auto ps = OpenOrDie(DurableOptions(dir.path()));
+  ASSERT_NE(ps, nullptr);
+  PS_ASSERT_OK(ps->CreateTable(AdamTable("emb", 100000)));
+  PushScript script(5000, 128, 2);
+  PS_ASSERT_OK(script.Run(*ps, "emb", 40));
+  std::vector<uint64_t> keys(6000);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i;  // includes absent keys
+  PullOrDie(*ps, "emb", keys, kDim);
+  const TableStats s = StatsOf(*ps, "emb");
+  EXPECT_GT(s.hot_hits, 0u);
+  EXPECT_EQ(s.cold_hits, 0u);
+  EXPECT_EQ(s.cold_misses, 0u);
+  EXPECT_EQ(s.tier_evictions, 0u);
+}
+
+TEST(DurabilityTest, RestartReplaysTheWal) {
+  testing::TempDir dir;
+  Rows before;
+  std::vector<float> dense_before;
+  PushScript script(2000, 64, 3);
+  {
+    auto ps = OpenOrDie(DurableOptions(dir.path()));
+    ASSERT_NE(ps, nullptr);
+    PS_ASSERT_OK(ps->CreateTable(AdamTable("emb", 500)));
+    PS_ASSERT_OK(ps->CreateDense(Dense("w", 33)));
+    PS_ASSERT_OK(script.Run(*ps, "emb", 60, /*client=*/7));
+    std::vector<float> g(33, 0.25f);
+    PushContext ctx{.client_id = 8, .sequence = 1, .step = 1};
+    PS_ASSERT_OK(ps->PushDense("w", g, ctx));
+    before = Dump(*ps, "emb");
+    dense_before = PullDenseOrDie(*ps, "w", 33);
+  }  // no checkpoint: everything comes back from the WAL
+  auto ps = OpenOrDie(DurableOptions(dir.path()));
+  ASSERT_NE(ps, nullptr);
+  ExpectSameRows(Dump(*ps, "emb"), before);
+  EXPECT_EQ(PullDenseOrDie(*ps, "w", 33), dense_before);
+  // A retry of the last acknowledged push is still recognised.
+  absl::StatusOr<PushOutcome> retry =
+      ps->Push("emb", script.last_keys(), script.last_grads(), script.last_ctx());
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_EQ(*retry, PushOutcome::kDuplicate);
+  ExpectSameRows(Dump(*ps, "emb"), before);
+}
+
+TEST(DurabilityTest, RestartFromACheckpointPlusTheWalAfterIt) {
+  testing::TempDir dir;
+  Rows before;
+  {
+    auto ps = OpenOrDie(DurableOptions(dir.path()));
+    ASSERT_NE(ps, nullptr);
+    PS_ASSERT_OK(ps->CreateTable(AdamTable("emb", 400)));
+    PushScript script(3000, 64, 4);
+    PS_ASSERT_OK(script.Run(*ps, "emb", 50));
+    absl::StatusOr<CheckpointInfo> c = ps->Checkpoint({});
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_FALSE(c->incremental);
+    EXPECT_GT(c->wal_lsn, 0u);
+    PS_ASSERT_OK(script.Run(*ps, "emb", 50));
+    before = Dump(*ps, "emb");
+  }
+  auto ps = OpenOrDie(DurableOptions(dir.path()));
+  ASSERT_NE(ps, nullptr);
+  ExpectSameRows(Dump(*ps, "emb"), before);
+  EXPECT_EQ(ps->Checkpoints().size(), 1u);
+}
+
+TEST(DurabilityTest, WithoutTheWalARestartReturnsToTheLastCheckpoint) {
+  testing::TempDir dir;
+  Rows at_checkpoint;
+  {
+    auto ps = OpenOrDie(DurableOptions(dir.path(), /*wal=*/false));
+    ASSERT_NE(ps, nullptr);
+    PS_ASSERT_OK(ps->CreateTable(AdamTable("emb", 300)));
+    PushScript script(2000, 64, 5);
+    PS_ASSERT_OK(script.Run(*ps, "emb", 40));
+    ASSERT_TRUE(ps->Checkpoint({}).ok());
+    at_checkpoint = Dump(*ps, "emb");
+    PS_ASSERT_OK(script.Run(*ps, "emb", 20));
+    ASSERT_NE(Dump(*ps, "emb"), at_checkpoint);
+  }
+  auto ps = OpenOrDie(DurableOptions(dir.path(), /*wal=*/false));
+  ASSERT_NE(ps, nullptr);
+  ExpectSameRows(Dump(*ps, "emb"), at_checkpoint);
+}
+
+TEST(CheckpointTest, IncrementalHoldsOnlyChangedRowsAndRestoresOverItsBase) {
+  testing::TempDir dir;
+  ParameterServer ps({});
+  PS_ASSERT_OK(ps.CreateTable(AdamTable("emb", 100000)));
+  PS_ASSERT_OK(ps.CreateDense(Dense("w", 5)));
+  PushScript script(1000, 100, 6);
+  PS_ASSERT_OK(script.Run(ps, "emb", 30));
+  CheckpointOptions full;
+  full.dir = dir.Join("full");
+  absl::StatusOr<CheckpointInfo> f = ps.Checkpoint(full);
+  ASSERT_TRUE(f.ok()) << f.status();
+  const uint64_t all_rows = StatsOf(ps, "emb").rows;
+  EXPECT_EQ(f->rows, all_rows);
+
+  std::vector<uint64_t> keys = {1, 2, 3, 500, 999};
+  std::vector<float> grads(keys.size() * kDim, 0.5f);
+  ASSERT_TRUE(ps.Push("emb", keys, grads, {}).ok());
+  CheckpointOptions inc;
+  inc.dir = dir.Join("inc");
+  inc.incremental = true;
+  absl::StatusOr<CheckpointInfo> i = ps.Checkpoint(inc);
+  ASSERT_TRUE(i.ok()) << i.status();
+  EXPECT_TRUE(i->incremental);
+  EXPECT_EQ(i->rows, keys.size());
+  EXPECT_EQ(i->base_dir, full.dir);
+
+  ParameterServer restored({});
+  absl::StatusOr<RestoreInfo> r = restored.Restore(inc.dir);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectSameRows(Dump(restored, "emb"), Dump(ps, "emb"));
+  EXPECT_EQ(PullDenseOrDie(restored, "w", 5), PullDenseOrDie(ps, "w", 5));
+}
+
+TEST(CheckpointTest, IncrementalOfATieredTableIncludesRowsEvictedWhileChanged) {
+  testing::TempDir dir;
+  auto ps = OpenOrDie(DurableOptions(dir.Join("data")));
+  ASSERT_NE(ps, nullptr);
+  PS_ASSERT_OK(ps->CreateTable(AdamTable("emb", 200)));
+  PushScript script(3000, 100, 7);
+  PS_ASSERT_OK(script.Run(*ps, "emb", 30));
+  CheckpointOptions full;
+  full.dir = dir.Join("full");
+  ASSERT_TRUE(ps->Checkpoint(full).ok());
+  PS_ASSERT_OK(script.Run(*ps, "emb", 30));  // changes rows, evicts many of them
+  EXPECT_GT(StatsOf(*ps, "emb").tier_evictions, 0u);
+  CheckpointOptions inc;
+  inc.dir = dir.Join("inc");
+  inc.incremental = true;
+  absl::StatusOr<CheckpointInfo> i = ps->Checkpoint(inc);
+  ASSERT_TRUE(i.ok()) << i.status();
+  EXPECT_TRUE(i->incremental);
+
+  ParameterServer restored({});
+  ASSERT_TRUE(restored.Restore(inc.dir).ok());
+  ExpectSameRows(Dump(restored, "emb"), Dump(*ps, "emb"));
+}
+
+// Pushes the same script through a client-side routing to `shards` PSs.
+void PushRouted(std::vector<std::unique_ptr<ParameterServer>>& shards, const std::string& table,
+                int batches, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const uint64_t table_id = sharding::TableId(table);
+  const int n = static_cast<int>(shards.size());
+  for (int b = 0; b < batches; ++b) {
+    std::vector<std::vector<uint64_t>> keys(n);
+    std::vector<std::vector<float>> grads(n);
+    std::map<uint64_t, bool> seen;
+    for (int i = 0; i < 200; ++i) {
+      const uint64_t k = rng() % 5000;
+      if (!seen.emplace(k, true).second) continue;
+      const int s = sharding::ShardForKey(table_id, k, n);
+      keys[s].push_back(k);
+      for (int d = 0; d < kDim; ++d) grads[s].push_back(static_cast<float>(rng() % 100) * 0.01f);
+    }
+    for (int s = 0; s < n; ++s) {
+      ASSERT_TRUE(shards[s]->Push(table, keys[s], grads[s], {}).ok());
+    }
+  }
+}
+
+Rows Union(const std::vector<std::unique_ptr<ParameterServer>>& shards, const std::string& table,
+           bool check_owner) {
+  Rows all;
+  const uint64_t table_id = sharding::TableId(table);
+  for (size_t s = 0; s < shards.size(); ++s) {
+    for (auto& [key, row] : Dump(*shards[s], table)) {
+      if (check_owner) {
+        EXPECT_EQ(sharding::ShardForKey(table_id, key, static_cast<int32_t>(shards.size())),
+                  static_cast<int32_t>(s))
+            << "key " << key << " restored onto the wrong shard";
+      }
+      EXPECT_TRUE(all.emplace(key, row).second) << "key " << key << " on two shards";
+    }
+  }
+  return all;
+}
+
+std::vector<std::unique_ptr<ParameterServer>> Shards(int n, const std::string& data_root) {
+  std::vector<std::unique_ptr<ParameterServer>> shards;
+  for (int i = 0; i < n; ++i) {
+    ParameterServerOptions o = data_root.empty() ? ParameterServerOptions{}
+                                                 : DurableOptions(data_root + std::to_string(i));
+    o.shard_index = i;
+    o.num_shards = n;
+    shards.push_back(OpenOrDie(o));
+  }
+  return shards;
+}
+
+std::map<std::string, std::vector<float>> DenseUnion(
+    std::vector<std::unique_ptr<ParameterServer>>& shards) {
+  std::map<std::string, std::vector<float>> all;
+  for (auto& ps : shards) {
+    for (const DenseStats& d : ps->Stats().dense) {
+      EXPECT_TRUE(all.emplace(d.name, PullDenseOrDie(*ps, d.name, d.num_floats)).second);
+    }
+  }
+  return all;
+}
+
+TEST(RestoreTest, ReshardsTwoToThreeAndThreeToTwo) {
+  testing::TempDir dir;
+  // The 2-shard source keeps most rows in RocksDB (the rocksdb/ part of the
+  // checkpoint is read too); the targets are memory only.
+  auto two = Shards(2, dir.Join("data2-"));
+  for (auto& ps : two) {
+    PS_ASSERT_OK(ps->CreateTable(AdamTable("emb", 300)));
+  }
+  const std::vector<std::pair<std::string, int64_t>> dense = {{"a", 10}, {"b", 7}, {"c", 3}};
+  std::vector<DenseOptions> dense_options;
+  for (const auto& [name, n] : dense) dense_options.push_back(Dense(name, n));
+  std::vector<sharding::DenseVariable> placed;
+  for (const DenseOptions& d : dense_options) placed.push_back({d.name, d.num_floats()});
+  auto place2 = sharding::PlaceDenseVariables(placed, 2);
+  ASSERT_TRUE(place2.ok());
+  for (size_t i = 0; i < dense_options.size(); ++i) {
+    PS_ASSERT_OK(two[(*place2)[i]]->CreateDense(dense_options[i]));
+    std::vector<float> g(dense_options[i].num_floats(), 0.1f * static_cast<float>(i + 1));
+    ASSERT_TRUE(two[(*place2)[i]]->PushDense(dense_options[i].name, g, {}).ok());
+  }
+  PushRouted(two, "emb", 40, 8);
+  const Rows original = Union(two, "emb", /*check_owner=*/true);
+  const auto original_dense = DenseUnion(two);
+  ASSERT_GT(StatsOf(*two[0], "emb").tier_evictions, 0u);
+  for (auto& ps : two) {
+    CheckpointOptions c;
+    c.dir = dir.Join("c2");
+    ASSERT_TRUE(ps->Checkpoint(c).ok());
+  }
+
+  auto three = Shards(3, "");
+  for (auto& ps : three) {
+    absl::StatusOr<RestoreInfo> r = ps->Restore(dir.Join("c2"));
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  ExpectSameRows(Union(three, "emb", /*check_owner=*/true), original);
+  EXPECT_EQ(DenseUnion(three), original_dense);
+  for (auto& ps : three) {
+    CheckpointOptions c;
+    c.dir = dir.Join("c3");
+    ASSERT_TRUE(ps->Checkpoint(c).ok());
+  }
+
+  auto back = Shards(2, dir.Join("back-"));
+  for (auto& ps : back) ASSERT_TRUE(ps->Restore(dir.Join("c3")).ok());
+  ExpectSameRows(Union(back, "emb", /*check_owner=*/true), original);
+  EXPECT_EQ(DenseUnion(back), original_dense);
+}
+
+TEST(CheckpointTest, HalfWrittenCheckpointIsRefusedAndThePreviousOneStays) {
+  testing::TempDir dir;
+  Rows at_checkpoint;
+  {
+    auto ps = OpenOrDie(DurableOptions(dir.Join("data"), /*wal=*/false));
+    ASSERT_NE(ps, nullptr);
+    PS_ASSERT_OK(ps->CreateTable(AdamTable("emb", 1000)));
+    PushScript script(2000, 64, 9);
+    PS_ASSERT_OK(script.Run(*ps, "emb", 20));
+    CheckpointOptions good;
+    good.dir = dir.Join("good");
+    ASSERT_TRUE(ps->Checkpoint(good).ok());
+    at_checkpoint = Dump(*ps, "emb");
+
+    // What a PS killed during a checkpoint leaves: a part without MANIFEST.
+    const std::string half = dir.Join("half") + "/shard-00000-of-00001";
+    std::filesystem::create_directories(half);
+    std::filesystem::copy_file(dir.Join("good") + "/shard-00000-of-00001/rows.tfrecord",
+                               half + "/rows.tfrecord");
+    PS_ASSERT_OK(script.Run(*ps, "emb", 5));
+    const Rows now = Dump(*ps, "emb");
+    absl::StatusOr<RestoreInfo> r = ps->Restore(dir.Join("half"));
+    ASSERT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+    EXPECT_NE(r.status().message().find("incomplete"), std::string::npos) << r.status();
+    ExpectSameRows(Dump(*ps, "emb"), now);  // nothing changed
+
+    // A manifest that does not verify is refused too.
+    std::filesystem::copy_file(dir.Join("good") + "/shard-00000-of-00001/MANIFEST",
+                               half + "/MANIFEST");
+    {
+      std::FILE* f = std::fopen((half + "/MANIFEST").c_str(), "r+b");
+      ASSERT_NE(f, nullptr);
+      std::fseek(f, 12, SEEK_SET);
+      std::fputc(0x5a, f);
+      std::fclose(f);
+    }
+    r = ps->Restore(dir.Join("half"));
+    ASSERT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+    EXPECT_NE(r.status().message().find("MANIFEST"), std::string::npos) << r.status();
+  }
+  // The restart still begins from the good checkpoint.
+  auto ps = OpenOrDie(DurableOptions(dir.Join("data"), /*wal=*/false));
+  ASSERT_NE(ps, nullptr);
+  ExpectSameRows(Dump(*ps, "emb"), at_checkpoint);
+}
+
+TEST(CheckpointTest, CheckpointsTakenDuringPushesAreConsistentCuts) {
+  testing::TempDir dir;
+  ParameterServer ps({});
+  // Every push adds exactly 1 to each of 512 keys (SGD, lr 1, gradient -1):
+  // a checkpoint holding half a push would show unequal counters.
+  TableOptions t = test::SgdTable("counter", 1);
+  PS_ASSERT_OK(ps.CreateTable(t));
+  std::vector<uint64_t> keys(512);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i * 7919;
+  const std::vector<float> minus_one(keys.size(), -1.0f);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> pushers;
+  for (int w = 0; w < 3; ++w) {
+    pushers.emplace_back([&] {
+      while (!stop.load()) ASSERT_TRUE(ps.Push("counter", keys, minus_one, {}).ok());
+    });
+  }
+  std::vector<std::string> dirs;
+  for (int c = 0; c < 6; ++c) {
+    CheckpointOptions o;
+    o.dir = dir.Join("c" + std::to_string(c));
+    o.incremental = c % 2 == 1;
+    ASSERT_TRUE(ps.Checkpoint(o).ok());
+    dirs.push_back(o.dir);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  stop.store(true);
+  for (auto& th : pushers) th.join();
+  for (const std::string& d : dirs) {
+    ParameterServer restored({});
+    ASSERT_TRUE(restored.Restore(d).ok()) << d;
+    const std::vector<float> v = PullOrDie(restored, "counter", keys, 1);
+    for (float x : v) ASSERT_EQ(x, v[0]) << d;
+  }
+}
+
+}  // namespace
+}  // namespace brook::ps
