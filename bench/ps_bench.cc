@@ -20,6 +20,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "bench/bare_grpc.h"
+#include "bench/bench_util.h"
+#include "bench/ps_tier_bench.h"
 #include "bench/redis_resp.h"
 #include "bench/tfrecord_bench.h"
 #include "common/status_macros.h"
@@ -34,79 +36,6 @@ using Clock = std::chrono::steady_clock;
 constexpr char kTable[] = "bench";
 constexpr float kLearningRate = 0.01f;
 constexpr int kPsChannels = 2;  // GrpcPsClientOptions::channels_per_shard default
-constexpr int kMaxPoolBatches = 256;
-
-// Pre-drawn batches of distinct keys, uniform over [0, rows); thread t walks
-// them from its own offset, so drawing keys costs nothing in the loops.
-struct KeyPool {
-  int batch = 0;
-  int num_batches = 0;
-  std::vector<uint64_t> keys;
-  absl::Span<const uint64_t> Batch(int64_t i) const {
-    return absl::MakeConstSpan(keys).subspan(static_cast<size_t>(i % num_batches) * batch, batch);
-  }
-  int64_t Start(int thread, int threads) const {
-    return static_cast<int64_t>(thread) * num_batches / threads;
-  }
-};
-
-KeyPool MakeKeyPool(int64_t rows, int batch, uint64_t seed) {
-  KeyPool pool;
-  pool.batch = batch;
-  pool.num_batches = static_cast<int>(
-      std::clamp<int64_t>(rows / batch, int64_t{1}, int64_t{kMaxPoolBatches}));
-  pool.keys.reserve(static_cast<size_t>(pool.num_batches) * batch);
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<uint64_t> dist(0, static_cast<uint64_t>(rows - 1));
-  absl::flat_hash_set<uint64_t> seen;
-  for (int b = 0; b < pool.num_batches; ++b) {
-    seen.clear();
-    while (static_cast<int>(seen.size()) < batch) {
-      uint64_t k = dist(rng);
-      if (seen.insert(k).second) pool.keys.push_back(k);
-    }
-  }
-  return pool;
-}
-
-// Runs fn(thread, iteration) -> Status on `threads` threads for `seconds`
-// (after one warm-up call each); returns completed calls per second.
-template <typename Fn>
-absl::StatusOr<double> CallsPerSecond(int threads, double seconds, Fn fn) {
-  std::atomic<bool> stop{false};
-  std::atomic<int64_t> calls{0};
-  absl::Mutex mu;
-  absl::Status first_error;
-  std::latch start(threads + 1);
-  std::vector<std::thread> workers;
-  for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&, t] {
-      absl::Status st = fn(t, 0);
-      start.arrive_and_wait();
-      int64_t i = 1, n = 0;
-      while (st.ok() && !stop.load(std::memory_order_relaxed)) {
-        st = fn(t, i++);
-        if (st.ok()) ++n;
-      }
-      calls.fetch_add(n);
-      if (!st.ok()) {
-        absl::MutexLock lock(&mu);
-        if (first_error.ok()) first_error = st;
-        stop.store(true);
-      }
-    });
-  }
-  start.arrive_and_wait();
-  const auto t0 = Clock::now();
-  const auto until = t0 + std::chrono::duration<double>(seconds);
-  while (!stop.load() && Clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  stop.store(true);
-  for (auto& w : workers) w.join();
-  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (!first_error.ok()) return first_error;
-  return static_cast<double>(calls.load()) / elapsed;
-}
 
 // rows x dim floats on 2 MiB-aligned memory with MADV_HUGEPAGE, as the PS
 // arena asks for (NOTES.md: huge pages make random gathers ~1.5x faster).
@@ -182,6 +111,11 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
   if (options.rows < options.batch)
     return absl::InvalidArgumentError(
         absl::StrCat("--rows ", options.rows, " is below --batch ", options.batch));
+  if (options.tier.rows > 0 && options.tier.rows < 10 * static_cast<int64_t>(options.tier.batch)) {
+    return absl::InvalidArgumentError(absl::StrCat("--tier-rows ", options.tier.rows,
+                                                   " is below 10 x --batch (", options.tier.batch,
+                                                   "); 0 skips (c)"));
+  }
   const int max_threads = *std::max_element(options.threads.begin(), options.threads.end());
   const int batch = options.batch;
   const auto wall0 = Clock::now();
@@ -413,6 +347,12 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
     client.reset();
     server->Shutdown(absl::Seconds(1));
   }
+  nlohmann::json tier;
+  if (options.tier.rows > 0) {
+    RETURN_IF_ERROR(RunPsTierBench(options.tier, out, &tier));
+  } else {
+    out << "\n(c) RocksDB tier: SKIPPED (--tier-rows 0)\n";
+  }
   const double wall = std::chrono::duration<double>(Clock::now() - wall0).count();
   out << absl::StrFormat("\nwall time %.0f s\n", wall);
   if (result) {
@@ -422,7 +362,8 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
                {"keys", "distinct per batch, uniform over the populated rows"},
                {"redis", redis.status},
                {"wall_s", wall},
-               {"runs", std::move(runs)}};
+               {"runs", std::move(runs)},
+               {"tier", std::move(tier)}};
   }
   return absl::OkStatus();
 }

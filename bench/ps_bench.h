@@ -4,7 +4,7 @@
 // ceiling measured in the same run: a random gather (scatter for pushes)
 // over a plain array of the same rows for (a), a bare generic-gRPC call
 // moving the same payload bytes for (b); and Redis MGET/MSET of the same rows
-// as the baseline when redis-server is installed.
+// as the baseline when redis-server is installed; then (c), bench/ps_tier_bench.h.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "bench/ps_tier_bench.h"
 #include <nlohmann/json.hpp>
 
 namespace brook::bench {
@@ -26,6 +27,8 @@ struct PsBenchOptions {
   int batch = 4096;      // distinct keys per pull / push
   uint64_t seed = 1;
   bool redis = true;     // run the Redis baseline when redis-server is on PATH
+  // (c) the RocksDB tier, WAL cost, checkpoint/restore; rows == 0 skips it.
+  PsTierBenchOptions tier;
 };
 
 // Runs the benchmark, prints the table to `out`, fills `result` (JSON).

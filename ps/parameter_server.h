@@ -209,6 +209,10 @@ class ParameterServer {
   // owns among options().num_shards, with their optimizer state.
   // FAILED_PRECONDITION for an incomplete checkpoint (nothing changes).
   absl::StatusOr<RestoreInfo> Restore(const std::string& dir);
+  // Compacts the RocksDB tier (all tables) and waits: after a bulk load, so
+  // that lookups do not share the disk with background compaction. No-op
+  // without a data dir.
+  absl::Status CompactStorage();
   // Complete checkpoints this PS wrote (found under <data_dir>/checkpoints
   // at Open, and since), oldest first.
   std::vector<CheckpointInfo> Checkpoints() const;

@@ -590,6 +590,11 @@ absl::StatusOr<RestoreInfo> ParameterServer::RestoreLocked(const std::string& di
   return info;
 }
 
+absl::Status ParameterServer::CompactStorage() {
+  if (state_->db == nullptr) return absl::OkStatus();
+  return state_->db->CompactAll();
+}
+
 std::vector<CheckpointInfo> ParameterServer::Checkpoints() const {
   std::lock_guard<std::mutex> lock(state_->checkpoint_mu);
   return state_->checkpoints;

@@ -50,10 +50,19 @@ void RegisterBenchPs(CLI::App& bench, int* exit_code) {
       ->envname("BROOK_BENCH_SECONDS");
   cmd->add_option("--batch", opts->batch, "Distinct keys per pull / push");
   cmd->add_option("--seed", opts->seed, "Seed of the key draws");
+  cmd->add_option("--tier-rows", opts->tier.rows,
+                  "(c) RocksDB tier: table rows (the memory budget holds a tenth); 0 skips (c)")
+      ->envname("BROOK_BENCH_TIER_ROWS");
+  cmd->add_option("--tier-dim", opts->tier.dim, "(c) RocksDB tier: embedding dim");
+  cmd->add_option("--work-dir", opts->tier.work_dir,
+                  "(c) where the data dirs are made (and removed)");
   cmd->add_flag("--no-redis", *no_redis, "Skip the Redis baseline even if redis-server exists");
   cmd->add_flag("--json", *json_out, "Also print the figures as JSON");
   cmd->callback([opts, json_out, no_redis, exit_code] {
     opts->redis = !*no_redis;
+    opts->tier.batch = opts->batch;
+    opts->tier.seconds = opts->seconds;
+    opts->tier.seed = opts->seed;
     nlohmann::json result;
     absl::Status st = bench::RunPsBench(*opts, std::cout, &result);
     if (!st.ok()) {

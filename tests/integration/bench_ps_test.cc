@@ -14,8 +14,10 @@ using testing::BrookBinary;
 using testing::RunCommand;
 
 TEST(BenchPs, TinyRunReportsPositiveRates) {
+  testing::TempDir work;
   auto r = RunCommand({BrookBinary(), "bench", "ps", "--rows", "20000", "--dims", "16",
-                       "--threads", "1", "--seconds", "0.2", "--json"},
+                       "--threads", "1", "--seconds", "0.2", "--tier-rows", "41000",
+                       "--tier-dim", "8", "--work-dir", work.path(), "--json"},
                       180);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("allocator:"), std::string::npos) << r.output;
@@ -39,6 +41,14 @@ TEST(BenchPs, TinyRunReportsPositiveRates) {
     ASSERT_TRUE(run.contains(key)) << key;
     EXPECT_GT(run[key].get<double>(), 0.0) << key;
   }
+  const auto& tier = json["tier"];
+  for (const char* key : {"tier_pull_mrows_s", "tier_push_mrows_s", "bare_multiget_mrows_s",
+                          "bare_writebatch_mrows_s", "push_wal_off_mrows_s", "push_wal_on_mrows_s",
+                          "push_wal_fsync_mrows_s", "checkpoint_gb_s", "restore_gb_s"}) {
+    ASSERT_TRUE(tier.contains(key)) << key << " " << json.dump(2);
+    EXPECT_GT(tier[key].get<double>(), 0.0) << key;
+  }
+  EXPECT_NE(r.output.find("of bare MultiGet [goal >= 50%]"), std::string::npos) << r.output;
   const std::string redis = json["redis"];
   if (redis == "ran") {
     for (const char* key : {"redis_mget_mrows_s", "redis_mset_mrows_s"}) {
@@ -54,6 +64,11 @@ TEST(BenchPs, TinyRunReportsPositiveRates) {
 TEST(BenchPs, BadFlagsAreUsageErrors) {
   auto r = RunCommand({BrookBinary(), "bench", "ps", "--rows", "100", "--batch", "4096"}, 60);
   EXPECT_EQ(r.exit_code, 2) << r.output;
+  r = RunCommand({BrookBinary(), "bench", "ps", "--rows", "20000", "--dims", "8", "--threads", "1",
+                  "--seconds", "0.1", "--no-redis", "--tier-rows", "5000"},
+                 60);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--tier-rows"), std::string::npos) << r.output;
 }
 
 }  // namespace

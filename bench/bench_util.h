@@ -1,0 +1,96 @@
+// Pieces shared by the `brook bench` PS benchmarks: pre-drawn key batches
+// and a fixed-duration multi-threaded rate loop.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <latch>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace brook::bench {
+
+inline constexpr int kMaxPoolBatches = 256;
+
+// Pre-drawn batches of distinct keys, uniform over [0, rows); thread t walks
+// them from its own offset, so drawing keys costs nothing in the loops.
+struct KeyPool {
+  int batch = 0;
+  int num_batches = 0;
+  std::vector<uint64_t> keys;
+  absl::Span<const uint64_t> Batch(int64_t i) const {
+    return absl::MakeConstSpan(keys).subspan(static_cast<size_t>(i % num_batches) * batch, batch);
+  }
+  int64_t Start(int thread, int threads) const {
+    return static_cast<int64_t>(thread) * num_batches / threads;
+  }
+};
+
+inline KeyPool MakeKeyPool(int64_t rows, int batch, uint64_t seed) {
+  KeyPool pool;
+  pool.batch = batch;
+  pool.num_batches = static_cast<int>(
+      std::clamp<int64_t>(rows / batch, int64_t{1}, int64_t{kMaxPoolBatches}));
+  pool.keys.reserve(static_cast<size_t>(pool.num_batches) * batch);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<uint64_t> dist(0, static_cast<uint64_t>(rows - 1));
+  absl::flat_hash_set<uint64_t> seen;
+  for (int b = 0; b < pool.num_batches; ++b) {
+    seen.clear();
+    while (static_cast<int>(seen.size()) < batch) {
+      uint64_t k = dist(rng);
+      if (seen.insert(k).second) pool.keys.push_back(k);
+    }
+  }
+  return pool;
+}
+
+// Runs fn(thread, iteration) -> Status on `threads` threads for `seconds`
+// (after one warm-up call each); returns completed calls per second.
+template <typename Fn>
+absl::StatusOr<double> CallsPerSecond(int threads, double seconds, Fn fn) {
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> calls{0};
+  std::mutex mu;
+  absl::Status first_error;
+  std::latch start(threads + 1);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      absl::Status st = fn(t, 0);
+      start.arrive_and_wait();
+      int64_t i = 1, n = 0;
+      while (st.ok() && !stop.load(std::memory_order_relaxed)) {
+        st = fn(t, i++);
+        if (st.ok()) ++n;
+      }
+      calls.fetch_add(n);
+      if (!st.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first_error.ok()) first_error = st;
+        stop.store(true);
+      }
+    });
+  }
+  start.arrive_and_wait();
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto until = t0 + std::chrono::duration<double>(seconds);
+  while (!stop.load() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  stop.store(true);
+  for (auto& w : workers) w.join();
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!first_error.ok()) return first_error;
+  return static_cast<double>(calls.load()) / elapsed;
+}
+
+}  // namespace brook::bench

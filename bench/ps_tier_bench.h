@@ -1,0 +1,30 @@
+// `brook bench ps` part (c): the PS with a table at 10x its memory budget
+// (most rows in the RocksDB tier), in process, beside a bare RocksDB
+// MultiGet / WriteBatch of the same rows with the same options measured in
+// the same run; the WAL's cost on pushes (off / on / on with fdatasync); and
+// checkpoint and restore time per GB.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+#include <nlohmann/json.hpp>
+
+namespace brook::bench {
+
+struct PsTierBenchOptions {
+  int64_t rows = 500000;  // table rows; the memory budget holds a tenth
+  int dim = 64;
+  int batch = 4096;
+  double seconds = 1.0;
+  uint64_t seed = 1;
+  // Where the data dirs go (a fresh subdirectory is made and removed).
+  std::string work_dir = "/tmp";
+};
+
+absl::Status RunPsTierBench(const PsTierBenchOptions& options, std::ostream& out,
+                            nlohmann::json* result);
+
+}  // namespace brook::bench
