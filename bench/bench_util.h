@@ -38,8 +38,8 @@ struct KeyPool {
 inline KeyPool MakeKeyPool(int64_t rows, int batch, uint64_t seed) {
   KeyPool pool;
   pool.batch = batch;
-  pool.num_batches = static_cast<int>(
-      std::clamp<int64_t>(rows / batch, int64_t{1}, int64_t{kMaxPoolBatches}));
+  pool.num_batches =
+      static_cast<int>(std::clamp<int64_t>(rows / batch, int64_t{1}, int64_t{kMaxPoolBatches}));
   pool.keys.reserve(static_cast<size_t>(pool.num_batches) * batch);
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<uint64_t> dist(0, static_cast<uint64_t>(rows - 1));
@@ -88,7 +88,8 @@ absl::StatusOr<double> CallsPerSecond(int threads, double seconds, Fn fn) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   stop.store(true);
   for (auto& w : workers) w.join();
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!first_error.ok()) return first_error;
   return static_cast<double>(calls.load()) / elapsed;
 }

@@ -88,7 +88,8 @@ absl::Status RunPsTierBench(const PsTierBenchOptions& options, std::ostream& out
   {
     std::string tmpl = options.work_dir + "/brook-bench-tier-XXXXXX";
     if (mkdtemp(tmpl.data()) == nullptr) {
-      return absl::InternalError(absl::StrCat("cannot create a directory under ", options.work_dir));
+      return absl::InternalError(
+          absl::StrCat("cannot create a directory under ", options.work_dir));
     }
     work.path = tmpl;
   }
@@ -131,8 +132,8 @@ absl::Status RunPsTierBench(const PsTierBenchOptions& options, std::ostream& out
   ASSIGN_OR_RETURN(double c_push, rate([&](int, int64_t i) {
                      return tiered->Push(kTable, pool.Batch(i), grads, ps::PushContext{}).status();
                    }));
-  const double lookups = static_cast<double>(after_pull.hot_hits + after_pull.cold_hits +
-                                             after_pull.cold_misses);
+  const double lookups =
+      static_cast<double>(after_pull.hot_hits + after_pull.cold_hits + after_pull.cold_misses);
   const double hit_ratio = lookups > 0 ? after_pull.hot_hits / lookups : 0;
   // The full checkpoint of the tiered table: hot rows written out, cold
   // rows hard-linked.
@@ -171,13 +172,14 @@ absl::Status RunPsTierBench(const PsTierBenchOptions& options, std::ostream& out
     bool wal, fsync;
     double rate = 0;
   };
-  Mode modes[] = {{"push, WAL off", false, false}, {"push, WAL on (write)", true, false},
+  Mode modes[] = {{"push, WAL off", false, false},
+                  {"push, WAL on (write)", true, false},
                   {"push, WAL on + fdatasync", true, true}};
   std::unique_ptr<ps::ParameterServer> kept;  // the WAL-off PS, for the checkpoint below
   for (Mode& m : modes) {
-    ASSIGN_OR_RETURN(std::unique_ptr<ps::ParameterServer> p,
-                     OpenPs(work.path + "/wal-" + std::to_string(m.wal + m.fsync), m.wal, m.fsync,
-                            rocks));
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<ps::ParameterServer> p,
+        OpenPs(work.path + "/wal-" + std::to_string(m.wal + m.fsync), m.wal, m.fsync, rocks));
     RETURN_IF_ERROR(p->CreateTable(SgdTable(dim, 4 * wal_rows)));
     RETURN_IF_ERROR(Populate(*p, wal_rows, dim, batch));
     uint64_t sequence = 0;
@@ -207,8 +209,8 @@ absl::Status RunPsTierBench(const PsTierBenchOptions& options, std::ostream& out
   out << absl::StrFormat(
       "  checkpoint, %d rows in memory: %.3f GB in %.2f s = %.2f GB/s (pushes wait this long); "
       "restore into a fresh PS %.2f s = %.2f GB/s (%d rows)\n",
-      wal_rows, mem_gb, mem_info.seconds, mem_gb / mem_info.seconds, restore_s,
-      mem_gb / restore_s, restored.rows);
+      wal_rows, mem_gb, mem_info.seconds, mem_gb / mem_info.seconds, restore_s, mem_gb / restore_s,
+      restored.rows);
   out << absl::StrFormat(
       "  checkpoint, tiered table: %.3f GB (hot rows written, RocksDB files hard-linked) in "
       "%.2f s\n",

@@ -6,11 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
 
 #include "absl/status/status.h"
-#include <nlohmann/json.hpp>
 
 namespace brook::bench {
 

@@ -133,7 +133,8 @@ absl::Status ParameterServer::CreateTable(const TableOptions& options) {
     }
   }
   RETURN_IF_ERROR(CreateTableLocked(options, /*cold_rows_exist=*/false));
-  return state_->LogAndSync([&](v1::WalEntry* e) { *e->mutable_create_table() = internal::ToConfig(options); });
+  return state_->LogAndSync(
+      [&](v1::WalEntry* e) { *e->mutable_create_table() = internal::ToConfig(options); });
 }
 
 absl::Status ParameterServer::CreateTableLocked(const TableOptions& options, bool cold_rows_exist) {
@@ -248,7 +249,8 @@ absl::Status ParameterServer::CreateDense(const DenseOptions& options) {
                      internal::DenseVariable::Create(options));
     state_->dense.emplace(options.name, std::move(v));
   }
-  return state_->LogAndSync([&](v1::WalEntry* e) { *e->mutable_create_dense() = internal::ToConfig(options); });
+  return state_->LogAndSync(
+      [&](v1::WalEntry* e) { *e->mutable_create_dense() = internal::ToConfig(options); });
 }
 
 absl::Status ParameterServer::DropDense(std::string_view name) {

@@ -66,13 +66,13 @@ struct CheckpointInfo {
   std::string dir;        // the checkpoint (every shard's part)
   std::string shard_dir;  // this shard's part
   bool incremental = false;
-  std::string base_dir;   // incremental: its base's part for this shard
+  std::string base_dir;  // incremental: its base's part for this shard
   int64_t step = 0;
-  uint64_t wal_lsn = 0;   // last WAL record included (0 without a WAL)
+  uint64_t wal_lsn = 0;  // last WAL record included (0 without a WAL)
   int64_t created_unix_micros = 0;
-  uint64_t rows = 0;      // rows in the rows file
-  uint64_t bytes = 0;     // the part's bytes on disk
-  double seconds = 0;     // duration; pushes waited this long
+  uint64_t rows = 0;   // rows in the rows file
+  uint64_t bytes = 0;  // the part's bytes on disk
+  double seconds = 0;  // duration; pushes waited this long
 };
 
 struct RestoreInfo {
@@ -95,15 +95,15 @@ enum class PushOutcome { kApplied, kDuplicate };
 struct TableStats {
   std::string name;
   int dim = 0;
-  uint64_t rows = 0;                 // admitted rows held
-  uint64_t pending_keys = 0;         // seen, not yet admitted
-  uint64_t memory_bytes = 0;         // everything the table holds, index included
-  double bytes_per_row = 0;          // memory_bytes / rows
+  uint64_t rows = 0;          // admitted rows held
+  uint64_t pending_keys = 0;  // seen, not yet admitted
+  uint64_t memory_bytes = 0;  // everything the table holds, index included
+  double bytes_per_row = 0;   // memory_bytes / rows
   uint64_t rows_pulled = 0;
   uint64_t rows_pushed = 0;
   uint64_t admissions = 0;
   uint64_t evictions = 0;
-  uint64_t rejected_gradients = 0;   // pushes refused or values zeroed for NaN/Inf
+  uint64_t rejected_gradients = 0;  // pushes refused or values zeroed for NaN/Inf
   uint64_t duplicate_pushes = 0;
   uint64_t memory_budget_bytes = 0;  // TableOptions.memory_budget_bytes
   uint64_t pending_forgotten = 0;    // pending keys dropped past max_pending_keys
@@ -114,13 +114,13 @@ struct TableStats {
   uint64_t budget_deferred = 0;
   // The RocksDB tier (zero when the table has none). Lookups count keys.
   bool tiered = false;
-  uint64_t hot_hits = 0;       // answered from memory
-  uint64_t cold_hits = 0;      // answered from RocksDB
-  uint64_t cold_misses = 0;    // asked RocksDB, absent (new keys)
-  uint64_t cold_rows = 0;      // RocksDB's estimate of the rows it holds
-  uint64_t tier_evictions = 0; // rows moved out of memory
-  uint64_t tier_promotions = 0;// rows brought back by pushes
-  uint64_t tier_errors = 0;    // failed RocksDB reads/writes
+  uint64_t hot_hits = 0;         // answered from memory
+  uint64_t cold_hits = 0;        // answered from RocksDB
+  uint64_t cold_misses = 0;      // asked RocksDB, absent (new keys)
+  uint64_t cold_rows = 0;        // RocksDB's estimate of the rows it holds
+  uint64_t tier_evictions = 0;   // rows moved out of memory
+  uint64_t tier_promotions = 0;  // rows brought back by pushes
+  uint64_t tier_errors = 0;      // failed RocksDB reads/writes
 };
 
 struct DenseStats {
@@ -129,7 +129,6 @@ struct DenseStats {
   uint64_t pushes = 0;
   uint64_t rejected_gradients = 0;
 };
-
 
 struct ServerStats {
   std::vector<TableStats> tables;
@@ -161,8 +160,7 @@ class ParameterServer {
   // keys read their initial value (a pure function of seed and key). Pulls do
   // not create rows. NOT_FOUND for an unknown table, INVALID_ARGUMENT when
   // out.size() != keys.size() * dim, RESOURCE_EXHAUSTED past the key limit.
-  absl::Status Pull(std::string_view table, absl::Span<const uint64_t> keys,
-                    absl::Span<float> out);
+  absl::Status Pull(std::string_view table, absl::Span<const uint64_t> keys, absl::Span<float> out);
 
   // Applies the table's optimizer to each row with grads[i*dim, (i+1)*dim).
   // Keys must be unique within one push (the client sums duplicates);

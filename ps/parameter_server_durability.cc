@@ -165,8 +165,8 @@ absl::Status ParameterServer::OpenDurable() {
       ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> chain,
                        internal::ReadChain(parts[options_.shard_index]));
       if (chain.front().has_rocksdb()) {
-        RETURN_IF_ERROR(LinkRocksDb(
-            chain.front().info().shard_dir() + "/" + internal::kRocksDirName, live));
+        RETURN_IF_ERROR(
+            LinkRocksDb(chain.front().info().shard_dir() + "/" + internal::kRocksDirName, live));
         linked = true;
       }
     }
@@ -180,7 +180,8 @@ absl::Status ParameterServer::OpenDurable() {
   const std::string wal_dir = dir + "/wal";
   if (options_.wal) {
     storage::WalOptions wo;
-    wo.sync = options_.wal_fsync ? storage::WalOptions::Sync::kData : storage::WalOptions::Sync::kNone;
+    wo.sync =
+        options_.wal_fsync ? storage::WalOptions::Sync::kData : storage::WalOptions::Sync::kNone;
     ASSIGN_OR_RETURN(state_->wal, storage::WalWriter::Open(wal_dir, wo));
     RETURN_IF_ERROR(ReplayWal(std::max<uint64_t>(1, latest.replay_from_lsn())));
     state_->push_log.set_wal(state_->wal.get());
@@ -194,13 +195,11 @@ absl::Status ParameterServer::OpenDurable() {
   std::vector<CheckpointInfo> found;
   const std::string mine = internal::ShardDirName(options_.shard_index, options_.num_shards);
   for (const fs::directory_entry& e : fs::directory_iterator(dir + "/checkpoints", ec)) {
-    absl::StatusOr<v1::CheckpointManifest> m =
-        internal::ReadManifest((e.path() / mine).string());
+    absl::StatusOr<v1::CheckpointManifest> m = internal::ReadManifest((e.path() / mine).string());
     if (m.ok()) found.push_back(rpc::FromProto(m->info()));
   }
   if (!latest.dir().empty()) {  // a checkpoint written outside the default root
-    absl::StatusOr<v1::CheckpointManifest> m =
-        internal::ReadManifest(latest.dir() + "/" + mine);
+    absl::StatusOr<v1::CheckpointManifest> m = internal::ReadManifest(latest.dir() + "/" + mine);
     if (m.ok() && std::none_of(found.begin(), found.end(), [&](const CheckpointInfo& c) {
           return c.shard_dir == m->info().shard_dir();
         })) {
@@ -226,8 +225,8 @@ absl::Status ParameterServer::ReplayWal(uint64_t from_lsn) {
   v1::WalEntry entry;
   auto parse = [&](uint64_t lsn, std::string_view record) -> absl::Status {
     if (!entry.ParseFromArray(record.data(), static_cast<int>(record.size()))) {
-      return absl::DataLossError(
-          absl::StrCat(wal_dir, ": record ", lsn, " is not a WalEntry (", record.size(), " bytes)"));
+      return absl::DataLossError(absl::StrCat(wal_dir, ": record ", lsn, " is not a WalEntry (",
+                                              record.size(), " bytes)"));
     }
     return absl::OkStatus();
   };
@@ -265,8 +264,7 @@ absl::Status ParameterServer::ReplayWal(uint64_t from_lsn) {
         const std::vector<uint64_t> keys = CopyOut<uint64_t>(p.keys());
         const std::vector<float> grads = CopyOut<float>(p.grads());
         absl::StatusOr<PreparedPush> prepared = (*t)->PreparePush(keys, grads);
-        absl::Status st =
-            prepared.ok() ? (*t)->ApplyPush(*prepared, p.step()) : prepared.status();
+        absl::Status st = prepared.ok() ? (*t)->ApplyPush(*prepared, p.step()) : prepared.status();
         if (!st.ok()) return absl::DataLossError(absl::StrCat(where, ": ", st.message()));
         if (p.part() == 0) note_applied(p.client_id(), p.sequence());
         return absl::OkStatus();
@@ -391,8 +389,7 @@ absl::StatusOr<CheckpointInfo> ParameterServer::Checkpoint(const CheckpointOptio
     ASSIGN_OR_RETURN(uint64_t rows_bytes, rows->Close());
     manifest.set_rows_file_bytes(rows_bytes);
     if (state_->db != nullptr && !info.incremental) {
-      RETURN_IF_ERROR(
-          state_->db->CreateCheckpoint(info.shard_dir + "/" + internal::kRocksDirName));
+      RETURN_IF_ERROR(state_->db->CreateCheckpoint(info.shard_dir + "/" + internal::kRocksDirName));
       manifest.set_has_rocksdb(true);
     }
   }  // pushes resume
@@ -481,8 +478,7 @@ absl::StatusOr<RestoreInfo> ParameterServer::RestoreLocked(const std::string& di
   }
   std::vector<sharding::DenseVariable> placed;
   for (const DenseOptions& o : dense) placed.push_back({o.name, o.num_floats()});
-  ASSIGN_OR_RETURN(std::vector<int32_t> dense_shard,
-                   sharding::PlaceDenseVariables(placed, shards));
+  ASSIGN_OR_RETURN(std::vector<int32_t> dense_shard, sharding::PlaceDenseVariables(placed, shards));
   absl::flat_hash_set<std::string> my_dense;
   for (size_t i = 0; i < dense.size(); ++i) {
     if (dense_shard[i] != me) continue;
@@ -520,8 +516,8 @@ absl::StatusOr<RestoreInfo> ParameterServer::RestoreLocked(const std::string& di
           ASSIGN_OR_RETURN(std::shared_ptr<Table> t, state_->FindTable(name));
           RowImporter importer(t.get(), Owner(name, me, shards));
           const size_t row_bytes = t->stored_row_bytes();
-          RETURN_IF_ERROR(old->ForEach(
-              internal::TableFamily(name), [&](uint64_t key, std::string_view value) {
+          RETURN_IF_ERROR(
+              old->ForEach(internal::TableFamily(name), [&](uint64_t key, std::string_view value) {
                 if (value.size() != row_bytes) {
                   return absl::DataLossError(absl::StrCat(part, ": table '", name, "' key ", key,
                                                           " holds ", value.size(),
@@ -536,8 +532,7 @@ absl::StatusOr<RestoreInfo> ParameterServer::RestoreLocked(const std::string& di
       absl::flat_hash_map<std::string, std::unique_ptr<RowImporter>> importers;
       std::vector<std::shared_ptr<Table>> held;
       RETURN_IF_ERROR(internal::ForEachCheckpointRecord(
-          part + "/" + internal::kRowsFileName,
-          [&](const v1::CheckpointRecord& r) -> absl::Status {
+          part + "/" + internal::kRowsFileName, [&](const v1::CheckpointRecord& r) -> absl::Status {
             if (r.has_dense()) {
               const v1::DenseBlock& d = r.dense();
               if (!my_dense.contains(d.name())) return absl::OkStatus();

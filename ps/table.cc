@@ -62,13 +62,14 @@ double SteadySeconds() {
 }
 
 absl::Status TierError(const std::string& table) {
-  return absl::UnavailableError(absl::StrCat(
-      "table '", table, "': the RocksDB tier could not be read or written (disk error?); the "
-      "request was not answered from initial values"));
+  return absl::UnavailableError(
+      absl::StrCat("table '", table,
+                   "': the RocksDB tier could not be read or written (disk error?); the "
+                   "request was not answered from initial values"));
 }
 
-std::unique_ptr<RowStore> MakeStore(const TableOptions& options, int slot_floats,
-                                    uint64_t max_rows, const TableTier* tier) {
+std::unique_ptr<RowStore> MakeStore(const TableOptions& options, int slot_floats, uint64_t max_rows,
+                                    const TableTier* tier) {
   const internal::MemRowStoreOptions mem{.row_floats = options.dim + slot_floats,
                                          .hot_floats = options.dim,
                                          .stripe_bits = kStripeBits,
@@ -251,6 +252,23 @@ void Table::SetPending(int s, uint64_t key, uint16_t count) {
   counts[key] = count;
 }
 
+bool Table::WriteStripes(
+    internal::KeyBatch& b,
+    absl::FunctionRef<bool(int stripe, RowStore::Writer& w, uint32_t lo, uint32_t hi)> fn) {
+  b.rows.resize(b.size());
+  bool ok = true;
+  for (int s = 0; s < store_->num_stripes() && ok; ++s) {
+    const uint32_t lo = b.begin[s], hi = b.begin[s + 1];
+    if (lo == hi) continue;
+    store_->Write(s, [&](RowStore::Writer& w) {
+      w.FindBatch({b.keys.data() + lo, hi - lo}, {b.hashes.data() + lo, hi - lo},
+                  {b.rows.data() + lo, hi - lo});
+      ok = w.ok() && fn(s, w, lo, hi);
+    });
+  }
+  return ok;
+}
+
 uint32_t Table::PartsOf(const PreparedPush& push) const {
   const KeyBatch& b = *push.batch;
   uint32_t parts = 0;
@@ -316,68 +334,59 @@ absl::Status Table::ApplyPush(const PreparedPush& push, int64_t step, PushLog* l
     logged.step = step;
   }
   uint64_t max_lsn = 0;
-  bool tier_ok = true;
+  bool tier_ok = true;  // false: a stripe's rows could not be read from the tier
 
-  for (int s = 0; s < store_->num_stripes() && tier_ok; ++s) {
-    const uint32_t lo = b.begin[s], hi = b.begin[s + 1];
-    if (lo == hi) continue;
-    store_->Write(s, [&](RowStore::Writer& w) {
-      w.FindBatch({b.keys.data() + lo, hi - lo}, {b.hashes.data() + lo, hi - lo},
-                  {b.rows.data() + lo, hi - lo});
-      if (!w.ok()) {
-        tier_ok = false;
-        return;
-      }
-      if (log != nullptr) {
-        logged.keys = {b.keys.data() + lo, hi - lo};
-        logged.original = {b.original.data() + lo, hi - lo};
-        max_lsn = std::max(max_lsn, log->LogPart(logged));
-        ++logged.part;
-      }
-      for (uint32_t j = lo; j < hi; ++j) {
-        RowHeader* row = b.rows[j];
-        const uint64_t key = b.keys[j];
-        if (row == nullptr) {
-          uint32_t count = 0;
-          if (min_count > 1) {
-            const auto it = pending_[s].counts.find(key);
-            count = (it == pending_[s].counts.end() ? 0u : it->second) + 1u;
-            if (count < min_count) {
-              SetPending(s, key, static_cast<uint16_t>(count));
-              continue;  // counted only
-            }
+  tier_ok = WriteStripes(b, [&](int s, RowStore::Writer& w, uint32_t lo, uint32_t hi) {
+    if (log != nullptr) {
+      logged.keys = {b.keys.data() + lo, hi - lo};
+      logged.original = {b.original.data() + lo, hi - lo};
+      max_lsn = std::max(max_lsn, log->LogPart(logged));
+      ++logged.part;
+    }
+    for (uint32_t j = lo; j < hi; ++j) {
+      RowHeader* row = b.rows[j];
+      const uint64_t key = b.keys[j];
+      if (row == nullptr) {
+        uint32_t count = 0;
+        if (min_count > 1) {
+          const auto it = pending_[s].counts.find(key);
+          count = (it == pending_[s].counts.end() ? 0u : it->second) + 1u;
+          if (count < min_count) {
+            SetPending(s, key, static_cast<uint16_t>(count));
+            continue;  // counted only
           }
-          if (!take_reservation()) {
-            ++deferred;
-            if (min_count > 1) SetPending(s, key, static_cast<uint16_t>(min_count - 1));
-            continue;
-          }
-          row = w.Insert(key, b.hashes[j]);
-          if (row == nullptr) {  // the store itself is full
-            committed_.fetch_sub(1, std::memory_order_relaxed);
-            ++deferred;
-            if (min_count > 1) SetPending(s, key, static_cast<uint16_t>(min_count - 1));
-            continue;
-          }
-          if (min_count > 1) pending_[s].counts.erase(key);
-          initializer_.Fill(key, {row->floats(), dim});
-          optimizer_->InitSlots({row->floats() + dim, slots});
-          ++admitted;
         }
-        const float* g = push.grads.data() + size_t{b.original[j]} * dim;
-        if (transform) {
-          for (size_t k = 0; k < dim; ++k) {
-            float v = NonFinite(g[k]) ? 0.0f : g[k];
-            if (clip > 0) v = std::clamp(v, -clip, clip);
-            scratch[k] = v;
-          }
-          g = scratch;
+        if (!take_reservation()) {
+          ++deferred;
+          if (min_count > 1) SetPending(s, key, static_cast<uint16_t>(min_count - 1));
+          continue;
         }
-        optimizer_->Apply({row->floats(), dim}, {row->floats() + dim, slots}, {g, dim});
-        row->MarkUpdated(step32, now32);
+        row = w.Insert(key, b.hashes[j]);
+        if (row == nullptr) {  // the store itself is full
+          committed_.fetch_sub(1, std::memory_order_relaxed);
+          ++deferred;
+          if (min_count > 1) SetPending(s, key, static_cast<uint16_t>(min_count - 1));
+          continue;
+        }
+        if (min_count > 1) pending_[s].counts.erase(key);
+        initializer_.Fill(key, {row->floats(), dim});
+        optimizer_->InitSlots({row->floats() + dim, slots});
+        ++admitted;
       }
-    });
-  }
+      const float* g = push.grads.data() + size_t{b.original[j]} * dim;
+      if (transform) {
+        for (size_t k = 0; k < dim; ++k) {
+          float v = NonFinite(g[k]) ? 0.0f : g[k];
+          if (clip > 0) v = std::clamp(v, -clip, clip);
+          scratch[k] = v;
+        }
+        g = scratch;
+      }
+      optimizer_->Apply({row->floats(), dim}, {row->floats() + dim, slots}, {g, dim});
+      row->MarkUpdated(step32, now32);
+    }
+    return true;
+  });
   if (reserved > 0) committed_.fetch_sub(reserved, std::memory_order_relaxed);
   if (last_lsn != nullptr) *last_lsn = max_lsn;
   if (!tier_ok) return TierError(options_.name);
@@ -483,7 +492,7 @@ absl::Status Table::WriteCheckpoint(bool incremental, CheckpointSink* sink, bool
       }
       for (size_t i = 0; i < evicted_dirty.size(); ++i) {
         RowHeader* r = found_rows[i];
-        if (r == nullptr) continue;                       // erased since (TTL): in `erased`
+        if (r == nullptr) continue;                        // erased since (TTL): in `erased`
         if (written.contains(evicted_dirty[i])) continue;  // written above
         const size_t at = rows.size();
         rows.resize(at + row_bytes);
@@ -523,35 +532,22 @@ absl::Status Table::ImportRows(const char* rows, size_t count, size_t row_bytes)
   KeyBatch& b = internal::ThreadKeyBatch();
   b.Group(*store_, keys);
   b.rows.resize(keys.size());
-  bool tier_ok = true;
   uint64_t created = 0;
-  for (int s = 0; s < store_->num_stripes() && tier_ok; ++s) {
-    const uint32_t lo = b.begin[s], hi = b.begin[s + 1];
-    if (lo == hi) continue;
-    store_->Write(s, [&](RowStore::Writer& w) {
-      w.FindBatch({b.keys.data() + lo, hi - lo}, {b.hashes.data() + lo, hi - lo},
-                  {b.rows.data() + lo, hi - lo});
-      if (!w.ok()) {
-        tier_ok = false;
-        return;
+  const bool tier_ok = WriteStripes(b, [&](int, RowStore::Writer& w, uint32_t lo, uint32_t hi) {
+    for (uint32_t j = lo; j < hi; ++j) {
+      RowHeader* r = b.rows[j];
+      if (r == nullptr) {
+        r = w.Insert(b.keys[j], b.hashes[j]);
+        if (r == nullptr) return false;
+        ++created;
       }
-      for (uint32_t j = lo; j < hi; ++j) {
-        RowHeader* r = b.rows[j];
-        if (r == nullptr) {
-          r = w.Insert(b.keys[j], b.hashes[j]);
-          if (r == nullptr) {
-            tier_ok = false;
-            return;
-          }
-          ++created;
-        }
-        std::memcpy(static_cast<void*>(r), rows + size_t{source[b.original[j]]} * row_bytes,
-                    row_bytes);
-        // Restored rows count as changed: the next checkpoint must hold them.
-        r->time_flags = (r->time_flags & RowHeader::kTimeMask) | RowHeader::kDirty;
-      }
-    });
-  }
+      std::memcpy(static_cast<void*>(r), rows + size_t{source[b.original[j]]} * row_bytes,
+                  row_bytes);
+      // Restored rows count as changed: the next checkpoint must hold them.
+      r->time_flags = (r->time_flags & RowHeader::kTimeMask) | RowHeader::kDirty;
+    }
+    return true;
+  });
   committed_.fetch_add(created, std::memory_order_relaxed);
   if (!tier_ok) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -566,21 +562,16 @@ absl::Status Table::ImportDeletes(absl::Span<const uint64_t> keys) {
   b.Group(*store_, keys);
   b.rows.resize(keys.size());
   uint64_t erased = 0;
-  for (int s = 0; s < store_->num_stripes(); ++s) {
-    const uint32_t lo = b.begin[s], hi = b.begin[s + 1];
-    if (lo == hi) continue;
-    store_->Write(s, [&](RowStore::Writer& w) {
-      w.FindBatch({b.keys.data() + lo, hi - lo}, {b.hashes.data() + lo, hi - lo},
-                  {b.rows.data() + lo, hi - lo});
-      for (uint32_t j = lo; j < hi; ++j) {
-        if (b.rows[j] == nullptr) continue;
-        w.Erase(b.keys[j], b.hashes[j]);
-        ++erased;
-      }
-    });
-  }
+  const bool tier_ok = WriteStripes(b, [&](int, RowStore::Writer& w, uint32_t lo, uint32_t hi) {
+    for (uint32_t j = lo; j < hi; ++j) {
+      if (b.rows[j] == nullptr) continue;
+      w.Erase(b.keys[j], b.hashes[j]);
+      ++erased;
+    }
+    return true;
+  });
   committed_.fetch_sub(erased, std::memory_order_relaxed);
-  return absl::OkStatus();
+  return tier_ok ? absl::OkStatus() : TierError(options_.name);
 }
 
 TableStats Table::Stats() const {

@@ -166,8 +166,8 @@ class Table {
   // pushes may or may not be seen (and a row moving between tiers meanwhile
   // may be seen twice or not at all).
   absl::Status Scan(absl::FunctionRef<void(uint64_t key, absl::Span<const float> weights,
-                                   absl::Span<const float> slots)>
-                fn) const;
+                                           absl::Span<const float> slots)>
+                        fn) const;
 
   TableStats Stats() const;
 
@@ -176,6 +176,12 @@ class Table {
         const TableTier* tier);
 
   uint32_t NowSeconds() const;
+  // For each stripe b touches, under its exclusive lock: looks the stripe's
+  // keys up into b.rows[lo, hi), then runs fn. Stops and returns false when
+  // a lookup could not read the tier or fn returns false.
+  bool WriteStripes(
+      internal::KeyBatch& b,
+      absl::FunctionRef<bool(int stripe, RowStore::Writer& w, uint32_t lo, uint32_t hi)> fn);
   bool TryReserve(uint64_t rows);
   uint64_t CountCreations(const internal::KeyBatch& b) const;
   // Inserts/updates a pending count, forgetting low counts past the bound.

@@ -74,8 +74,8 @@ absl::StatusOr<v1::CheckpointManifest> ReadManifest(const std::string& shard_dir
   std::memcpy(&masked, file->data() + 4, 4);
   const std::string_view body(file->data() + 8, file->size() - 8);
   if (storage::crc32c::Unmask(masked) != storage::crc32c::Value(body)) {
-    return absl::DataLossError(absl::StrCat(path, ": checksum mismatch over ", body.size(),
-                                            " bytes at offset 8"));
+    return absl::DataLossError(
+        absl::StrCat(path, ": checksum mismatch over ", body.size(), " bytes at offset 8"));
   }
   v1::CheckpointManifest m;
   if (!m.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
@@ -98,8 +98,8 @@ absl::StatusOr<std::vector<v1::CheckpointManifest>> ReadCheckpoint(const std::st
     int32_t i = 0, num = 0;
     if (!e.is_directory() || !ParseShardDirName(e.path().filename().string(), &i, &num)) continue;
     if (n != -1 && num != n) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "checkpoint ", dir, " mixes parts of ", n, " and ", num, " shards"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("checkpoint ", dir, " mixes parts of ", n, " and ", num, " shards"));
     }
     n = num;
     parts.push_back(e.path().string());
@@ -123,8 +123,8 @@ absl::StatusOr<std::vector<v1::CheckpointManifest>> ReadCheckpoint(const std::st
   }
   for (int32_t i = 0; i < n; ++i) {
     if (!seen[i]) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "checkpoint ", dir, " is incomplete: no part ", ShardDirName(i, n)));
+      return absl::FailedPreconditionError(
+          absl::StrCat("checkpoint ", dir, " is incomplete: no part ", ShardDirName(i, n)));
     }
   }
   return out;
@@ -138,9 +138,9 @@ absl::StatusOr<std::vector<v1::CheckpointManifest>> ReadChain(
     const std::string base = chain.back().base_shard_dir();
     absl::StatusOr<v1::CheckpointManifest> m = ReadManifest(base);
     if (!m.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "incremental checkpoint ", chain.back().info().shard_dir(), " needs its base ", base,
-          ": ", m.status().message()));
+      return absl::FailedPreconditionError(
+          absl::StrCat("incremental checkpoint ", chain.back().info().shard_dir(),
+                       " needs its base ", base, ": ", m.status().message()));
     }
     chain.push_back(*std::move(m));
   }

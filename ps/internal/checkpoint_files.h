@@ -51,8 +51,7 @@ absl::StatusOr<std::vector<v1::CheckpointManifest>> ReadCheckpoint(const std::st
 
 // The parts to apply to restore `newest`: its full base first, then each
 // increment up to `newest`. FAILED_PRECONDITION names a missing base.
-absl::StatusOr<std::vector<v1::CheckpointManifest>> ReadChain(
-    const v1::CheckpointManifest& newest);
+absl::StatusOr<std::vector<v1::CheckpointManifest>> ReadChain(const v1::CheckpointManifest& newest);
 
 // Writes rows.tfrecord: the CheckpointSink tables write into, plus dense
 // variables. Blocks are cut at ~4 MiB so a reader never holds more.

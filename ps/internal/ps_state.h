@@ -117,7 +117,7 @@ struct ParameterServer::State {
       ABSL_GUARDED_BY(mu);
 
   // Durability; set by Open() before any request, constant after.
-  std::unique_ptr<storage::RocksDb> db;   // null without a data dir
+  std::unique_ptr<storage::RocksDb> db;     // null without a data dir
   std::unique_ptr<storage::WalWriter> wal;  // null without a data dir or with wal off
   internal::WalPushLog push_log;
   std::atomic<uint64_t> next_push_id{1};

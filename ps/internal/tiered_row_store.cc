@@ -25,9 +25,18 @@ uint64_t SplitMix(uint64_t* state) {
   return z ^ (z >> 31);
 }
 
+// MultiGet writes values back to back; rows need 8-byte alignment, so a
+// value size that is not a multiple of 8 is spread out in place (backwards).
+void AlignRows(char* base, size_t n, size_t value_bytes, size_t stride) {
+  if (stride == value_bytes) return;
+  for (size_t i = n; i-- > 0;) std::memmove(base + i * stride, base + i * value_bytes, value_bytes);
+}
+
+}  // namespace
+
 // Rows read from RocksDB for one lookup, 8-byte aligned so they can be
 // handed out as RowHeader*. Per thread: lookups of one thread do not overlap.
-struct ColdScratch {
+struct TieredRowStore::ColdScratch {
   std::vector<uint64_t> keys;
   std::vector<uint32_t> index;  // position in the caller's batch
   std::vector<uint64_t> rows;   // value bytes rounded up to 8, per key
@@ -42,19 +51,10 @@ struct ColdScratch {
   }
 };
 
-ColdScratch& ThreadColdScratch() {
+TieredRowStore::ColdScratch& TieredRowStore::ThreadColdScratch() {
   thread_local ColdScratch scratch;
   return scratch;
 }
-
-// MultiGet writes values back to back; rows need 8-byte alignment, so a
-// value size that is not a multiple of 8 is spread out in place (backwards).
-void AlignRows(char* base, size_t n, size_t value_bytes, size_t stride) {
-  if (stride == value_bytes) return;
-  for (size_t i = n; i-- > 0;) std::memmove(base + i * stride, base + i * value_bytes, value_bytes);
-}
-
-}  // namespace
 
 // Past this many keys of checkpoint bookkeeping per stripe (a PS that is
 // never checkpointed), the lists are dropped and the next incremental
@@ -82,6 +82,34 @@ struct TieredRowStore::StripeTier {
   }
 };
 
+template <typename Row>
+bool TieredRowStore::ReadMisses(const StripeTier& tier, absl::Span<const uint64_t> keys,
+                                absl::Span<Row*> rows, ColdScratch* s, bool* ok) const {
+  if (!tier.cold_possible) {
+    hot_hits_.fetch_add(keys.size(), std::memory_order_relaxed);
+    return false;
+  }
+  s->keys.clear();
+  s->index.clear();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (rows[i] == nullptr) {
+      s->keys.push_back(keys[i]);
+      s->index.push_back(static_cast<uint32_t>(i));
+    }
+  }
+  hot_hits_.fetch_add(keys.size() - s->keys.size(), std::memory_order_relaxed);
+  if (s->keys.empty()) return false;
+  s->Prepare(s->keys.size(), (value_bytes_ + 7) / 8);
+  absl::Status st = options_.db->MultiGet(options_.column_family, s->keys, value_bytes_,
+                                          reinterpret_cast<char*>(s->rows.data()), s->found.get());
+  if (!st.ok()) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
+    *ok = false;
+    return false;
+  }
+  return true;
+}
+
 class TieredRowStore::TierReader final : public RowStore::Reader {
  public:
   TierReader(const TieredRowStore* store, const StripeTier* tier, const Reader* inner)
@@ -90,32 +118,11 @@ class TieredRowStore::TierReader final : public RowStore::Reader {
   void FindBatch(absl::Span<const uint64_t> keys, absl::Span<const uint64_t> hashes,
                  absl::Span<const RowHeader*> rows) const override {
     inner_->FindBatch(keys, hashes, rows);
-    if (!tier_->cold_possible) {
-      store_->hot_hits_.fetch_add(keys.size(), std::memory_order_relaxed);
-      return;
-    }
-    ColdScratch& s = ThreadColdScratch();
-    s.keys.clear();
-    s.index.clear();
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (rows[i] == nullptr) {
-        s.keys.push_back(keys[i]);
-        s.index.push_back(static_cast<uint32_t>(i));
-      }
-    }
-    store_->hot_hits_.fetch_add(keys.size() - s.keys.size(), std::memory_order_relaxed);
-    if (s.keys.empty()) return;
+    TieredRowStore::ColdScratch& s = ThreadColdScratch();
+    if (!store_->ReadMisses(*tier_, keys, rows, &s, &ok_)) return;
     const size_t vb = store_->value_bytes_;
     const size_t words = (vb + 7) / 8;
-    s.Prepare(s.keys.size(), words);
     char* base = reinterpret_cast<char*>(s.rows.data());
-    absl::Status st = store_->options_.db->MultiGet(store_->options_.column_family, s.keys, vb,
-                                                    base, s.found.get());
-    if (!st.ok()) {
-      store_->errors_.fetch_add(1, std::memory_order_relaxed);
-      ok_ = false;
-      return;
-    }
     AlignRows(base, s.keys.size(), vb, words * 8);
     uint64_t hits = 0;
     for (size_t j = 0; j < s.keys.size(); ++j) {
@@ -144,9 +151,8 @@ class TieredRowStore::TierWriter final : public RowStore::Writer {
   // Deletes of erased rows are batched into one write at the end.
   void Finish() {
     if (deletes_.empty()) return;
-    absl::Status st =
-        store_->options_.db->Write(store_->options_.column_family, {}, nullptr,
-                                   store_->value_bytes_, deletes_);
+    absl::Status st = store_->options_.db->Write(store_->options_.column_family, {}, nullptr,
+                                                 store_->value_bytes_, deletes_);
     if (!st.ok()) store_->errors_.fetch_add(1, std::memory_order_relaxed);
   }
 
@@ -155,31 +161,10 @@ class TieredRowStore::TierWriter final : public RowStore::Writer {
     const uint64_t want = uint64_t{inner_->size()} + keys.size();
     if (want > store_->stripe_cap_) MakeRoom(want - store_->stripe_cap_, keys);
     inner_->FindBatch(keys, hashes, rows);
-    if (!tier_->cold_possible) {
-      store_->hot_hits_.fetch_add(keys.size(), std::memory_order_relaxed);
-      return;
-    }
-    ColdScratch& s = ThreadColdScratch();
-    s.keys.clear();
-    s.index.clear();
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (rows[i] == nullptr) {
-        s.keys.push_back(keys[i]);
-        s.index.push_back(static_cast<uint32_t>(i));
-      }
-    }
-    store_->hot_hits_.fetch_add(keys.size() - s.keys.size(), std::memory_order_relaxed);
-    if (s.keys.empty()) return;
+    TieredRowStore::ColdScratch& s = ThreadColdScratch();
+    if (!store_->ReadMisses(*tier_, keys, rows, &s, &ok_)) return;
     const size_t vb = store_->value_bytes_;
-    s.Prepare(s.keys.size(), (vb + 7) / 8);
     char* base = reinterpret_cast<char*>(s.rows.data());
-    absl::Status st = store_->options_.db->MultiGet(store_->options_.column_family, s.keys, vb,
-                                                    base, s.found.get());
-    if (!st.ok()) {
-      store_->errors_.fetch_add(1, std::memory_order_relaxed);
-      ok_ = false;
-      return;
-    }
     uint64_t hits = 0;
     for (size_t j = 0; j < s.keys.size(); ++j) {
       if (!s.found[j]) continue;
@@ -345,17 +330,17 @@ bool TieredRowStore::TakeCheckpointDelta(int stripe, std::vector<uint64_t>* evic
 
 absl::Status TieredRowStore::ForEachCold(absl::FunctionRef<void(const RowHeader&)> fn) const {
   std::vector<uint64_t> row((value_bytes_ + 7) / 8);  // aligned copy
-  return options_.db->ForEach(options_.column_family,
-                              [&](uint64_t key, std::string_view value) -> absl::Status {
-                                if (value.size() != value_bytes_) {
-                                  return absl::DataLossError(absl::StrCat(
-                                      "RocksDB family ", options_.column_family, " key ", key,
-                                      " holds ", value.size(), " bytes, expected ", value_bytes_));
-                                }
-                                std::memcpy(row.data(), value.data(), value_bytes_);
-                                fn(*reinterpret_cast<const RowHeader*>(row.data()));
-                                return absl::OkStatus();
-                              });
+  return options_.db->ForEach(
+      options_.column_family, [&](uint64_t key, std::string_view value) -> absl::Status {
+        if (value.size() != value_bytes_) {
+          return absl::DataLossError(absl::StrCat("RocksDB family ", options_.column_family,
+                                                  " key ", key, " holds ", value.size(),
+                                                  " bytes, expected ", value_bytes_));
+        }
+        std::memcpy(row.data(), value.data(), value_bytes_);
+        fn(*reinterpret_cast<const RowHeader*>(row.data()));
+        return absl::OkStatus();
+      });
 }
 
 absl::Status TieredRowStore::ReadCold(absl::Span<const uint64_t> keys, char* rows,

@@ -96,8 +96,18 @@ class TieredRowStore final : public RowStore {
 
  private:
   struct StripeTier;
+  struct ColdScratch;
+  static ColdScratch& ThreadColdScratch();  // per thread: one lookup at a time
   class TierReader;
   class TierWriter;
+
+  // Reads the keys whose rows[i] is null from RocksDB into *s (keys, their
+  // batch positions, found flags, rows). False when there is nothing to use:
+  // the stripe has no cold rows, nothing missed, or the read failed (then
+  // *ok = false and the error is counted).
+  template <typename Row>
+  bool ReadMisses(const StripeTier& tier, absl::Span<const uint64_t> keys, absl::Span<Row*> rows,
+                  ColdScratch* s, bool* ok) const;
 
   const TieredRowStoreOptions options_;
   const size_t value_bytes_;

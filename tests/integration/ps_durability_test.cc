@@ -26,7 +26,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr int kKeys = 64;   // every push touches all of them
+constexpr int kKeys = 64;  // every push touches all of them
 constexpr int kThreads = 3;
 
 std::unique_ptr<ps::GrpcPsClient> Connect(const std::vector<std::string>& addresses,
@@ -50,8 +50,7 @@ std::vector<uint64_t> CounterKeys() {
 
 std::optional<testing::PsProcess> StartDurable(const std::string& data_dir, std::string* error,
                                                int index = 0, int shards = 1) {
-  return testing::StartBrookPs(index, shards, {"--data-dir", data_dir}, milliseconds(20000),
-                               error);
+  return testing::StartBrookPs(index, shards, {"--data-dir", data_dir}, milliseconds(20000), error);
 }
 
 TEST(PsDurabilityTest, KillNineDuringPushesLosesNoAcknowledgedPush) {
@@ -156,8 +155,7 @@ TEST(PsDurabilityTest, KillNineDuringACheckpointKeepsThePreviousOne) {
   // or refused as incomplete; never half-restored.
   auto restored = reader->Restore(dir.Join("second"));
   if (!restored.ok()) {
-    EXPECT_EQ(restored.status().code(), absl::StatusCode::kFailedPrecondition)
-        << restored.status();
+    EXPECT_EQ(restored.status().code(), absl::StatusCode::kFailedPrecondition) << restored.status();
     BROOK_ASSERT_OK(reader->Pull("big", keys, absl::MakeSpan(values)));
     for (float v : values) ASSERT_EQ(v, 21.0f);
   }
@@ -168,8 +166,7 @@ TEST(PsDurabilityTest, KillNineDuringACheckpointKeepsThePreviousOne) {
   for (float v : values) ASSERT_EQ(v, 1.0f);
 }
 
-std::map<uint64_t, float> PullAll(ps::GrpcPsClient& c, const std::vector<uint64_t>& keys,
-                                  int dim) {
+std::map<uint64_t, float> PullAll(ps::GrpcPsClient& c, const std::vector<uint64_t>& keys, int dim) {
   std::vector<float> v(keys.size() * dim);
   EXPECT_TRUE(c.Pull("emb", keys, absl::MakeSpan(v)).ok());
   std::map<uint64_t, float> out;
