@@ -166,14 +166,14 @@ TEST(PsDurabilityTest, KillNineDuringACheckpointKeepsThePreviousOne) {
   for (float v : values) ASSERT_EQ(v, 1.0f);
 }
 
-std::map<uint64_t, float> PullAll(ps::GrpcPsClient& c, const std::vector<uint64_t>& keys, int dim) {
+// Every key's whole row, so layouts are compared key by key, value by value.
+std::map<uint64_t, std::vector<float>> PullAll(ps::GrpcPsClient& c,
+                                               const std::vector<uint64_t>& keys, int dim) {
   std::vector<float> v(keys.size() * dim);
   EXPECT_TRUE(c.Pull("emb", keys, absl::MakeSpan(v)).ok());
-  std::map<uint64_t, float> out;
+  std::map<uint64_t, std::vector<float>> out;
   for (size_t i = 0; i < keys.size(); ++i) {
-    float sum = 0;
-    for (int d = 0; d < dim; ++d) sum += v[i * dim + d] * static_cast<float>(d + 1);
-    out[keys[i]] = sum;
+    out[keys[i]].assign(v.begin() + i * dim, v.begin() + (i + 1) * dim);
   }
   return out;
 }
