@@ -14,6 +14,7 @@
 #include "ps/client/key_plan.h"
 #include "ps/client/local_ps_client.h"
 #include "ps/rpc/proto_convert.h"
+#include "ps/rpc/pull_reply.h"
 #include "ps/rpc/status_mapping.h"
 #include "ps/rpc/wire.h"
 #include "sharding/sharding.h"
@@ -21,8 +22,30 @@
 namespace brook::ps {
 namespace {
 
-using Stub = v1::ParameterServer::Stub;
 using Done = std::function<void(grpc::Status)>;
+
+// One connection to a shard: the generated stub, plus Pull on raw reply
+// bytes (the rows are copied once, from gRPC's slices into the caller's
+// buffer, instead of into a protobuf string first).
+class Stub {
+ public:
+  explicit Stub(std::shared_ptr<grpc::Channel> channel)
+      : channel_(std::move(channel)),
+        generated_(v1::ParameterServer::NewStub(channel_)),
+        pull_("/brook.v1.ParameterServer/Pull", grpc::internal::RpcMethod::NORMAL_RPC, channel_) {}
+  auto* async() { return generated_->async(); }
+  void PullRaw(grpc::ClientContext* ctx, const v1::PullRequest* req, grpc::ByteBuffer* reply,
+               Done done) {
+    grpc::internal::CallbackUnaryCall<v1::PullRequest, grpc::ByteBuffer, grpc::protobuf::MessageLite,
+                                      grpc::ByteBuffer>(channel_.get(), pull_, ctx, req, reply,
+                                                        std::move(done));
+  }
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::ParameterServer::Stub> generated_;
+  grpc::internal::RpcMethod pull_;
+};
 
 bool Retryable(grpc::StatusCode code) {
   return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED;
@@ -118,7 +141,7 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
       args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
       args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
       shard->stubs.push_back(
-          v1::ParameterServer::NewStub(grpc::CreateCustomChannel(address, creds, args)));
+          std::make_unique<Stub>(grpc::CreateCustomChannel(address, creds, args)));
     }
     shards.push_back(std::move(shard));
   }
@@ -133,7 +156,7 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::FromChannels(
   for (size_t i = 0; i < channels.size(); ++i) {
     auto shard = std::make_unique<Shard>();
     shard->address = absl::StrCat("channel ", i);
-    shard->stubs.push_back(v1::ParameterServer::NewStub(channels[i]));
+    shard->stubs.push_back(std::make_unique<Stub>(channels[i]));
     shards.push_back(std::move(shard));
   }
   return std::unique_ptr<GrpcPsClient>(new GrpcPsClient(options, std::move(shards)));
@@ -275,7 +298,7 @@ absl::Status GrpcPsClient::Pull(std::string_view table, absl::Span<const uint64_
   KeyPlan plan(sharding::TableId(table), keys, num_shards());
   const std::vector<Part> parts = SplitParts(plan, KeysPerRequest(dim));
   std::vector<v1::PullRequest> reqs(parts.size());
-  std::vector<v1::PullResponse> resps(parts.size());
+  std::vector<grpc::ByteBuffer> replies(parts.size());
   std::vector<Call> calls(parts.size());
   for (size_t p = 0; p < parts.size(); ++p) {
     const Part& part = parts[p];
@@ -289,36 +312,36 @@ absl::Status GrpcPsClient::Pull(std::string_view table, absl::Span<const uint64_
       req.mutable_route()->set_num_shards(num_shards());
     }
     calls[p].shard = part.shard;
-    calls[p].issue = [req = &req, resp = &resps[p]](Stub* stub, grpc::ClientContext* ctx,
-                                                    Done done) {
-      stub->async()->Pull(ctx, req, resp, std::move(done));
+    calls[p].issue = [req = &req, reply = &replies[p]](Stub* stub, grpc::ClientContext* ctx,
+                                                       Done done) {
+      stub->PullRaw(ctx, req, reply, std::move(done));
     };
   }
   RETURN_IF_ERROR(Run(calls, absl::Now() + options_.deadline));
 
-  // Each shard's rows as one span: the reply itself when the shard had one
-  // RPC (the usual case), else the parts joined.
-  std::vector<absl::Span<const float>> views(num_shards());
-  std::vector<std::vector<float>> joined(num_shards());
-  std::vector<std::vector<float>> scratch(parts.size());
+  // Each shard's rows as one span, copied out of the reply's slices into
+  // this thread's buffer (reused: no allocation once warm).
+  thread_local std::vector<float> rows_buffer;
+  std::vector<size_t> shard_offset(num_shards() + 1, 0);
+  for (int32_t s = 0; s < num_shards(); ++s) {
+    shard_offset[s + 1] = shard_offset[s] + plan.shard_keys(s).size() * dim;
+  }
+  rows_buffer.resize(shard_offset.back());
   for (size_t p = 0; p < parts.size(); ++p) {
     const Part& part = parts[p];
-    ASSIGN_OR_RETURN(absl::Span<const float> rows,
-                     rpc::DecodeFloats(resps[p].rows(), &scratch[p], "pulled rows"));
-    if (rows.size() != part.size() * dim) {
-      return absl::InternalError(
-          absl::StrCat("PS shard ", part.shard, " (", shards_[part.shard]->address, ") replied ",
-                       rows.size(), " floats for ", part.size(), " keys x dim ", dim));
+    float* dst = rows_buffer.data() + shard_offset[part.shard] + part.begin * dim;
+    absl::Status read =
+        rpc::ReadPullReply(&replies[p], static_cast<uint32_t>(dim), part.size(),
+                           absl::MakeSpan(dst, part.size() * dim));
+    if (!read.ok()) {
+      return absl::InternalError(absl::StrCat("PS shard ", part.shard, " (",
+                                              shards_[part.shard]->address, "): ", read.message()));
     }
-    const size_t shard_keys = plan.shard_keys(part.shard).size();
-    if (part.size() == shard_keys) {
-      views[part.shard] = rows;
-    } else {
-      std::vector<float>& j = joined[part.shard];
-      j.resize(shard_keys * dim);
-      std::copy(rows.begin(), rows.end(), j.begin() + part.begin * dim);
-      views[part.shard] = j;
-    }
+  }
+  std::vector<absl::Span<const float>> views(num_shards());
+  for (int32_t s = 0; s < num_shards(); ++s) {
+    views[s] = absl::MakeConstSpan(rows_buffer.data() + shard_offset[s],
+                                   shard_offset[s + 1] - shard_offset[s]);
   }
   plan.ExpandRows(views, dim, out);
   return absl::OkStatus();

@@ -1,5 +1,8 @@
 #include "ps/rpc/ps_handlers.h"
 
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/proto_buffer_reader.h>
+
 #include <string>
 #include <vector>
 
@@ -8,6 +11,7 @@
 #include "common/version.h"
 #include "ps/parameter_server.h"
 #include "ps/rpc/proto_convert.h"
+#include "ps/rpc/pull_reply.h"
 #include "ps/rpc/wire.h"
 
 namespace brook::ps::rpc {
@@ -68,34 +72,59 @@ absl::Status PsHandlers::DropTable(const v1::DropTableRequest& req,
   return ps_->DropTable(req.table());
 }
 
-absl::Status PsHandlers::Pull(const v1::PullRequest& req, v1::PullResponse* resp) {
+absl::StatusOr<uint32_t> PsHandlers::CheckPull(const v1::PullRequest& req, size_t keys) const {
   RETURN_IF_ERROR(CheckRoute(req.route()));
-  std::vector<uint64_t> key_scratch;
-  ASSIGN_OR_RETURN(absl::Span<const uint64_t> keys, DecodeKeys(req.keys(), &key_scratch));
   uint32_t dim = req.dim();
   if (dim == 0) {
     ASSIGN_OR_RETURN(dim, LookupDim(*ps_, req.table()));
   }
   const uint64_t max_keys = ps_->options().max_keys_per_request;
-  if (keys.size() > max_keys) {
-    return absl::ResourceExhaustedError(absl::StrCat("pull of ", keys.size(), " keys from '",
+  if (keys > max_keys) {
+    return absl::ResourceExhaustedError(absl::StrCat("pull of ", keys, " keys from '",
                                                      req.table(), "' exceeds the limit of ",
                                                      max_keys, " keys per request"));
   }
   // keys <= 2^20-ish and dim < 2^32: the product fits in 64 bits.
-  const uint64_t floats = static_cast<uint64_t>(keys.size()) * dim;
-  if (floats * sizeof(float) > max_reply_bytes_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "pull of ", keys.size(), " keys x dim ", dim, " from '", req.table(), "' would reply ",
-        floats * sizeof(float), " bytes; the limit is ", max_reply_bytes_, " (split the request)"));
+  const uint64_t bytes = static_cast<uint64_t>(keys) * dim * sizeof(float);
+  if (bytes > max_reply_bytes_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("pull of ", keys, " keys x dim ", dim, " from '", req.table(),
+                     "' would reply ", bytes, " bytes; the limit is ", max_reply_bytes_,
+                     " (split the request)"));
   }
-  absl::Span<float> out = MutableFloats(resp->mutable_rows(), floats);
+  return dim;
+}
+
+absl::Status PsHandlers::Pull(const v1::PullRequest& req, v1::PullResponse* resp) {
+  std::vector<uint64_t> key_scratch;
+  ASSIGN_OR_RETURN(absl::Span<const uint64_t> keys, DecodeKeys(req.keys(), &key_scratch));
+  ASSIGN_OR_RETURN(uint32_t dim, CheckPull(req, keys.size()));
+  absl::Span<float> out = MutableFloats(resp->mutable_rows(), keys.size() * size_t{dim});
   absl::Status st = ps_->Pull(req.table(), keys, out);
   if (!st.ok()) {
     resp->clear_rows();
     return st;
   }
   resp->set_dim(dim);
+  return absl::OkStatus();
+}
+
+absl::Status PsHandlers::PullRaw(const grpc::ByteBuffer& request, grpc::ByteBuffer* reply) {
+  v1::PullRequest req;
+  {
+    grpc::ByteBuffer copy(request);  // shares the slices; parsing consumes its reader
+    grpc::ProtoBufferReader reader(&copy);
+    if (!req.ParseFromZeroCopyStream(&reader)) {
+      return absl::InvalidArgumentError("pull request does not parse as brook.v1.PullRequest");
+    }
+  }
+  std::vector<uint64_t> key_scratch;
+  ASSIGN_OR_RETURN(absl::Span<const uint64_t> keys, DecodeKeys(req.keys(), &key_scratch));
+  ASSIGN_OR_RETURN(uint32_t dim, CheckPull(req, keys.size()));
+  const size_t floats = keys.size() * size_t{dim};
+  PullReplyWriter writer(dim, floats);
+  RETURN_IF_ERROR(ps_->Pull(req.table(), keys, writer.rows()));
+  *reply = writer.Finish();
   return absl::OkStatus();
 }
 

@@ -15,8 +15,13 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "brook/v1/common.pb.h"
 #include "brook/v1/ps.pb.h"
+
+namespace grpc {
+class ByteBuffer;
+}
 
 namespace brook::ps {
 class ParameterServer;
@@ -37,6 +42,11 @@ class PsHandlers {
   absl::Status CreateTable(const v1::CreateTableRequest& req, v1::CreateTableResponse* resp);
   absl::Status DropTable(const v1::DropTableRequest& req, v1::DropTableResponse* resp);
   absl::Status Pull(const v1::PullRequest& req, v1::PullResponse* resp);
+  // Pull on serialized bytes: parses the request and writes the rows straight
+  // into the one buffer the reply is sent from (a brook.v1.PullResponse on
+  // the wire, its rows 8-byte aligned in memory). No zero-fill, no
+  // serialisation copy: what the gRPC service runs.
+  absl::Status PullRaw(const grpc::ByteBuffer& request, grpc::ByteBuffer* reply);
   absl::Status Push(const v1::PushRequest& req, v1::PushResponse* resp);
   absl::Status CreateDense(const v1::CreateDenseRequest& req, v1::CreateDenseResponse* resp);
   absl::Status PullDense(const v1::PullDenseRequest& req, v1::PullDenseResponse* resp);
@@ -53,6 +63,8 @@ class PsHandlers {
 
  private:
   absl::Status CheckRoute(const v1::ShardRoute& route) const;
+  // Validates a pull and returns its dim; the checks Pull and PullRaw share.
+  absl::StatusOr<uint32_t> CheckPull(const v1::PullRequest& req, size_t keys) const;
   void NoteStep(int64_t step);
 
   ParameterServer* const ps_;  // not owned

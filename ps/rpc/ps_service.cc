@@ -73,8 +73,8 @@ grpc::ServerUnaryReactor* PsService::DropTable(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* ctx,
-                                          const v1::PullRequest* req, v1::PullResponse* resp) {
-  return Serve(ctx, PsMethod::kPull, req, resp, &PsHandlers::Pull);
+                                          const grpc::ByteBuffer* req, grpc::ByteBuffer* resp) {
+  return Serve(ctx, PsMethod::kPull, req, resp, &PsHandlers::PullRaw);
 }
 
 grpc::ServerUnaryReactor* PsService::Push(grpc::CallbackServerContext* ctx,

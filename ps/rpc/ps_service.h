@@ -57,7 +57,10 @@ struct PsServiceOptions {
   uint64_t max_reply_bytes = 64ull << 20;
 };
 
-class PsService final : public v1::ParameterServer::CallbackService {
+// Pull is served on raw bytes (PsHandlers::PullRaw: rows gathered straight
+// into the reply buffer); every other method on generated messages.
+class PsService final
+    : public v1::ParameterServer::WithRawCallbackMethod_Pull<v1::ParameterServer::CallbackService> {
  public:
   // `ps` must outlive the service.
   PsService(ParameterServer* ps, const PsServiceOptions& options);
@@ -74,8 +77,8 @@ class PsService final : public v1::ParameterServer::CallbackService {
   grpc::ServerUnaryReactor* DropTable(grpc::CallbackServerContext* ctx,
                                       const v1::DropTableRequest* req,
                                       v1::DropTableResponse* resp) override;
-  grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* ctx, const v1::PullRequest* req,
-                                 v1::PullResponse* resp) override;
+  grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                 grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* ctx, const v1::PushRequest* req,
                                  v1::PushResponse* resp) override;
   grpc::ServerUnaryReactor* CreateDense(grpc::CallbackServerContext* ctx,
