@@ -151,11 +151,14 @@ TEST(PsDurabilityTest, KillNineDuringACheckpointKeepsThePreviousOne) {
   std::vector<float> values(keys.size() * 64);
   BROOK_ASSERT_OK(reader->Pull("big", keys, absl::MakeSpan(values)));
   for (float v : values) ASSERT_EQ(v, 21.0f);  // 1 + 20 pushes, all acknowledged
-  // The second checkpoint is either complete (it finished before the kill)
-  // or refused as incomplete; never half-restored.
+  // The second checkpoint is complete (it finished before the kill),
+  // refused as incomplete, or absent (killed before it began: a slow, e.g.
+  // sanitized, build); never half-restored.
   auto restored = reader->Restore(dir.Join("second"));
   if (!restored.ok()) {
-    EXPECT_EQ(restored.status().code(), absl::StatusCode::kFailedPrecondition) << restored.status();
+    EXPECT_TRUE(restored.status().code() == absl::StatusCode::kFailedPrecondition ||
+                restored.status().code() == absl::StatusCode::kNotFound)
+        << restored.status();
     BROOK_ASSERT_OK(reader->Pull("big", keys, absl::MakeSpan(values)));
     for (float v : values) ASSERT_EQ(v, 21.0f);
   }
