@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   brook::cli::RegisterBenchPs(*bench, &exit_code);
 
   brook::cli::RegisterPs(app, &exit_code);
+  brook::cli::RegisterTrainer(app, &exit_code);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,225 @@
+// `brook trainer`: trains a model on TFRecord files against PS shards given
+// with --ps (or, with --local-ps N, against N in-process shards: a whole
+// training run in one process, for tests and quick experiments), then
+// evaluates on --eval-data. Standalone (no chief): for tests and debugging.
+// Prints "brook trainer metrics on HOST:PORT" when --metrics-listen is set,
+// a progress line per --log-every steps on stderr, and the evaluation as
+// one JSON object on stdout.
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "chief/cli/commands.h"
+#include "common/status_macros.h"
+#include "metrics/collector.h"
+#include "metrics/exposer.h"
+#include "ps/client/grpc_ps_client.h"
+#include "ps/client/local_ps_client.h"
+#include "ps/parameter_server.h"
+#include "storage/atomic_file.h"
+#include "trainer/backend/cpu_backend.h"
+#include "trainer/input/pipeline.h"
+#include "trainer/model/model_spec.h"
+#include "trainer/trainer.h"
+#include <nlohmann/json.hpp>
+
+namespace brook::cli {
+namespace {
+
+struct TrainerFlags {
+  std::string ps;  // comma-separated host:port
+  int local_ps = 0;
+  std::string data, eval_data, feature_spec, model_spec;
+  int batch_size = 256;
+  int epochs = 1;
+  size_t shuffle_buffer = 10000;
+  int parse_threads = 0;
+  int cycle_length = 4;
+  uint64_t seed = 1;
+  int64_t max_steps = 0;
+  std::string metrics_listen;
+  trainer::TrainerOptions options;
+  float embedding_lr = 0.05f;
+  float dense_lr = 0.001f;
+};
+
+std::shared_ptr<prometheus::Collectable> TrainerCollector(const trainer::Trainer* t) {
+  return std::make_shared<metrics::FunctionCollector>([t] {
+    const trainer::TrainerStats s = t->stats();
+    metrics::FamilySet set;
+    set.Add(set.Counter("brook_trainer_steps_total", "Training steps completed"), {},
+            static_cast<double>(s.steps));
+    set.Add(set.Counter("brook_trainer_examples_total", "Examples trained on"), {},
+            static_cast<double>(s.examples));
+    auto* seconds = set.Counter("brook_trainer_seconds_total",
+                                "Where the trainer's time went, by phase: input_wait (pipeline), "
+                                "ps_wait (compute waiting for pulled rows), compute, pull, push");
+    set.Add(seconds, {{"phase", "input_wait"}}, s.input_wait_seconds);
+    set.Add(seconds, {{"phase", "ps_wait"}}, s.ps_wait_seconds);
+    set.Add(seconds, {{"phase", "compute"}}, s.compute_seconds);
+    set.Add(seconds, {{"phase", "pull"}}, s.pull_seconds);
+    set.Add(seconds, {{"phase", "push"}}, s.push_seconds);
+    set.Add(set.Gauge("brook_trainer_loss", "Mean loss of the last batch"), {}, s.last_loss);
+    set.Add(set.Gauge("brook_trainer_examples_per_second", "Examples per second so far"), {},
+            s.wall_seconds > 0 ? s.examples / s.wall_seconds : 0.0);
+    return set.Take();
+  });
+}
+
+absl::StatusOr<std::unique_ptr<input::Pipeline>> MakePipeline(const input::FeatureSpec& spec,
+                                                              const TrainerFlags& f,
+                                                              const std::string& glob,
+                                                              bool train) {
+  input::PipelineOptions o;
+  o.glob = glob;
+  o.batch_size = f.batch_size;
+  o.cycle_length = f.cycle_length;
+  o.parse_threads = f.parse_threads;
+  o.seed = f.seed;
+  o.shuffle_buffer = train ? f.shuffle_buffer : 0;
+  o.epochs = train ? f.epochs : 1;
+  return input::Pipeline::Create(spec, o);
+}
+
+absl::Status RunTrainer(const TrainerFlags& f) {
+  ASSIGN_OR_RETURN(input::FeatureSpec features, input::FeatureSpec::FromYamlFile(f.feature_spec));
+  ASSIGN_OR_RETURN(std::string model_yaml, storage::ReadFileToString(f.model_spec));
+  ASSIGN_OR_RETURN(trainer::ModelSpec spec, trainer::ModelSpec::FromYaml(model_yaml, features));
+  const bool needs_moments = std::any_of(
+      spec.dense.begin(), spec.dense.end(), [](const trainer::DenseInputSpec& d) {
+        return d.transform == trainer::DenseTransform::kStandardize && !d.has_moments;
+      });
+  if (needs_moments) {
+    // One pass over the training data for the standardize transforms.
+    input::PipelineOptions o;
+    o.glob = f.data;
+    o.batch_size = 4096;
+    ASSIGN_OR_RETURN(auto scan, input::Pipeline::Create(features, o));
+    trainer::MomentsAccumulator moments(spec, features);
+    for (;;) {
+      ASSIGN_OR_RETURN(std::optional<input::Batch> b, scan->Next());
+      if (!b.has_value()) break;
+      RETURN_IF_ERROR(moments.Add(b->data));
+    }
+    RETURN_IF_ERROR(moments.Apply(&spec));
+  }
+
+  std::vector<std::unique_ptr<ps::ParameterServer>> local;
+  std::unique_ptr<ps::PsClient> client;
+  if (f.local_ps > 0) {
+    std::vector<ps::ParameterServer*> shards;
+    for (int i = 0; i < f.local_ps; ++i) {
+      ps::ParameterServerOptions po;
+      po.shard_index = i;
+      po.num_shards = f.local_ps;
+      local.push_back(std::make_unique<ps::ParameterServer>(po));
+      shards.push_back(local.back().get());
+    }
+    client = std::make_unique<ps::LocalPsClient>(shards);
+  } else {
+    ps::GrpcPsClientOptions o;
+    o.addresses = absl::StrSplit(f.ps, ',', absl::SkipEmpty());
+    if (o.addresses.empty()) return absl::InvalidArgumentError("--ps or --local-ps is required");
+    ASSIGN_OR_RETURN(auto grpc, ps::GrpcPsClient::Create(o));
+    RETURN_IF_ERROR(grpc->WaitForReady(absl::Seconds(30)));
+    client = std::move(grpc);
+  }
+
+  trainer::TrainerOptions options = f.options;
+  options.embedding_optimizer.learning_rate = f.embedding_lr;
+  options.dense_optimizer.learning_rate = f.dense_lr;
+  options.max_steps = f.max_steps;
+  options.seed = f.seed;
+  ASSIGN_OR_RETURN(std::unique_ptr<trainer::Backend> backend,
+                   trainer::CreateCpuBackend(trainer::CpuBackendOptions{}));
+  ASSIGN_OR_RETURN(std::unique_ptr<trainer::Trainer> t,
+                   trainer::Trainer::Create(client.get(), spec, features, options, backend.get()));
+  std::unique_ptr<metrics::MetricsExposer> exposer;
+  std::shared_ptr<prometheus::Collectable> collector = TrainerCollector(t.get());
+  if (!f.metrics_listen.empty()) {
+    ASSIGN_OR_RETURN(exposer, metrics::MetricsExposer::Start(f.metrics_listen));
+    exposer->RegisterCollectable(collector);
+    std::cout << "brook trainer metrics on " << exposer->address() << std::endl;
+  }
+  RETURN_IF_ERROR(t->Setup());
+  ASSIGN_OR_RETURN(auto train, MakePipeline(features, f, f.data, /*train=*/true));
+  RETURN_IF_ERROR(t->Train(train.get()));
+  const trainer::TrainerStats s = t->stats();
+  std::cerr << absl::StrFormat(
+      "brook trainer: %d steps, %d examples in %.1f s (%.0f examples/s); input wait %.1f s, PS "
+      "wait %.1f s, compute %.1f s; pull %.1f s, push %.1f s (other threads)\n",
+      s.steps, s.examples, s.wall_seconds, s.wall_seconds > 0 ? s.examples / s.wall_seconds : 0,
+      s.input_wait_seconds, s.ps_wait_seconds, s.compute_seconds, s.pull_seconds,
+      s.push_seconds);
+  nlohmann::json out = {{"steps", s.steps},
+                        {"examples", s.examples},
+                        {"train_mean_loss", s.examples > 0 ? s.loss_sum / s.examples : 0},
+                        {"wall_seconds", s.wall_seconds},
+                        {"input_wait_seconds", s.input_wait_seconds},
+                        {"ps_wait_seconds", s.ps_wait_seconds},
+                        {"compute_seconds", s.compute_seconds}};
+  if (!f.eval_data.empty()) {
+    ASSIGN_OR_RETURN(auto eval, MakePipeline(features, f, f.eval_data, /*train=*/false));
+    ASSIGN_OR_RETURN(trainer::EvalResult r, t->Evaluate(eval.get()));
+    out["eval"] = {{"examples", r.examples},     {"auc", r.auc},
+                   {"logloss", r.logloss},       {"accuracy", r.accuracy},
+                   {"calibration", r.calibration}, {"mean_loss", r.mean_loss}};
+  }
+  std::cout << out.dump() << std::endl;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void RegisterTrainer(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<TrainerFlags>();
+  CLI::App* cmd = app.add_subcommand("trainer", "Train a model on TFRecord data against PS shards");
+  cmd->add_option("--ps", f->ps, "PS addresses host:port,... (shard order)")
+      ->envname("BROOK_TRAINER_PS");
+  cmd->add_option("--local-ps", f->local_ps, "Use N in-process PS shards instead of --ps")
+      ->check(CLI::Range(0, 64));
+  cmd->add_option("--data", f->data, "Training TFRecord files (glob)")
+      ->required()
+      ->envname("BROOK_TRAINER_DATA");
+  cmd->add_option("--eval-data", f->eval_data, "Evaluation TFRecord files (glob)")
+      ->envname("BROOK_TRAINER_EVAL_DATA");
+  cmd->add_option("--spec", f->feature_spec, "Feature spec YAML")->required();
+  cmd->add_option("--model", f->model_spec, "Model spec YAML")->required();
+  cmd->add_option("--batch-size", f->batch_size, "Examples per step")->capture_default_str();
+  cmd->add_option("--epochs", f->epochs, "Passes over --data")->capture_default_str();
+  cmd->add_option("--shuffle-buffer", f->shuffle_buffer, "Records in the shuffle buffer")
+      ->capture_default_str();
+  cmd->add_option("--parse-threads", f->parse_threads, "Parse workers; 0 autotunes")
+      ->capture_default_str();
+  cmd->add_option("--staleness", f->options.staleness,
+                  "Batches whose pushes may be outstanding; 0 = synchronous")
+      ->capture_default_str();
+  cmd->add_option("--dense-refresh-steps", f->options.dense_refresh_steps,
+                  "Pull dense variables every N steps")
+      ->capture_default_str();
+  cmd->add_option("--max-steps", f->max_steps, "Stop after N steps; 0 = end of data")
+      ->capture_default_str();
+  cmd->add_option("--embedding-lr", f->embedding_lr, "Learning rate of the embedding tables")
+      ->capture_default_str();
+  cmd->add_option("--dense-lr", f->dense_lr, "Learning rate of the dense variables (Adam)")
+      ->capture_default_str();
+  cmd->add_option("--seed", f->seed, "Seed (shuffle, dropout, initial values)")
+      ->capture_default_str();
+  cmd->add_option("--metrics-listen", f->metrics_listen, "Prometheus /metrics host:port")
+      ->envname("BROOK_TRAINER_METRICS_LISTEN");
+  cmd->callback([f, exit_code] {
+    absl::Status st = RunTrainer(*f);
+    if (!st.ok()) {
+      std::cerr << "brook trainer: " << st.message() << "\n";
+      *exit_code = absl::IsInvalidArgument(st) || absl::IsNotFound(st) ? kExitUsage : kExitFailed;
+      return;
+    }
+    *exit_code = kExitOk;
+  });
+}
+
+}  // namespace brook::cli

@@ -1,0 +1,376 @@
+#include "trainer/trainer.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "trainer/model/metrics.h"
+
+namespace brook::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// A bounded queue between two trainer threads, closable from either side.
+template <typename T>
+class Channel {
+ public:
+  explicit Channel(size_t capacity) : capacity_(capacity) {}
+  // False if the channel was closed.
+  bool Put(T item) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return closed_ || items_.size() < capacity_; });
+    if (closed_) return false;
+    items_.push_back(std::move(item));
+    cv_.notify_all();
+    return true;
+  }
+  // nullopt once closed and drained.
+  std::optional<T> Take() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return closed_ || !items_.empty(); });
+    if (items_.empty()) return std::nullopt;
+    T item = std::move(items_.front());
+    items_.pop_front();
+    cv_.notify_all();
+    return item;
+  }
+  void Close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  const size_t capacity_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<T> items_;
+  bool closed_ = false;
+};
+
+// Counting semaphore with cancellation: the staleness credits.
+class Credits {
+ public:
+  explicit Credits(int n) : free_(n) {}
+  bool Acquire() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return cancelled_ || free_ > 0; });
+    if (cancelled_) return false;
+    --free_;
+    return true;
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++free_;
+    cv_.notify_all();
+  }
+  void Cancel() {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int free_;
+  bool cancelled_ = false;
+};
+
+// The first error of several threads.
+class FirstError {
+ public:
+  void Set(absl::Status s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (status_.ok() && !s.ok()) status_ = std::move(s);
+  }
+  absl::Status Get() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return status_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  absl::Status status_;
+};
+
+ps::TableOptions TableFor(const TableSpec& t, const TrainerOptions& o) {
+  ps::TableOptions table;
+  table.name = t.name;
+  table.dim = t.dim;
+  table.seed = o.seed ^ std::hash<std::string>{}(t.name);
+  table.optimizer = o.embedding_optimizer;
+  table.initializer = o.embedding_init;
+  // Wide (dim-1) weights start at zero, as a linear model's do.
+  if (t.dim == 1) table.initializer.kind = ps::InitializerKind::kZeros;
+  table.memory_budget_bytes = o.table_memory_budget_bytes;
+  return table;
+}
+
+}  // namespace
+
+// Everything one batch carries through the threads.
+struct Trainer::InFlight {
+  ModelBatch batch;
+  input::BatchProvenance provenance;
+  std::vector<std::vector<float>> rows;    // per table
+  // Per dense variable; shared by the batches between two refreshes.
+  std::shared_ptr<const std::vector<std::vector<float>>> params;
+  StepResult result;
+  int64_t step = 0;
+};
+
+Trainer::Trainer(ps::PsClient* ps, const ModelSpec& spec, const TrainerOptions& options,
+                 ModelBatchBuilder builder, std::unique_ptr<Model> model)
+    : ps_(ps),
+      spec_(spec),
+      options_(options),
+      builder_(std::move(builder)),
+      model_(std::move(model)) {}
+
+Trainer::~Trainer() = default;
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(ps::PsClient* ps, const ModelSpec& spec,
+                                                         const input::FeatureSpec& features,
+                                                         const TrainerOptions& options,
+                                                         Backend* backend) {
+  if (options.staleness < 0 || options.dense_refresh_steps < 1) {
+    return absl::InvalidArgumentError("trainer: need staleness >= 0 and dense_refresh_steps >= 1");
+  }
+  ASSIGN_OR_RETURN(ModelBatchBuilder builder, ModelBatchBuilder::Create(spec, features));
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Create(spec, backend));
+  return std::unique_ptr<Trainer>(
+      new Trainer(ps, spec, options, std::move(builder), std::move(model)));
+}
+
+absl::Status Trainer::Setup() {
+  for (const TableSpec& t : model_->layout().tables) {
+    RETURN_IF_ERROR(ps_->CreateTable(TableFor(t, options_)));
+  }
+  std::vector<ps::DenseOptions> dense;
+  for (const DenseVariableSpec& v : model_->dense_variables()) {
+    ps::DenseOptions d;
+    d.name = v.name;
+    d.shape = v.shape;
+    d.seed = options_.seed ^ std::hash<std::string>{}(v.name);
+    d.initializer = v.init;
+    d.optimizer = options_.dense_optimizer;
+    dense.push_back(std::move(d));
+  }
+  if (!dense.empty()) RETURN_IF_ERROR(ps_->CreateDense(dense));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::PullRows(const ModelBatch& batch, std::vector<std::vector<float>>* rows) {
+  const ModelLayout& layout = model_->layout();
+  rows->resize(batch.tables.size());
+  for (size_t t = 0; t < batch.tables.size(); ++t) {
+    const TableKeys& keys = batch.tables[t];
+    (*rows)[t].resize(keys.unique_keys.size() * static_cast<size_t>(keys.dim));
+    RETURN_IF_ERROR(ps_->Pull(layout.tables[t].name, keys.unique_keys,
+                              absl::MakeSpan((*rows)[t])));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::PullDense(std::vector<std::vector<float>>* params) {
+  const auto& vars = model_->dense_variables();
+  params->resize(vars.size());
+  for (size_t v = 0; v < vars.size(); ++v) {
+    (*params)[v].resize(static_cast<size_t>(vars[v].num_floats()));
+    RETURN_IF_ERROR(ps_->PullDense(vars[v].name, absl::MakeSpan((*params)[v])));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Train(input::Pipeline* pipeline, input::UnitProgress* progress) {
+  const auto wall0 = Clock::now();
+  Credits credits(options_.staleness + 1);
+  Channel<std::unique_ptr<InFlight>> to_compute(1);
+  Channel<std::unique_ptr<InFlight>> to_push(static_cast<size_t>(options_.staleness) + 1);
+  FirstError error;
+  auto stop_all = [&] {
+    credits.Cancel();
+    to_compute.Close();
+    to_push.Close();
+    pipeline->Cancel();
+  };
+  auto add = [&](double TrainerStats::*field, double seconds) {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.*field += seconds;
+  };
+
+  std::thread puller([&] {
+    std::shared_ptr<const std::vector<std::vector<float>>> params;
+    int64_t step = options_.first_step;
+    for (int64_t n = 0; options_.max_steps == 0 || n < options_.max_steps; ++n, ++step) {
+      auto t0 = Clock::now();
+      absl::StatusOr<std::optional<input::Batch>> next = pipeline->Next();
+      add(&TrainerStats::input_wait_seconds, Since(t0));
+      if (!next.ok()) {
+        error.Set(next.status());
+        break;
+      }
+      if (!next->has_value()) break;
+      if ((*next)->data.num_rows == 0) {
+        // Only provenance (records discarded at an epoch's end): nothing to
+        // train, but its records are settled once earlier batches are.
+        if (progress != nullptr) {
+          absl::Status st = progress->Track((*next)->provenance);
+          if (st.ok()) st = progress->Ack((*next)->provenance.sequence);
+          if (!st.ok()) {
+            error.Set(st);
+            break;
+          }
+        }
+        --n;
+        --step;
+        continue;
+      }
+      auto item = std::make_unique<InFlight>();
+      item->step = step;
+      item->provenance = std::move((*next)->provenance);
+      absl::Status st = builder_.Build((*next)->data, &item->batch);
+      if (!st.ok()) {
+        error.Set(st);
+        break;
+      }
+      item->batch.step = static_cast<uint64_t>(step);
+      t0 = Clock::now();
+      if (!credits.Acquire()) break;
+      add(&TrainerStats::credit_wait_seconds, Since(t0));
+      if (progress != nullptr) {
+        st = progress->Track(item->provenance);
+        if (!st.ok()) {
+          error.Set(st);
+          break;
+        }
+      }
+      t0 = Clock::now();
+      st = PullRows(item->batch, &item->rows);
+      if (st.ok() && (params == nullptr || n % options_.dense_refresh_steps == 0)) {
+        auto fresh = std::make_shared<std::vector<std::vector<float>>>();
+        st = PullDense(fresh.get());
+        params = std::move(fresh);
+      }
+      add(&TrainerStats::pull_seconds, Since(t0));
+      if (!st.ok()) {
+        error.Set(st);
+        break;
+      }
+      item->params = params;
+      if (!to_compute.Put(std::move(item))) break;
+    }
+    to_compute.Close();
+  });
+
+  std::thread pusher([&] {
+    const ModelLayout& layout = model_->layout();
+    const auto& vars = model_->dense_variables();
+    while (std::optional<std::unique_ptr<InFlight>> item = to_push.Take()) {
+      InFlight& f = **item;
+      auto t0 = Clock::now();
+      absl::Status st;
+      for (size_t t = 0; t < f.batch.tables.size() && st.ok(); ++t) {
+        // Tables that share keys (a wide table beside its deep one) each get
+        // their own gradients; every table is pushed.
+        st = ps_->Push(layout.tables[t].name, f.batch.tables[t].unique_keys,
+                       f.result.table_grads[t], f.step);
+      }
+      for (size_t v = 0; v < vars.size() && st.ok(); ++v) {
+        st = ps_->PushDense(vars[v].name, f.result.dense_grads[v], f.step);
+      }
+      add(&TrainerStats::push_seconds, Since(t0));
+      if (st.ok() && progress != nullptr) st = progress->Ack(f.provenance.sequence);
+      if (!st.ok()) {
+        error.Set(st);
+        stop_all();
+        break;
+      }
+      credits.Release();
+    }
+  });
+
+  // The calling thread computes.
+  std::vector<absl::Span<const float>> rows, params;
+  for (;;) {
+    auto t0 = Clock::now();
+    std::optional<std::unique_ptr<InFlight>> item = to_compute.Take();
+    add(&TrainerStats::ps_wait_seconds, Since(t0));
+    if (!item.has_value()) break;
+    InFlight& f = **item;
+    rows.assign(f.rows.begin(), f.rows.end());
+    params.assign(f.params->begin(), f.params->end());
+    t0 = Clock::now();
+    absl::Status st = model_->Step(f.batch, rows, params, /*train=*/true, &f.result);
+    add(&TrainerStats::compute_seconds, Since(t0));
+    if (!st.ok()) {
+      error.Set(st);
+      stop_all();
+      break;
+    }
+    {
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      ++stats_.steps;
+      stats_.examples += f.batch.batch_size;
+      stats_.loss_sum += f.result.loss_sum;
+      stats_.last_loss = f.batch.batch_size > 0 ? f.result.loss_sum / f.batch.batch_size : 0;
+    }
+    if (!to_push.Put(std::move(*item))) break;
+  }
+  to_push.Close();
+  puller.join();
+  pusher.join();
+  add(&TrainerStats::wall_seconds, Since(wall0));
+  return error.Get();
+}
+
+absl::StatusOr<EvalResult> Trainer::Evaluate(input::Pipeline* pipeline) {
+  std::vector<float> predictions, labels;
+  std::vector<std::vector<float>> rows_storage, params_storage;
+  std::vector<absl::Span<const float>> rows, params;
+  ModelBatch batch;
+  StepResult result;
+  double loss_sum = 0;
+  RETURN_IF_ERROR(PullDense(&params_storage));
+  params.assign(params_storage.begin(), params_storage.end());
+  for (;;) {
+    ASSIGN_OR_RETURN(std::optional<input::Batch> next, pipeline->Next());
+    if (!next.has_value()) break;
+    if (next->data.num_rows == 0) continue;  // provenance only
+    RETURN_IF_ERROR(builder_.Build(next->data, &batch));
+    RETURN_IF_ERROR(PullRows(batch, &rows_storage));
+    rows.assign(rows_storage.begin(), rows_storage.end());
+    RETURN_IF_ERROR(model_->Step(batch, rows, params, /*train=*/false, &result));
+    loss_sum += result.loss_sum;
+    predictions.insert(predictions.end(), result.predictions.begin(), result.predictions.end());
+    labels.insert(labels.end(), batch.labels.begin(), batch.labels.end());
+  }
+  EvalResult r;
+  r.examples = static_cast<int64_t>(predictions.size());
+  if (r.examples == 0) return absl::InvalidArgumentError("evaluate: the pipeline gave no examples");
+  r.mean_loss = loss_sum / static_cast<double>(r.examples);
+  if (spec_.loss == LossKind::kLogLoss) {
+    r.auc = Auc(predictions, labels);
+    r.logloss = LogLoss(predictions, labels);
+    r.accuracy = Accuracy(predictions, labels);
+    r.calibration = Calibration(predictions, labels);
+  }
+  return r;
+}
+
+TrainerStats Trainer::stats() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return stats_;
+}
+
+}  // namespace brook::trainer

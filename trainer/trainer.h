@@ -1,0 +1,146 @@
+// Trainer: turns an input pipeline's batches into model updates on the
+// parameter servers, with several batches in flight so that neither the
+// compute nor the network waits on the other (DESIGN.md "Trainer").
+//
+//   pull thread:    pipeline.Next() -> ModelBatch -> wait for a credit ->
+//                   pull the batch's unique keys per table (and the dense
+//                   variables every dense_refresh_steps) -> compute queue
+//   calling thread: Model::Step (forward + backward) -> push queue
+//   push thread:    push summed sparse gradients per unique key and the
+//                   dense gradients; when every push of batch i is
+//                   acknowledged: return its credit and acknowledge its
+//                   records to UnitProgress (so a re-leased work unit
+//                   resumes exactly after what the PS has).
+//
+// Staleness: there are staleness + 1 credits, so batch i is pulled only when
+// at most `staleness` earlier batches are not yet acknowledged by the PS.
+// staleness 0 is synchronous training: every pull sees every earlier push.
+//
+// Where time goes is measured, not guessed: TrainerStats splits the calling
+// thread's wall time into input wait, PS wait (for pulled rows) and compute,
+// and counts the push thread's time separately.
+//
+// Thread-compatible: one Train/Evaluate at a time; stats() from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ps/client/ps_client.h"
+#include "ps/options.h"
+#include "trainer/input/feature_spec.h"
+#include "trainer/input/pipeline.h"
+#include "trainer/model/model.h"
+#include "trainer/model/model_batch.h"
+#include "trainer/model/model_spec.h"
+
+namespace brook::trainer {
+
+struct TrainerOptions {
+  // Batches whose pushes may be outstanding while a later batch is pulled.
+  int staleness = 2;
+  // Pull the dense variables every this many steps (1: every step).
+  int dense_refresh_steps = 1;
+  // Stop after this many steps (0: when the pipeline ends).
+  int64_t max_steps = 0;
+  // The step number of the first batch (a resumed job continues its count).
+  int64_t first_step = 0;
+  // Embedding tables the trainer creates on the PS: optimizer and
+  // initializer of the deep tables (dim > 1); dim-1 (wide) tables start at
+  // zero with the same optimizer. Budget per table per PS.
+  ps::OptimizerOptions embedding_optimizer = [] {
+    ps::OptimizerOptions o;
+    o.kind = ps::OptimizerKind::kAdagrad;
+    o.learning_rate = 0.05f;
+    return o;
+  }();
+  ps::InitializerOptions embedding_init = [] {
+    ps::InitializerOptions i;
+    i.kind = ps::InitializerKind::kUniform;
+    i.low = -0.05f;
+    i.high = 0.05f;
+    return i;
+  }();
+  uint64_t table_memory_budget_bytes = 1ull << 30;
+  uint64_t seed = 1;
+  // The optimizer of the dense variables (their initializers come from the
+  // model's DenseVariableSpec).
+  ps::OptimizerOptions dense_optimizer = [] {
+    ps::OptimizerOptions o;
+    o.kind = ps::OptimizerKind::kAdam;
+    o.learning_rate = 0.001f;
+    return o;
+  }();
+};
+
+struct TrainerStats {
+  int64_t steps = 0;
+  int64_t examples = 0;
+  double loss_sum = 0;            // sum of per-example losses over training
+  double last_loss = 0;           // mean loss of the last batch
+  double wall_seconds = 0;        // Train() so far
+  double input_wait_seconds = 0;  // pull thread blocked on the pipeline
+  double ps_wait_seconds = 0;     // calling thread waiting for pulled rows
+  double compute_seconds = 0;     // Model::Step
+  double pull_seconds = 0;        // pull thread in PS pulls
+  double push_seconds = 0;        // push thread in PS pushes
+  double credit_wait_seconds = 0; // pull thread waiting for the staleness bound
+};
+
+struct EvalResult {
+  int64_t examples = 0;
+  double auc = 0;
+  double logloss = 0;      // mean
+  double accuracy = 0;     // threshold 0.5
+  double calibration = 0;  // mean prediction / mean label
+  double mean_loss = 0;    // the model's loss (logloss or mse)
+};
+
+class Trainer {
+ public:
+  // `ps` and `backend` must outlive the trainer.
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(ps::PsClient* ps, const ModelSpec& spec,
+                                                         const input::FeatureSpec& features,
+                                                         const TrainerOptions& options,
+                                                         Backend* backend);
+  ~Trainer();
+
+  // Declares the model's tables and dense variables on the PS (idempotent:
+  // a restarted trainer re-declares the same ones).
+  absl::Status Setup();
+  // Trains on every batch of `pipeline` (or max_steps). `progress`, when
+  // given, is told of every batch whose pushes were all acknowledged; it
+  // covers one epoch (as a chief's lease does), so a pipeline that runs into
+  // another epoch stops with its INVALID_ARGUMENT.
+  absl::Status Train(input::Pipeline* pipeline, input::UnitProgress* progress = nullptr);
+  // Forward only over every batch of `pipeline`: exact metrics.
+  absl::StatusOr<EvalResult> Evaluate(input::Pipeline* pipeline);
+
+  TrainerStats stats() const;
+  const Model& model() const { return *model_; }
+
+ private:
+  Trainer(ps::PsClient* ps, const ModelSpec& spec, const TrainerOptions& options,
+          ModelBatchBuilder builder, std::unique_ptr<Model> model);
+  struct InFlight;
+  // Pulls every table's rows of `batch` into rows (one vector per table).
+  absl::Status PullRows(const ModelBatch& batch, std::vector<std::vector<float>>* rows);
+  absl::Status PullDense(std::vector<std::vector<float>>* params);
+
+  ps::PsClient* const ps_;
+  const ModelSpec spec_;
+  const TrainerOptions options_;
+  ModelBatchBuilder builder_;
+  std::unique_ptr<Model> model_;
+
+  mutable std::mutex stats_mu_;
+  TrainerStats stats_;  // guarded by stats_mu_
+};
+
+}  // namespace brook::trainer
