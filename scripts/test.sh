@@ -32,7 +32,7 @@ step "TSan build of the concurrent PS core"
 # the warnings-as-errors tier above already compiles cleanly without TSan.
 cmake -S . -B build-tsan -G Ninja -DBROOK_WERROR=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DBROOK_SANITIZE=thread -DBROOK_CUDA=OFF >/dev/null
-ninja -C build-tsan -j"$JOBS" brook_ps_tests brook_storage_tests
+ninja -C build-tsan -j"$JOBS" brook_ps_tests brook_storage_tests brook_trainer_tests
 step "PS core concurrency tests under TSan"
 # The PS core only: gRPC and abseil's Mutex come from Debian uninstrumented, so
 # TSan reports false races through them (see docs/decisions.md).
@@ -41,6 +41,9 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/brook_ps
 # The WAL's group commit (RocksDB, like gRPC, is uninstrumented: its tests stay out).
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/brook_storage_tests \
   --gtest_filter='WalTest.*:AtomicFileTest.*'
+# The input pipeline's stages and the trainer's pull / compute / push threads.
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/brook_trainer_tests \
+  --gtest_filter='Pipeline*:ExactlyOnce*:Progress*:UnitProgress*:BoundedQueue*:Ordered*:TrainerTest.*'
 
 step "libFuzzer build (clang)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DBROOK_BUILD_FUZZERS=ON \
