@@ -123,29 +123,22 @@ ParameterServer::~ParameterServer() = default;
 absl::Status ParameterServer::CreateTable(const TableOptions& options) {
   RETURN_IF_ERROR(options.Validate());
   internal::GateReader gate(&state_->gate);
-  {
-    internal::ReaderLock lock(&state_->mu);
-    auto it = state_->tables.find(options.name);
-    if (it != state_->tables.end()) {
-      if (it->second->options() == options) return absl::OkStatus();
-      return absl::AlreadyExistsError(
-          absl::StrCat("table '", options.name, "' exists with different options"));
-    }
-  }
-  RETURN_IF_ERROR(CreateTableLocked(options, /*cold_rows_exist=*/false));
+  ASSIGN_OR_RETURN(bool created, CreateTableLocked(options, /*cold_rows_exist=*/false));
+  if (!created) return absl::OkStatus();  // re-declared: nothing new to log
   return state_->LogAndSync(
       [&](v1::WalEntry* e) { *e->mutable_create_table() = internal::ToConfig(options); });
 }
 
-absl::Status ParameterServer::CreateTableLocked(const TableOptions& options, bool cold_rows_exist) {
-  {
-    internal::ReaderLock lock(&state_->mu);
-    auto it = state_->tables.find(options.name);
-    if (it != state_->tables.end()) {
-      if (it->second->options() == options) return absl::OkStatus();
-      return absl::AlreadyExistsError(
-          absl::StrCat("table '", options.name, "' exists with different options"));
-    }
+absl::StatusOr<bool> ParameterServer::CreateTableLocked(const TableOptions& options,
+                                                        bool cold_rows_exist) {
+  // One writer lock over check, column family and insert: two concurrent
+  // creations of a new table must not both (re)create its family.
+  internal::WriterLock lock(&state_->mu);
+  auto it = state_->tables.find(options.name);
+  if (it != state_->tables.end()) {
+    if (it->second->options() == options) return false;
+    return absl::AlreadyExistsError(
+        absl::StrCat("table '", options.name, "' exists with different options"));
   }
   TableTier tier;
   if (state_->db != nullptr) {
@@ -160,15 +153,8 @@ absl::Status ParameterServer::CreateTableLocked(const TableOptions& options, boo
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Table> table,
                    Table::Create(options, options_.now, state_->db != nullptr ? &tier : nullptr));
-  internal::WriterLock lock(&state_->mu);
-  auto it = state_->tables.find(options.name);
-  if (it != state_->tables.end()) {  // a concurrent CreateTable won
-    if (it->second->options() == options) return absl::OkStatus();
-    return absl::AlreadyExistsError(
-        absl::StrCat("table '", options.name, "' exists with different options"));
-  }
   state_->tables.emplace(options.name, std::move(table));
-  return absl::OkStatus();
+  return true;
 }
 
 absl::Status ParameterServer::DropTable(std::string_view name) {

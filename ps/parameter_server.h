@@ -224,7 +224,9 @@ class ParameterServer {
   absl::Status OpenDurable();
   absl::Status ReplayWal(uint64_t from_lsn);
   absl::StatusOr<RestoreInfo> RestoreLocked(const std::string& dir, bool startup);
-  absl::Status CreateTableLocked(const TableOptions& options, bool cold_rows_exist);
+  // Creates the table unless it exists with the same options; true if it
+  // was created. ALREADY_EXISTS for other options.
+  absl::StatusOr<bool> CreateTableLocked(const TableOptions& options, bool cold_rows_exist);
   ParameterServerOptions options_;
   std::unique_ptr<State> state_;
 };

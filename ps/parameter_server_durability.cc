@@ -284,7 +284,7 @@ absl::Status ParameterServer::ReplayWal(uint64_t from_lsn) {
       }
       case v1::WalEntry::kCreateTable: {
         ASSIGN_OR_RETURN(TableOptions o, rpc::FromProto(entry.create_table()));
-        return CreateTableLocked(o, /*cold_rows_exist=*/false);
+        return CreateTableLocked(o, /*cold_rows_exist=*/false).status();
       }
       case v1::WalEntry::kDropTable: {
         {
@@ -499,7 +499,7 @@ absl::StatusOr<RestoreInfo> ParameterServer::RestoreLocked(const std::string& di
   for (const auto& [name, o] : tables) {
     const bool cold = startup && state_->db != nullptr &&
                       state_->db->HasColumnFamily(internal::TableFamily(name));
-    RETURN_IF_ERROR(CreateTableLocked(o, cold));
+    RETURN_IF_ERROR(CreateTableLocked(o, cold).status());
   }
 
   RestoreInfo info;
