@@ -1,23 +1,62 @@
-// Pieces shared by the `brook bench` PS benchmarks: pre-drawn key batches
-// and a fixed-duration multi-threaded rate loop.
+// Pieces shared by the `brook bench` benchmarks: pre-drawn key batches, a
+// fixed-duration multi-threaded rate loop, a scratch directory.
 #pragma once
+
+#include <stdlib.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <latch>
 #include <mutex>
 #include <random>
+#include <string>
+#include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 
 namespace brook::bench {
+
+// A fresh directory under `parent` (the system temp dir when empty), removed
+// with everything in it however the benchmark ends. Move-only.
+class ScratchDir {
+ public:
+  static absl::StatusOr<ScratchDir> Make(const std::string& parent, const std::string& prefix) {
+    std::error_code ec;
+    const std::string base =
+        parent.empty() ? std::filesystem::temp_directory_path(ec).string() : parent;
+    std::string tmpl = absl::StrCat(base, "/", prefix, "-XXXXXX");
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      return absl::InternalError(absl::StrCat("cannot create a directory under ", base));
+    }
+    ScratchDir dir;
+    dir.path_ = std::move(tmpl);
+    return dir;
+  }
+  ScratchDir(ScratchDir&& other) noexcept : path_(std::exchange(other.path_, {})) {}
+  ScratchDir& operator=(ScratchDir&& other) noexcept {
+    std::swap(path_, other.path_);
+    return *this;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  ScratchDir() = default;
+  std::string path_;
+};
 
 inline constexpr int kMaxPoolBatches = 256;
 

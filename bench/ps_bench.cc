@@ -97,6 +97,128 @@ struct RedisState {
   std::vector<std::unique_ptr<RedisConnection>> conns;
 };
 
+// (d): a training step's tables over gRPC, one call per table in sequence
+// (what a trainer did before the batch RPCs) vs one PullBatch / PushBatch.
+absl::Status RunStepBench(const PsBenchOptions& o, std::ostream& out, nlohmann::json* result) {
+  if (o.step_keys <= 0 || o.step_dim <= 0 || o.step_dim > ps::kMaxDim || o.step_shards <= 0 ||
+      o.step_rows <= 0) {
+    return absl::InvalidArgumentError(
+        "step benchmark: keys, dim, shards and rows must be positive");
+  }
+  const int tables = o.step_tables, keys = o.step_keys, dim = o.step_dim;
+  std::vector<std::unique_ptr<ps::rpc::PsServer>> servers;
+  ps::GrpcPsClientOptions co;
+  co.channels_per_shard = kPsChannels;
+  for (int s = 0; s < o.step_shards; ++s) {
+    ps::rpc::PsServerOptions so;
+    so.listen = "127.0.0.1:0";
+    so.metrics_listen = "";
+    so.evict_interval = absl::ZeroDuration();
+    so.ps.shard_index = s;
+    so.ps.num_shards = o.step_shards;
+    ASSIGN_OR_RETURN(auto server, ps::rpc::PsServer::Start(so));
+    co.addresses.push_back(server->address());
+    servers.push_back(std::move(server));
+  }
+  ASSIGN_OR_RETURN(auto client, ps::GrpcPsClient::Create(co));
+  RETURN_IF_ERROR(client->WaitForReady(absl::Seconds(10)));
+  std::vector<std::string> names(tables);
+  for (int t = 0; t < tables; ++t) {
+    names[t] = absl::StrCat("C", t + 1);
+    ps::TableOptions to;
+    to.name = names[t];
+    to.dim = dim;
+    to.seed = 7 + t;
+    to.optimizer.kind = ps::OptimizerKind::kSgd;
+    to.optimizer.learning_rate = kLearningRate;
+    RETURN_IF_ERROR(client->CreateTable(to));
+    std::vector<uint64_t> populate(std::min<int64_t>(o.step_rows, 4096));
+    for (int64_t k0 = 0; k0 < o.step_rows; k0 += static_cast<int64_t>(populate.size())) {
+      const size_t n = static_cast<size_t>(std::min<int64_t>(populate.size(), o.step_rows - k0));
+      for (size_t i = 0; i < n; ++i) populate[i] = static_cast<uint64_t>(k0) + i;
+      RETURN_IF_ERROR(client->Push(names[t], absl::MakeConstSpan(populate.data(), n),
+                                   std::vector<float>(n * dim, 1e-3f), 0));
+    }
+  }
+  // Pre-drawn steps: per table `keys` keys, uniform (repeats allowed, as in
+  // a real batch), so drawing costs nothing in the loops.
+  constexpr int kSteps = 32;
+  std::mt19937_64 rng(o.seed);
+  std::uniform_int_distribution<uint64_t> pick(0, static_cast<uint64_t>(o.step_rows - 1));
+  std::vector<std::vector<uint64_t>> step_keys(static_cast<size_t>(kSteps) * tables);
+  for (auto& k : step_keys) {
+    k.resize(keys);
+    for (auto& key : k) key = pick(rng);
+  }
+  std::vector<std::vector<float>> rows(tables, std::vector<float>(static_cast<size_t>(keys) * dim));
+  const std::vector<float> grads(static_cast<size_t>(keys) * dim, 1e-3f);
+  auto keys_of = [&](int64_t step, int t) -> absl::Span<const uint64_t> {
+    return step_keys[static_cast<size_t>(step % kSteps) * tables + t];
+  };
+  std::vector<ps::TablePull> pulls(tables);
+  std::vector<ps::TablePush> pushes(tables);
+  const double rows_per_step = static_cast<double>(tables) * keys;
+  auto rate = [&](auto fn) -> absl::StatusOr<double> {
+    ASSIGN_OR_RETURN(double steps, CallsPerSecond(1, o.seconds, fn));
+    return steps * rows_per_step / 1e6;  // M rows/s
+  };
+  ASSIGN_OR_RETURN(double seq_pull, rate([&](int, int64_t i) -> absl::Status {
+                     for (int t = 0; t < tables; ++t) {
+                       RETURN_IF_ERROR(
+                           client->Pull(names[t], keys_of(i, t), absl::MakeSpan(rows[t])));
+                     }
+                     return absl::OkStatus();
+                   }));
+  ASSIGN_OR_RETURN(double batch_pull, rate([&](int, int64_t i) {
+                     for (int t = 0; t < tables; ++t) {
+                       pulls[t] = {names[t], keys_of(i, t), absl::MakeSpan(rows[t])};
+                     }
+                     return client->PullBatch(pulls, {});
+                   }));
+  ASSIGN_OR_RETURN(double seq_push, rate([&](int, int64_t i) -> absl::Status {
+                     for (int t = 0; t < tables; ++t) {
+                       RETURN_IF_ERROR(client->Push(names[t], keys_of(i, t), grads, i));
+                     }
+                     return absl::OkStatus();
+                   }));
+  ASSIGN_OR_RETURN(double batch_push, rate([&](int, int64_t i) {
+                     for (int t = 0; t < tables; ++t) pushes[t] = {names[t], keys_of(i, t), grads};
+                     return client->PushBatch(pushes, {}, i, 1.0f);
+                   }));
+  const double gb = static_cast<double>(dim) * sizeof(float) / 1e3;  // M rows/s -> GB/s
+  out << absl::StrFormat(
+      "\n(d) one training step over gRPC (127.0.0.1, %d PS shard%s in this process, 1 client "
+      "thread): %d tables x %d keys (repeats allowed, uniform over %d rows each), dim %d, SGD\n",
+      o.step_shards, o.step_shards == 1 ? "" : "s", tables, keys, o.step_rows, dim);
+  out << absl::StrFormat("    %-56s %9s %7s %9s   %s\n", "", "M rows/s", "GB/s", "steps/s",
+                         "vs per-table calls");
+  auto line = [&](const std::string& name, double r, const std::string& note) {
+    out << absl::StrFormat("    %-56s %9.3f %7.3f %9.0f   %s\n", name, r, r * gb,
+                           r * 1e6 / rows_per_step, note);
+  };
+  line(absl::StrCat(tables, " x GrpcPsClient::Pull, one after another"), seq_pull, "baseline");
+  line("GrpcPsClient::PullBatch (one RPC per shard)", batch_pull,
+       absl::StrFormat("%.1fx", batch_pull / seq_pull));
+  line(absl::StrCat(tables, " x GrpcPsClient::Push, one after another"), seq_push, "baseline");
+  line("GrpcPsClient::PushBatch (one RPC per shard)", batch_push,
+       absl::StrFormat("%.1fx", batch_push / seq_push));
+  if (result != nullptr) {
+    *result = {{"tables", tables},
+               {"keys_per_table", keys},
+               {"dim", dim},
+               {"shards", o.step_shards},
+               {"sequential_pull_mrows_s", seq_pull},
+               {"batch_pull_mrows_s", batch_pull},
+               {"pull_batch_speedup", batch_pull / seq_pull},
+               {"sequential_push_mrows_s", seq_push},
+               {"batch_push_mrows_s", batch_push},
+               {"push_batch_speedup", batch_push / seq_push}};
+  }
+  client.reset();
+  for (auto& server : servers) server->Shutdown(absl::Seconds(1));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohmann::json* result) {
@@ -129,6 +251,8 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
          "  (b) gRPC: PsServer in this process on 127.0.0.1:0, GrpcPsClient (1 shard, 2 "
          "connections) shared by the threads; ceiling: generic ByteBuffer service answering "
          "pre-built payloads of the same bytes, GenericStub over 2 connections\n"
+         "  (d) gRPC: one training step's tables, a Pull / Push per table in sequence vs one "
+         "PullBatch / PushBatch (one RPC per shard)\n"
          "  rows/s are M rows/s; GB/s counts row payload only (rows x dim x 4 B)\n";
 
   // Redis, started once for the whole run.
@@ -347,6 +471,12 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
     client.reset();
     server->Shutdown(absl::Seconds(1));
   }
+  nlohmann::json step;
+  if (options.step_tables > 0) {
+    RETURN_IF_ERROR(RunStepBench(options, out, &step));
+  } else {
+    out << "\n(d) training step over gRPC: SKIPPED (step_tables 0)\n";
+  }
   nlohmann::json tier;
   if (options.tier.rows > 0) {
     RETURN_IF_ERROR(RunPsTierBench(options.tier, out, &tier));
@@ -363,6 +493,7 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
                {"redis", redis.status},
                {"wall_s", wall},
                {"runs", std::move(runs)},
+               {"step", std::move(step)},
                {"tier", std::move(tier)}};
   }
   return absl::OkStatus();

@@ -4,7 +4,9 @@
 // ceiling measured in the same run: a random gather (scatter for pushes)
 // over a plain array of the same rows for (a), a bare generic-gRPC call
 // moving the same payload bytes for (b); and Redis MGET/MSET of the same rows
-// as the baseline when redis-server is installed; then (c), bench/ps_tier_bench.h.
+// as the baseline when redis-server is installed; (d) a whole training step's
+// tables over gRPC, per-table calls vs the batch RPCs; then (c),
+// bench/ps_tier_bench.h.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +29,16 @@ struct PsBenchOptions {
   int batch = 4096;      // distinct keys per pull / push
   uint64_t seed = 1;
   bool redis = true;     // run the Redis baseline when redis-server is on PATH
+  // (d) one training step over gRPC: step_tables tables of step_keys keys
+  // each (duplicates allowed, uniform over step_rows rows), as one Pull /
+  // Push per table in sequence vs one PullBatch / PushBatch, on step_shards
+  // PS shards in this process; step_tables == 0 skips it. Defaults: a
+  // Criteo-shaped model (26 categorical features).
+  int step_tables = 26;
+  int step_keys = 256;
+  int step_dim = 8;
+  int step_shards = 2;
+  int64_t step_rows = 20000;
   // (c) the RocksDB tier, WAL cost, checkpoint/restore; rows == 0 skips it.
   PsTierBenchOptions tier;
 };

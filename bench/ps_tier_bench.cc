@@ -26,15 +26,6 @@ double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Removes the work directory however the benchmark ends.
-struct WorkDir {
-  std::string path;
-  ~WorkDir() {
-    std::error_code ec;
-    if (!path.empty()) fs::remove_all(path, ec);
-  }
-};
-
 ps::TableOptions SgdTable(int dim, uint64_t budget_rows) {
   ps::TableOptions t;
   t.name = kTable;
@@ -84,15 +75,7 @@ absl::Status RunPsTierBench(const PsTierBenchOptions& options, std::ostream& out
         absl::StrCat("tier bench: --tier-rows must be at least 10 x --batch (", options.rows,
                      " < 10 x ", options.batch, ")"));
   }
-  WorkDir work;
-  {
-    std::string tmpl = options.work_dir + "/brook-bench-tier-XXXXXX";
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      return absl::InternalError(
-          absl::StrCat("cannot create a directory under ", options.work_dir));
-    }
-    work.path = tmpl;
-  }
+  ASSIGN_OR_RETURN(ScratchDir work, ScratchDir::Make(options.work_dir, "brook-bench-tier"));
   const int dim = options.dim, batch = options.batch;
   const int64_t rows = options.rows;
   const size_t stored_bytes = 16 + static_cast<size_t>(dim) * sizeof(float);  // SGD: no slots
@@ -118,7 +101,7 @@ absl::Status RunPsTierBench(const PsTierBenchOptions& options, std::ostream& out
 
   // The tiered PS.
   ASSIGN_OR_RETURN(std::unique_ptr<ps::ParameterServer> tiered,
-                   OpenPs(work.path + "/tiered", /*wal=*/false, false, rocks));
+                   OpenPs(work.path() + "/tiered", /*wal=*/false, false, rocks));
   RETURN_IF_ERROR(tiered->CreateTable(SgdTable(dim, rows / 10)));
   auto t0 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(Populate(*tiered, rows, dim, batch));
@@ -139,12 +122,12 @@ absl::Status RunPsTierBench(const PsTierBenchOptions& options, std::ostream& out
   // rows hard-linked.
   t0 = std::chrono::steady_clock::now();
   ps::CheckpointOptions tiered_ckpt;
-  tiered_ckpt.dir = work.path + "/ckpt-tiered";
+  tiered_ckpt.dir = work.path() + "/ckpt-tiered";
   ASSIGN_OR_RETURN(ps::CheckpointInfo tiered_info, tiered->Checkpoint(tiered_ckpt));
   tiered.reset();
 
   ASSIGN_OR_RETURN(RocksCeiling ceiling,
-                   MeasureRocksCeiling(work.path + "/ceiling", rocks, rows, stored_bytes, batch,
+                   MeasureRocksCeiling(work.path() + "/ceiling", rocks, rows, stored_bytes, batch,
                                        options.seconds, options.seed));
   const double multiget = ceiling.multiget_rows_per_s / 1e6;
   const double writebatch = ceiling.writebatch_rows_per_s / 1e6;
@@ -179,7 +162,7 @@ absl::Status RunPsTierBench(const PsTierBenchOptions& options, std::ostream& out
   for (Mode& m : modes) {
     ASSIGN_OR_RETURN(
         std::unique_ptr<ps::ParameterServer> p,
-        OpenPs(work.path + "/wal-" + std::to_string(m.wal + m.fsync), m.wal, m.fsync, rocks));
+        OpenPs(work.path() + "/wal-" + std::to_string(m.wal + m.fsync), m.wal, m.fsync, rocks));
     RETURN_IF_ERROR(p->CreateTable(SgdTable(dim, 4 * wal_rows)));
     RETURN_IF_ERROR(Populate(*p, wal_rows, dim, batch));
     uint64_t sequence = 0;
@@ -198,7 +181,7 @@ absl::Status RunPsTierBench(const PsTierBenchOptions& options, std::ostream& out
 
   // Checkpoint and restore per GB (rows in memory).
   ps::CheckpointOptions mem_ckpt;
-  mem_ckpt.dir = work.path + "/ckpt-mem";
+  mem_ckpt.dir = work.path() + "/ckpt-mem";
   ASSIGN_OR_RETURN(ps::CheckpointInfo mem_info, kept->Checkpoint(mem_ckpt));
   kept.reset();
   ps::ParameterServer fresh({});

@@ -35,11 +35,15 @@ class Optimizer {
   // accumulator). slots.size() == SlotFloats(dim).
   virtual void InitSlots(absl::Span<float> slots) const = 0;
 
-  // Updates one row in place from its gradient.
+  // Updates one row in place from its gradient, with the learning rate
+  // multiplied by `lr_scale` (the push's schedule factor): the result equals
+  // an optimizer configured with learning_rate = lr * lr_scale (one float
+  // multiply), so a scale of 1 changes nothing.
   // REQUIRES: grad.size() == weights.size(); slots.size() ==
-  //   SlotFloats(weights.size()); grad values finite (the Table filters them).
+  //   SlotFloats(weights.size()); grad values finite (the Table filters them);
+  //   lr_scale finite and > 0 (the ParameterServer checks it).
   virtual void Apply(absl::Span<float> weights, absl::Span<float> slots,
-                     absl::Span<const float> grad) const = 0;
+                     absl::Span<const float> grad, float lr_scale) const = 0;
 };
 
 // Builds the optimizer `options` describes. INVALID_ARGUMENT for an unknown

@@ -63,6 +63,8 @@ uint64_t WalPushLog::LogPart(const PushPart& part) {
   p->set_step(part.step);
   p->set_client_id(part.client_id);
   p->set_sequence(part.sequence);
+  // Not written when 1: an unscaled push logs the bytes it always did.
+  if (part.learning_rate_scale != 1.0f) p->set_learning_rate_scale(part.learning_rate_scale);
   p->set_keys(reinterpret_cast<const char*>(part.keys.data()), part.keys.size() * sizeof(uint64_t));
   // The part's gradients, in the part's key order.
   const size_t row = static_cast<size_t>(part.dim) * sizeof(float);
@@ -78,10 +80,7 @@ uint64_t WalPushLog::LogPart(const PushPart& part) {
 
 namespace {
 
-absl::Status TooManyKeys(std::string_view what, std::string_view name, size_t n, uint64_t limit) {
-  return absl::ResourceExhaustedError(absl::StrCat(Av(what), " '", Av(name), "': request of ", n,
-                                                   " exceeds max_keys_per_request ", limit));
-}
+using internal::TooManyKeys;
 
 // Runs `apply` exactly once per (client, sequence); client 0 skips dedup.
 template <typename Apply>
@@ -191,6 +190,7 @@ absl::StatusOr<PushOutcome> ParameterServer::Push(std::string_view table,
   if (keys.size() > options_.max_keys_per_request) {
     return TooManyKeys("table", table, keys.size(), options_.max_keys_per_request);
   }
+  RETURN_IF_ERROR(internal::CheckLearningRateScale(ctx.learning_rate_scale));
   // Every stateless check happens before the dedup claim, so a bad request
   // neither changes rows nor consumes its sequence number.
   ASSIGN_OR_RETURN(PreparedPush prepared, t->PreparePush(keys, grads));
@@ -199,19 +199,44 @@ absl::StatusOr<PushOutcome> ParameterServer::Push(std::string_view table,
   absl::StatusOr<PushOutcome> out = Deduplicated(
       state_->dedup, ctx, "table", table,
       [&]() -> absl::Status {
-        if (state_->wal == nullptr) return t->ApplyPush(prepared, ctx.step);
-        PushPart part;
-        part.push_id = state_->next_push_id.fetch_add(1, std::memory_order_relaxed);
-        part.client_id = ctx.client_id;
-        part.sequence = ctx.sequence;
         uint64_t lsn = 0;
-        RETURN_IF_ERROR(t->ApplyPush(prepared, ctx.step, &state_->push_log, &part, &lsn));
+        RETURN_IF_ERROR(state_->ApplyTablePush(*t, prepared, ctx, &lsn));
         // Acknowledged only once logged: what kill -9 cannot take back.
-        return state_->wal->Sync(lsn);
+        return state_->wal == nullptr ? absl::OkStatus() : state_->wal->Sync(lsn);
       },
       &duplicate);
   if (duplicate) t->CountDuplicate();
   return out;
+}
+
+absl::Status ParameterServer::State::ApplyTablePush(Table& t, const PreparedPush& push,
+                                                    const PushContext& ctx, uint64_t* lsn) {
+  *lsn = 0;
+  if (wal == nullptr) return t.ApplyPush(push, ctx.step, ctx.learning_rate_scale);
+  PushPart part;
+  part.push_id = next_push_id.fetch_add(1, std::memory_order_relaxed);
+  part.client_id = ctx.client_id;
+  part.sequence = ctx.sequence;
+  part.learning_rate_scale = ctx.learning_rate_scale;
+  return t.ApplyPush(push, ctx.step, ctx.learning_rate_scale, &push_log, &part, lsn);
+}
+
+uint64_t ParameterServer::State::ApplyDensePush(internal::DenseVariable& v, std::string_view name,
+                                                absl::Span<const float> grads, uint64_t nonfinite,
+                                                const PushContext& ctx) {
+  const float scale = ctx.learning_rate_scale;
+  if (wal == nullptr) return v.Apply(grads, nonfinite, scale);
+  return v.Apply(grads, nonfinite, scale, [&] {
+    return Log([&](v1::WalEntry* e) {
+      v1::WalDensePush* d = e->mutable_dense_push();
+      d->set_name(std::string(name));
+      d->set_step(ctx.step);
+      d->set_client_id(ctx.client_id);
+      d->set_sequence(ctx.sequence);
+      if (scale != 1.0f) d->set_learning_rate_scale(scale);
+      d->set_grads(reinterpret_cast<const char*>(grads.data()), grads.size() * sizeof(float));
+    });
+  });
 }
 
 absl::Status ParameterServer::CreateDense(const DenseOptions& options) {
@@ -264,27 +289,15 @@ absl::StatusOr<PushOutcome> ParameterServer::PushDense(std::string_view name,
   if (grads.size() > options_.max_keys_per_request) {
     return TooManyKeys("dense variable", name, grads.size(), options_.max_keys_per_request);
   }
+  RETURN_IF_ERROR(internal::CheckLearningRateScale(ctx.learning_rate_scale));
   ASSIGN_OR_RETURN(uint64_t nonfinite, v->Check(grads));
   internal::GateReader gate(&state_->gate);
   bool duplicate = false;
   return Deduplicated(
       state_->dedup, ctx, "dense variable", name,
       [&]() -> absl::Status {
-        if (state_->wal == nullptr) {
-          v->Apply(grads, nonfinite);
-          return absl::OkStatus();
-        }
-        const uint64_t lsn = v->Apply(grads, nonfinite, [&] {
-          return state_->Log([&](v1::WalEntry* e) {
-            v1::WalDensePush* d = e->mutable_dense_push();
-            d->set_name(std::string(name));
-            d->set_step(ctx.step);
-            d->set_client_id(ctx.client_id);
-            d->set_sequence(ctx.sequence);
-            d->set_grads(reinterpret_cast<const char*>(grads.data()), grads.size() * sizeof(float));
-          });
-        });
-        return state_->wal->Sync(lsn);
+        const uint64_t lsn = state_->ApplyDensePush(*v, name, grads, nonfinite, ctx);
+        return state_->wal == nullptr ? absl::OkStatus() : state_->wal->Sync(lsn);
       },
       &duplicate);
 }

@@ -88,9 +88,47 @@ struct PushContext {
   uint64_t client_id = 0;
   uint64_t sequence = 0;
   int64_t step = 0;  // the trainer's global step; drives step-based TTL
+  // Multiplies every optimizer's learning rate for this push (the trainer's
+  // schedule: warmup, decay), as if the table were configured with
+  // learning_rate * learning_rate_scale. Finite and > 0, else
+  // INVALID_ARGUMENT. Logged with the push, so WAL replay reproduces it.
+  float learning_rate_scale = 1.0f;
 };
 
 enum class PushOutcome { kApplied, kDuplicate };
+
+// One table's part of a batch pull: rows for `keys` (duplicates allowed) into
+// `out` (keys.size() x dim). Shared by ParameterServer::PullBatch and
+// PsClient::PullBatch.
+struct TablePull {
+  std::string_view table;
+  absl::Span<const uint64_t> keys;
+  absl::Span<float> out;
+};
+struct DensePull {
+  std::string_view name;
+  absl::Span<float> out;
+};
+
+// One table's or dense variable's part of a batch push as one PS applies it:
+// unique keys, and its own sequence number (exactly-once per part).
+struct TablePushPart {
+  std::string_view table;
+  absl::Span<const uint64_t> keys;
+  absl::Span<const float> grads;  // keys.size() x dim
+  uint64_t sequence = 0;
+};
+struct DensePushPart {
+  std::string_view name;
+  absl::Span<const float> grads;
+  uint64_t sequence = 0;
+};
+
+// Per part, in request order.
+struct PushBatchOutcome {
+  std::vector<PushOutcome> tables;
+  std::vector<PushOutcome> dense;
+};
 
 struct TableStats {
   std::string name;
@@ -175,6 +213,27 @@ class ParameterServer {
   // failed). Sequences are per client across all tables and dense variables.
   absl::StatusOr<PushOutcome> Push(std::string_view table, absl::Span<const uint64_t> keys,
                                    absl::Span<const float> grads, const PushContext& ctx);
+
+  // Everything one training step pulls from this shard. The whole batch is
+  // checked first (NOT_FOUND, INVALID_ARGUMENT for sizes, RESOURCE_EXHAUSTED
+  // for a part past the key limit: the error names the table or variable),
+  // then each part is read as Pull / PullDense would.
+  absl::Status PullBatch(absl::Span<const TablePull> tables, absl::Span<const DensePull> dense);
+
+  // Everything one training step pushes to this shard. The whole batch is
+  // validated before anything is applied: every error Push / PushDense find
+  // without touching rows (unknown name, sizes, duplicate keys, NaN/Inf under
+  // kReject, key limit, a bad ctx.learning_rate_scale), plus a sequence used
+  // twice in the batch, changes nothing anywhere and names the part. Then
+  // each part is applied with its own (ctx.client_id, part sequence) dedup
+  // (ctx.sequence is not used), in increasing sequence order, under one
+  // checkpoint gate and one WAL sync. An error while applying (memory budget,
+  // tier, sequence older than the dedup window) stops the batch: parts
+  // applied before it stay applied, and a retry of the same batch applies
+  // only the others.
+  absl::StatusOr<PushBatchOutcome> PushBatch(absl::Span<const TablePushPart> tables,
+                                             absl::Span<const DensePushPart> dense,
+                                             const PushContext& ctx);
 
   // Dense variables: same idempotence and error rules as tables (a shape
   // larger than max_keys_per_request floats is INVALID_ARGUMENT at creation,

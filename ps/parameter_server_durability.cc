@@ -71,6 +71,10 @@ std::vector<T> CopyOut(const std::string& bytes) {
   return v;
 }
 
+// A logged push's learning-rate scale: 0 is an entry from before the field
+// existed (or a scale of 1, which is not written).
+float ReplayScale(float logged) { return logged == 0.0f ? 1.0f : logged; }
+
 absl::Status WriteLatest(const std::string& data_dir, const std::string& dir, uint64_t from_lsn) {
   v1::LatestCheckpoint latest;
   latest.set_dir(dir);
@@ -264,7 +268,9 @@ absl::Status ParameterServer::ReplayWal(uint64_t from_lsn) {
         const std::vector<uint64_t> keys = CopyOut<uint64_t>(p.keys());
         const std::vector<float> grads = CopyOut<float>(p.grads());
         absl::StatusOr<PreparedPush> prepared = (*t)->PreparePush(keys, grads);
-        absl::Status st = prepared.ok() ? (*t)->ApplyPush(*prepared, p.step()) : prepared.status();
+        const float scale = ReplayScale(p.learning_rate_scale());
+        absl::Status st =
+            prepared.ok() ? (*t)->ApplyPush(*prepared, p.step(), scale) : prepared.status();
         if (!st.ok()) return absl::DataLossError(absl::StrCat(where, ": ", st.message()));
         if (p.part() == 0) note_applied(p.client_id(), p.sequence());
         return absl::OkStatus();
@@ -278,7 +284,7 @@ absl::Status ParameterServer::ReplayWal(uint64_t from_lsn) {
         if (!nonfinite.ok()) {
           return absl::DataLossError(absl::StrCat(where, ": ", nonfinite.status().message()));
         }
-        (*v)->Apply(grads, *nonfinite);
+        (*v)->Apply(grads, *nonfinite, ReplayScale(d.learning_rate_scale()));
         note_applied(d.client_id(), d.sequence());
         return absl::OkStatus();
       }

@@ -178,14 +178,14 @@ absl::Status Table::Pull(absl::Span<const uint64_t> keys, absl::Span<float> out)
 }
 
 absl::StatusOr<PreparedPush> Table::PreparePush(absl::Span<const uint64_t> keys,
-                                                absl::Span<const float> grads) {
+                                                absl::Span<const float> grads, KeyBatch* batch) {
   const size_t dim = options_.dim;
   if (grads.size() != keys.size() * dim) {
     return absl::InvalidArgumentError(
         absl::StrCat("table '", options_.name, "': push of ", keys.size(), " keys x dim ", dim,
                      " needs ", keys.size() * dim, " gradient floats, got ", grads.size()));
   }
-  KeyBatch& b = internal::ThreadKeyBatch();
+  KeyBatch& b = batch != nullptr ? *batch : internal::ThreadKeyBatch();
   b.Group(*store_, keys);
   if (b.HasDuplicateKeys()) {
     return absl::InvalidArgumentError(
@@ -276,8 +276,8 @@ uint32_t Table::PartsOf(const PreparedPush& push) const {
   return parts;
 }
 
-absl::Status Table::ApplyPush(const PreparedPush& push, int64_t step, PushLog* log,
-                              const PushPart* part, uint64_t* last_lsn) {
+absl::Status Table::ApplyPush(const PreparedPush& push, int64_t step, float lr_scale,
+                              PushLog* log, const PushPart* part, uint64_t* last_lsn) {
   KeyBatch& b = *push.batch;
   const size_t n = b.size();
   const size_t dim = options_.dim;
@@ -332,6 +332,7 @@ absl::Status Table::ApplyPush(const PreparedPush& push, int64_t step, PushLog* l
     logged.dim = options_.dim;
     logged.grads = push.grads;
     logged.step = step;
+    logged.learning_rate_scale = lr_scale;
   }
   uint64_t max_lsn = 0;
   bool tier_ok = true;  // false: a stripe's rows could not be read from the tier
@@ -382,7 +383,7 @@ absl::Status Table::ApplyPush(const PreparedPush& push, int64_t step, PushLog* l
         }
         g = scratch;
       }
-      optimizer_->Apply({row->floats(), dim}, {row->floats() + dim, slots}, {g, dim});
+      optimizer_->Apply({row->floats(), dim}, {row->floats() + dim, slots}, {g, dim}, lr_scale);
       row->MarkUpdated(step32, now32);
     }
     return true;

@@ -11,7 +11,7 @@
 //
 // Usage (ParameterServer does this, with dedup between the two stages):
 //   ASSIGN_OR_RETURN(PreparedPush p, table->PreparePush(keys, grads));
-//   RETURN_IF_ERROR(table->ApplyPush(p, step));
+//   RETURN_IF_ERROR(table->ApplyPush(p, step, lr_scale));
 #pragma once
 
 #include <atomic>
@@ -62,6 +62,7 @@ struct PushPart {
   int64_t step = 0;
   uint64_t client_id = 0;  // for dedup after a restart
   uint64_t sequence = 0;
+  float learning_rate_scale = 1.0f;  // PushContext::learning_rate_scale
   int dim = 0;
   absl::Span<const uint64_t> keys;      // this stripe's keys
   absl::Span<const uint32_t> original;  // keys[j] is request key original[j]
@@ -87,8 +88,8 @@ class CheckpointSink {
 };
 
 // A push that passed every stateless check. Borrows the request's spans and
-// this thread's KeyBatch: use it on the same thread, before the thread's next
-// Table call, while keys and grads are alive.
+// a KeyBatch (this thread's unless PreparePush was given one): use it on the
+// same thread, before the batch's next use, while keys and grads are alive.
 struct PreparedPush {
   absl::Span<const uint64_t> keys;
   absl::Span<const float> grads;
@@ -120,19 +121,24 @@ class Table {
 
   // Push stage 1: checks that need no row state. INVALID_ARGUMENT for a size
   // mismatch, duplicate keys, or (kReject) a NaN/Inf gradient, which is
-  // counted in rejected_gradients; nothing else changes.
+  // counted in rejected_gradients; nothing else changes. `batch` (null: this
+  // thread's) holds the grouped keys until ApplyPush; a caller preparing
+  // several pushes before applying any gives each its own.
   absl::StatusOr<PreparedPush> PreparePush(absl::Span<const uint64_t> keys,
-                                           absl::Span<const float> grads);
+                                           absl::Span<const float> grads,
+                                           internal::KeyBatch* batch = nullptr);
 
   // Push stage 2: applies the optimizer to every admitted row, counts the
   // others towards admission. RESOURCE_EXHAUSTED, with nothing applied, when
   // the rows the push would create do not fit in memory_budget_bytes.
-  // `step` is recorded as the rows' last-update step (for ttl_steps).
+  // `step` is recorded as the rows' last-update step (for ttl_steps);
+  // `lr_scale` (finite, > 0) multiplies the optimizer's learning rate.
   // With `log`, every stripe's part is logged under its lock (`part` carries
-  // the push's identity; its keys/parts fields are filled here) and
+  // the push's identity and scale; its keys/parts fields are filled here) and
   // *last_lsn is the largest position logged.
-  absl::Status ApplyPush(const PreparedPush& push, int64_t step, PushLog* log = nullptr,
-                         const PushPart* part = nullptr, uint64_t* last_lsn = nullptr);
+  absl::Status ApplyPush(const PreparedPush& push, int64_t step, float lr_scale = 1.0f,
+                         PushLog* log = nullptr, const PushPart* part = nullptr,
+                         uint64_t* last_lsn = nullptr);
 
   // Stripes a prepared push touches (its part count in the log).
   uint32_t PartsOf(const PreparedPush& push) const;

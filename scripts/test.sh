@@ -11,7 +11,10 @@ QUICK=0
 step() { echo; echo "=== $* ($(date +%T))"; }
 
 step "build (warnings are errors)"
-cmake -S . -B build -G Ninja -DBROOK_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# -g1 (line tables, no variable info): backtraces keep file:line while the
+# build, dominated by gRPC/protobuf/abseil headers, compiles ~20% faster.
+cmake -S . -B build -G Ninja -DBROOK_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" >/dev/null
 ninja -C build -j"$JOBS"
 
 step "unit + integration tests"
@@ -24,8 +27,11 @@ cmake -S . -B build-asan -G Ninja -DBROOK_WERROR=ON -DCMAKE_BUILD_TYPE=Debug \
   -DBROOK_SANITIZE=address,undefined -DBROOK_CUDA=OFF >/dev/null
 ninja -C build-asan -j"$JOBS"
 step "unit + integration tests under ASan + UBSan"
+# The quality bars that train for minutes ("Quality" in the name) run in the
+# optimized tier only: at -O0 they cost minutes of arithmetic and reach no
+# code the Adult and unit tests do not.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900
+  ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900 -E Quality
 
 step "TSan build of the concurrent PS core"
 # -Werror stays off here only: GCC's -Wtsan flags Boost.Asio's fences, which

@@ -126,7 +126,81 @@ struct Trainer::InFlight {
   // Per dense variable; shared by the batches between two refreshes.
   std::shared_ptr<const std::vector<std::vector<float>>> params;
   StepResult result;
-  int64_t step = 0;
+  int64_t step = 0;  // the optimizer step this micro-batch belongs to
+};
+
+// The push side of one optimizer step: collects its micro-batches and makes
+// the PushBatch parts. One micro-batch (no accumulation) is pushed straight
+// from its own gradients; k of them are summed, each weighted by its
+// examples / the step's examples, since every gradient is d(mean loss):
+// sum_j (n_j / N) g_j is d(mean loss over all N examples). Keys of several
+// micro-batches are concatenated: the client sums duplicate keys' rows.
+class Trainer::Accumulator {
+ public:
+  Accumulator(const ModelLayout& layout, const std::vector<DenseVariableSpec>& vars)
+      : layout_(layout), vars_(vars) {}
+
+  bool empty() const { return items_.empty(); }
+  size_t size() const { return items_.size(); }
+  int64_t step() const { return items_.front()->step; }
+  const std::vector<std::unique_ptr<InFlight>>& items() const { return items_; }
+
+  void Add(std::unique_ptr<InFlight> item) { items_.push_back(std::move(item)); }
+
+  // The parts of the step's PushBatch; valid until the next Add or Clear.
+  void MakeParts(std::vector<ps::TablePush>* tables, std::vector<ps::DensePush>* dense) {
+    tables->clear();
+    dense->clear();
+    if (items_.size() == 1) {
+      const InFlight& f = *items_.front();
+      for (size_t t = 0; t < f.batch.tables.size(); ++t) {
+        // Tables that share keys (a wide table beside its deep one) each get
+        // their own gradients; every table is pushed.
+        tables->push_back({layout_.tables[t].name, f.batch.tables[t].unique_keys,
+                           f.result.table_grads[t]});
+      }
+      for (size_t v = 0; v < vars_.size(); ++v) {
+        dense->push_back({vars_[v].name, f.result.dense_grads[v]});
+      }
+      return;
+    }
+    double total = 0;
+    for (const auto& f : items_) total += static_cast<double>(f->batch.batch_size);
+    const size_t num_tables = layout_.tables.size();
+    keys_.resize(num_tables);
+    grads_.resize(num_tables);
+    dense_grads_.resize(vars_.size());
+    for (size_t t = 0; t < num_tables; ++t) {
+      keys_[t].clear();
+      grads_[t].clear();
+      for (const auto& f : items_) {
+        const float w = static_cast<float>(f->batch.batch_size / total);
+        keys_[t].insert(keys_[t].end(), f->batch.tables[t].unique_keys.begin(),
+                        f->batch.tables[t].unique_keys.end());
+        for (float g : f->result.table_grads[t]) grads_[t].push_back(w * g);
+      }
+      tables->push_back({layout_.tables[t].name, keys_[t], grads_[t]});
+    }
+    for (size_t v = 0; v < vars_.size(); ++v) {
+      std::vector<float>& sum = dense_grads_[v];
+      sum.assign(static_cast<size_t>(vars_[v].num_floats()), 0.0f);
+      for (const auto& f : items_) {
+        const float w = static_cast<float>(f->batch.batch_size / total);
+        const std::vector<float>& g = f->result.dense_grads[v];
+        for (size_t i = 0; i < sum.size(); ++i) sum[i] += w * g[i];
+      }
+      dense->push_back({vars_[v].name, sum});
+    }
+  }
+
+  void Clear() { items_.clear(); }
+
+ private:
+  const ModelLayout& layout_;
+  const std::vector<DenseVariableSpec>& vars_;
+  std::vector<std::unique_ptr<InFlight>> items_;
+  std::vector<std::vector<uint64_t>> keys_;
+  std::vector<std::vector<float>> grads_, dense_grads_;
 };
 
 Trainer::Trainer(ps::PsClient* ps, const ModelSpec& spec, const TrainerOptions& options,
@@ -146,6 +220,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(ps::PsClient* ps, const
   if (options.staleness < 0 || options.dense_refresh_steps < 1) {
     return absl::InvalidArgumentError("trainer: need staleness >= 0 and dense_refresh_steps >= 1");
   }
+  if (options.accumulation_steps < 1 || options.accumulation_steps > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat("trainer: accumulation_steps ",
+                                                   options.accumulation_steps,
+                                                   " must be in [1, 1024]"));
+  }
+  RETURN_IF_ERROR(options.lr_schedule.Validate());
   ASSIGN_OR_RETURN(ModelBatchBuilder builder, ModelBatchBuilder::Create(spec, features));
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Create(spec, backend));
   return std::unique_ptr<Trainer>(
@@ -170,33 +250,34 @@ absl::Status Trainer::Setup() {
   return absl::OkStatus();
 }
 
-absl::Status Trainer::PullRows(const ModelBatch& batch, std::vector<std::vector<float>>* rows) {
+absl::Status Trainer::Pull(const ModelBatch& batch, std::vector<std::vector<float>>* rows,
+                           std::vector<std::vector<float>>* params) {
   const ModelLayout& layout = model_->layout();
+  std::vector<ps::TablePull> tables;
   rows->resize(batch.tables.size());
   for (size_t t = 0; t < batch.tables.size(); ++t) {
     const TableKeys& keys = batch.tables[t];
     (*rows)[t].resize(keys.unique_keys.size() * static_cast<size_t>(keys.dim));
-    RETURN_IF_ERROR(ps_->Pull(layout.tables[t].name, keys.unique_keys,
-                              absl::MakeSpan((*rows)[t])));
+    tables.push_back({layout.tables[t].name, keys.unique_keys, absl::MakeSpan((*rows)[t])});
   }
-  return absl::OkStatus();
-}
-
-absl::Status Trainer::PullDense(std::vector<std::vector<float>>* params) {
-  const auto& vars = model_->dense_variables();
-  params->resize(vars.size());
-  for (size_t v = 0; v < vars.size(); ++v) {
-    (*params)[v].resize(static_cast<size_t>(vars[v].num_floats()));
-    RETURN_IF_ERROR(ps_->PullDense(vars[v].name, absl::MakeSpan((*params)[v])));
+  std::vector<ps::DensePull> dense;
+  if (params != nullptr) {
+    const auto& vars = model_->dense_variables();
+    params->resize(vars.size());
+    for (size_t v = 0; v < vars.size(); ++v) {
+      (*params)[v].resize(static_cast<size_t>(vars[v].num_floats()));
+      dense.push_back({vars[v].name, absl::MakeSpan((*params)[v])});
+    }
   }
-  return absl::OkStatus();
+  return ps_->PullBatch(tables, dense);
 }
 
 absl::Status Trainer::Train(input::Pipeline* pipeline, input::UnitProgress* progress) {
   const auto wall0 = Clock::now();
+  const int k = options_.accumulation_steps;
   Credits credits(options_.staleness + 1);
   Channel<std::unique_ptr<InFlight>> to_compute(1);
-  Channel<std::unique_ptr<InFlight>> to_push(static_cast<size_t>(options_.staleness) + 1);
+  Channel<std::unique_ptr<InFlight>> to_push(static_cast<size_t>(options_.staleness + 1) * k);
   FirstError error;
   auto stop_all = [&] {
     credits.Cancel();
@@ -211,8 +292,11 @@ absl::Status Trainer::Train(input::Pipeline* pipeline, input::UnitProgress* prog
 
   std::thread puller([&] {
     std::shared_ptr<const std::vector<std::vector<float>>> params;
-    int64_t step = options_.first_step;
-    for (int64_t n = 0; options_.max_steps == 0 || n < options_.max_steps; ++n, ++step) {
+    int64_t step = options_.first_step;  // optimizer step of the next micro-batch
+    int64_t steps_started = 0;
+    int micro = 0;                       // its index within the step
+    for (;;) {
+      if (micro == 0 && options_.max_steps > 0 && steps_started >= options_.max_steps) break;
       auto t0 = Clock::now();
       absl::StatusOr<std::optional<input::Batch>> next = pipeline->Next();
       add(&TrainerStats::input_wait_seconds, Since(t0));
@@ -232,8 +316,6 @@ absl::Status Trainer::Train(input::Pipeline* pipeline, input::UnitProgress* prog
             break;
           }
         }
-        --n;
-        --step;
         continue;
       }
       auto item = std::make_unique<InFlight>();
@@ -244,10 +326,14 @@ absl::Status Trainer::Train(input::Pipeline* pipeline, input::UnitProgress* prog
         error.Set(st);
         break;
       }
-      item->batch.step = static_cast<uint64_t>(step);
-      t0 = Clock::now();
-      if (!credits.Acquire()) break;
-      add(&TrainerStats::credit_wait_seconds, Since(t0));
+      // Dropout masks differ per micro-batch.
+      item->batch.step = static_cast<uint64_t>(step * k + micro);
+      const bool first_micro = micro == 0;
+      if (first_micro) {
+        t0 = Clock::now();
+        if (!credits.Acquire()) break;
+        add(&TrainerStats::credit_wait_seconds, Since(t0));
+      }
       if (progress != nullptr) {
         st = progress->Track(item->provenance);
         if (!st.ok()) {
@@ -255,53 +341,72 @@ absl::Status Trainer::Train(input::Pipeline* pipeline, input::UnitProgress* prog
           break;
         }
       }
+      // The micro-batches of one step share the dense variables pulled with
+      // its first.
+      const bool refresh =
+          first_micro && (params == nullptr || steps_started % options_.dense_refresh_steps == 0);
+      std::shared_ptr<std::vector<std::vector<float>>> fresh;
+      if (refresh) fresh = std::make_shared<std::vector<std::vector<float>>>();
       t0 = Clock::now();
-      st = PullRows(item->batch, &item->rows);
-      if (st.ok() && (params == nullptr || n % options_.dense_refresh_steps == 0)) {
-        auto fresh = std::make_shared<std::vector<std::vector<float>>>();
-        st = PullDense(fresh.get());
-        params = std::move(fresh);
-      }
+      st = Pull(item->batch, &item->rows, fresh.get());
       add(&TrainerStats::pull_seconds, Since(t0));
       if (!st.ok()) {
         error.Set(st);
         break;
       }
+      if (refresh) params = std::move(fresh);
       item->params = params;
+      if (first_micro) ++steps_started;
+      if (++micro == k) {
+        micro = 0;
+        ++step;
+      }
       if (!to_compute.Put(std::move(item))) break;
     }
     to_compute.Close();
   });
 
   std::thread pusher([&] {
-    const ModelLayout& layout = model_->layout();
-    const auto& vars = model_->dense_variables();
-    while (std::optional<std::unique_ptr<InFlight>> item = to_push.Take()) {
-      InFlight& f = **item;
+    Accumulator acc(model_->layout(), model_->dense_variables());
+    std::vector<ps::TablePush> tables;
+    std::vector<ps::DensePush> dense;
+    auto flush = [&]() -> bool {
+      const int64_t step = acc.step();
+      const float scale = options_.lr_schedule.Scale(step);
+      acc.MakeParts(&tables, &dense);
       auto t0 = Clock::now();
-      absl::Status st;
-      for (size_t t = 0; t < f.batch.tables.size() && st.ok(); ++t) {
-        // Tables that share keys (a wide table beside its deep one) each get
-        // their own gradients; every table is pushed.
-        st = ps_->Push(layout.tables[t].name, f.batch.tables[t].unique_keys,
-                       f.result.table_grads[t], f.step);
-      }
-      for (size_t v = 0; v < vars.size() && st.ok(); ++v) {
-        st = ps_->PushDense(vars[v].name, f.result.dense_grads[v], f.step);
-      }
+      absl::Status st = ps_->PushBatch(tables, dense, step, scale);
       add(&TrainerStats::push_seconds, Since(t0));
-      if (st.ok() && progress != nullptr) st = progress->Ack(f.provenance.sequence);
+      for (size_t i = 0; i < acc.size() && st.ok() && progress != nullptr; ++i) {
+        st = progress->Ack(acc.items()[i]->provenance.sequence);
+      }
+      acc.Clear();
       if (!st.ok()) {
         error.Set(st);
         stop_all();
-        break;
+        return false;
+      }
+      {
+        std::lock_guard<std::mutex> lock(stats_mu_);
+        ++stats_.steps;
+        stats_.learning_rate_scale = scale;
       }
       credits.Release();
+      return true;
+    };
+    bool ok = true;
+    while (std::optional<std::unique_ptr<InFlight>> item = to_push.Take()) {
+      acc.Add(std::move(*item));
+      if (static_cast<int>(acc.size()) == k && !(ok = flush())) break;
     }
+    // A last, partial step (the data ran out mid-step) is pushed too, unless
+    // training stopped on an error.
+    if (ok && !acc.empty() && error.Get().ok()) flush();
   });
 
   // The calling thread computes.
   std::vector<absl::Span<const float>> rows, params;
+  int64_t auc_batches = 0;
   for (;;) {
     auto t0 = Clock::now();
     std::optional<std::unique_ptr<InFlight>> item = to_compute.Take();
@@ -318,9 +423,27 @@ absl::Status Trainer::Train(input::Pipeline* pipeline, input::UnitProgress* prog
       stop_all();
       break;
     }
+    std::optional<double> train_auc;
+    if (spec_.loss == LossKind::kLogLoss) {
+      constexpr uint64_t kAucWindow = 65536;
+      recent_auc_.Add(f.result.predictions, f.batch.labels);
+      const bool roll = recent_auc_.positives() + recent_auc_.negatives() >= kAucWindow;
+      // The estimate costs two histogram passes: every 8th batch, at a roll
+      // and while the trainer is young is often enough for a gauge.
+      if (roll || ++auc_batches % 8 == 0 || auc_batches < 8) {
+        StreamingAuc window = previous_auc_;
+        window.Merge(recent_auc_);
+        train_auc = window.Auc();
+      }
+      if (roll) {
+        previous_auc_ = recent_auc_;
+        recent_auc_.Reset();
+      }
+    }
     {
       std::lock_guard<std::mutex> lock(stats_mu_);
-      ++stats_.steps;
+      if (train_auc.has_value()) stats_.train_auc = *train_auc;
+      ++stats_.micro_batches;
       stats_.examples += f.batch.batch_size;
       stats_.loss_sum += f.result.loss_sum;
       stats_.last_loss = f.batch.batch_size > 0 ? f.result.loss_sum / f.batch.batch_size : 0;
@@ -341,14 +464,15 @@ absl::StatusOr<EvalResult> Trainer::Evaluate(input::Pipeline* pipeline) {
   ModelBatch batch;
   StepResult result;
   double loss_sum = 0;
-  RETURN_IF_ERROR(PullDense(&params_storage));
-  params.assign(params_storage.begin(), params_storage.end());
+  bool have_params = false;
   for (;;) {
     ASSIGN_OR_RETURN(std::optional<input::Batch> next, pipeline->Next());
     if (!next.has_value()) break;
     if (next->data.num_rows == 0) continue;  // provenance only
     RETURN_IF_ERROR(builder_.Build(next->data, &batch));
-    RETURN_IF_ERROR(PullRows(batch, &rows_storage));
+    RETURN_IF_ERROR(Pull(batch, &rows_storage, have_params ? nullptr : &params_storage));
+    if (!have_params) params.assign(params_storage.begin(), params_storage.end());
+    have_params = true;
     rows.assign(rows_storage.begin(), rows_storage.end());
     RETURN_IF_ERROR(model_->Step(batch, rows, params, /*train=*/false, &result));
     loss_sum += result.loss_sum;
@@ -364,6 +488,8 @@ absl::StatusOr<EvalResult> Trainer::Evaluate(input::Pipeline* pipeline) {
     r.logloss = LogLoss(predictions, labels);
     r.accuracy = Accuracy(predictions, labels);
     r.calibration = Calibration(predictions, labels);
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.eval_auc = r.auc;
   }
   return r;
 }

@@ -11,10 +11,20 @@
 //                   acknowledged: return its credit and acknowledge its
 //                   records to UnitProgress (so a re-leased work unit
 //                   resumes exactly after what the PS has).
+// Every table and dense variable of a step travels in one PullBatch and one
+// PushBatch (one round trip per PS shard, all shards at once), not one call
+// per table: a step's PS time is then one network round trip, not 30.
 //
 // Staleness: there are staleness + 1 credits, so batch i is pulled only when
 // at most `staleness` earlier batches are not yet acknowledged by the PS.
 // staleness 0 is synchronous training: every pull sees every earlier push.
+//
+// Gradient accumulation: with accumulation_steps k, one optimizer step is k
+// consecutive micro-batches computed against the same dense variables (and
+// rows no push of theirs has touched yet); their gradients, each weighted
+// by its share of the examples, are pushed once -- the update one batch of
+// all k micro-batches' examples would make. Credits, staleness, max_steps,
+// dense_refresh_steps and the learning-rate schedule count optimizer steps.
 //
 // Where time goes is measured, not guessed: TrainerStats splits the calling
 // thread's wall time into input wait, PS wait (for pulled rows) and compute,
@@ -24,6 +34,7 @@
 #pragma once
 
 #include <atomic>
+#include <limits>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -36,6 +47,8 @@
 #include "ps/options.h"
 #include "trainer/input/feature_spec.h"
 #include "trainer/input/pipeline.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/model/metrics.h"
 #include "trainer/model/model.h"
 #include "trainer/model/model_batch.h"
 #include "trainer/model/model_spec.h"
@@ -69,6 +82,11 @@ struct TrainerOptions {
   }();
   uint64_t table_memory_budget_bytes = 1ull << 30;
   uint64_t seed = 1;
+  // Micro-batches per optimizer step (>= 1).
+  int accumulation_steps = 1;
+  // Multiplier of every base learning rate, by optimizer step, sent with
+  // each push (the optimizers run on the PS).
+  LrSchedule lr_schedule;
   // The optimizer of the dense variables (their initializers come from the
   // model's DenseVariableSpec).
   ps::OptimizerOptions dense_optimizer = [] {
@@ -80,8 +98,16 @@ struct TrainerOptions {
 };
 
 struct TrainerStats {
-  int64_t steps = 0;
+  int64_t steps = 0;          // optimizer steps whose pushes were acknowledged
+  int64_t micro_batches = 0;  // batches computed (steps x accumulation_steps)
   int64_t examples = 0;
+  float learning_rate_scale = 1;  // of the last push
+  // Progressive AUC (each prediction made before its example's update) over
+  // the last 64K-128K training examples; NaN before both classes were seen
+  // or for an mse model.
+  double train_auc = std::numeric_limits<double>::quiet_NaN();
+  // Exact AUC of the last Evaluate(); NaN before one.
+  double eval_auc = std::numeric_limits<double>::quiet_NaN();
   double loss_sum = 0;            // sum of per-example losses over training
   double last_loss = 0;           // mean loss of the last batch
   double wall_seconds = 0;        // Train() so far
@@ -129,9 +155,11 @@ class Trainer {
   Trainer(ps::PsClient* ps, const ModelSpec& spec, const TrainerOptions& options,
           ModelBatchBuilder builder, std::unique_ptr<Model> model);
   struct InFlight;
-  // Pulls every table's rows of `batch` into rows (one vector per table).
-  absl::Status PullRows(const ModelBatch& batch, std::vector<std::vector<float>>* rows);
-  absl::Status PullDense(std::vector<std::vector<float>>* params);
+  class Accumulator;
+  // One PullBatch: every table's rows of `batch` into *rows (one vector per
+  // table) and, when params is not null, every dense variable into *params.
+  absl::Status Pull(const ModelBatch& batch, std::vector<std::vector<float>>* rows,
+                    std::vector<std::vector<float>>* params);
 
   ps::PsClient* const ps_;
   const ModelSpec spec_;
@@ -141,6 +169,9 @@ class Trainer {
 
   mutable std::mutex stats_mu_;
   TrainerStats stats_;  // guarded by stats_mu_
+  // train_auc's window: the examples since the last roll, and the window
+  // before. Compute thread only.
+  StreamingAuc recent_auc_{4096}, previous_auc_{4096};
 };
 
 }  // namespace brook::trainer

@@ -7,6 +7,7 @@
 
 #include "bench/ps_bench.h"
 #include "bench/tfrecord_bench.h"
+#include "bench/trainer_bench.h"
 #include "chief/cli/commands.h"
 
 namespace brook::cli {
@@ -67,6 +68,42 @@ void RegisterBenchPs(CLI::App& bench, int* exit_code) {
     absl::Status st = bench::RunPsBench(*opts, std::cout, &result);
     if (!st.ok()) {
       std::cerr << "brook bench ps: " << st.message() << "\n";
+      *exit_code = absl::IsInvalidArgument(st) ? kExitUsage : kExitFailed;
+      return;
+    }
+    if (*json_out) std::cout << result.dump(2) << "\n";
+    *exit_code = kExitOk;
+  });
+}
+
+void RegisterBenchTrainer(CLI::App& bench, int* exit_code) {
+  auto opts = std::make_shared<bench::TrainerBenchOptions>();
+  auto json_out = std::make_shared<bool>(false);
+  CLI::App* cmd = bench.add_subcommand(
+      "trainer",
+      "Trainer examples/s (Wide & Deep, DLRM; PS in process and over gRPC) vs input and compute alone");
+  cmd->add_option("--examples", opts->examples, "Criteo-shaped training examples to generate")
+      ->envname("BROOK_BENCH_EXAMPLES")
+      ->capture_default_str();
+  cmd->add_option("--models", opts->models, "Models, comma-separated: wide_deep, deepfm, dlrm")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--batch-size", opts->batch_size, "Examples per step")->capture_default_str();
+  cmd->add_option("--ps-shards", opts->ps_shards, "PS shards")->capture_default_str();
+  cmd->add_option("--staleness", opts->staleness, "Batches in flight")->capture_default_str();
+  cmd->add_option("--cardinality-max", opts->cardinality_max, "Largest id feature cardinality")
+      ->capture_default_str();
+  cmd->add_option("--backend-threads", opts->backend_threads, "CPU backend threads; 0 = all cores")
+      ->capture_default_str();
+  cmd->add_option("--device", opts->device, "cpu | cuda | cuda:N")->capture_default_str();
+  cmd->add_option("--work-dir", opts->work_dir, "Where the data is generated (and removed)");
+  cmd->add_option("--seed", opts->seed, "Seed of the data and the model")->capture_default_str();
+  cmd->add_flag("--json", *json_out, "Also print the figures as JSON");
+  cmd->callback([opts, json_out, exit_code] {
+    nlohmann::json result;
+    absl::Status st = bench::RunTrainerBench(*opts, std::cout, &result);
+    if (!st.ok()) {
+      std::cerr << "brook bench trainer: " << st.message() << "\n";
       *exit_code = absl::IsInvalidArgument(st) ? kExitUsage : kExitFailed;
       return;
     }

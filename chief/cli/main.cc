@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   brook::cli::RegisterBenchTfrecord(*bench, &exit_code);
   brook::cli::RegisterBenchPs(*bench, &exit_code);
+  brook::cli::RegisterBenchTrainer(*bench, &exit_code);
 
   brook::cli::RegisterPs(app, &exit_code);
   brook::cli::RegisterTrainer(app, &exit_code);

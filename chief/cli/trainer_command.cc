@@ -6,8 +6,11 @@
 // a progress line per --log-every steps on stderr, and the evaluation as
 // one JSON object on stdout.
 #include <algorithm>
+#include <cmath>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +24,7 @@
 #include "ps/client/local_ps_client.h"
 #include "ps/parameter_server.h"
 #include "storage/atomic_file.h"
-#include "trainer/backend/cpu_backend.h"
+#include "trainer/backend/backend_loader.h"
 #include "trainer/input/pipeline.h"
 #include "trainer/model/model_spec.h"
 #include "trainer/trainer.h"
@@ -42,9 +45,14 @@ struct TrainerFlags {
   uint64_t seed = 1;
   int64_t max_steps = 0;
   std::string metrics_listen;
+  std::string device = "cpu";  // cpu | cuda | cuda:N
   trainer::TrainerOptions options;
   float embedding_lr = 0.05f;
   float dense_lr = 0.001f;
+  std::string lr_decay = "constant";
+  float embedding_init_range = 0.05f;
+  std::string embedding_optimizer = "adagrad";
+  bool eval_only = false;
 };
 
 std::shared_ptr<prometheus::Collectable> TrainerCollector(const trainer::Trainer* t) {
@@ -55,6 +63,12 @@ std::shared_ptr<prometheus::Collectable> TrainerCollector(const trainer::Trainer
             static_cast<double>(s.steps));
     set.Add(set.Counter("brook_trainer_examples_total", "Examples trained on"), {},
             static_cast<double>(s.examples));
+    set.Add(set.Counter("brook_trainer_micro_batches_total",
+                        "Batches computed (steps x accumulation steps)"),
+            {}, static_cast<double>(s.micro_batches));
+    set.Add(set.Gauge("brook_trainer_learning_rate_scale",
+                      "Multiplier of the base learning rates sent with the last push"),
+            {}, s.learning_rate_scale);
     auto* seconds = set.Counter("brook_trainer_seconds_total",
                                 "Where the trainer's time went, by phase: input_wait (pipeline), "
                                 "ps_wait (compute waiting for pulled rows), compute, pull, push");
@@ -64,6 +78,16 @@ std::shared_ptr<prometheus::Collectable> TrainerCollector(const trainer::Trainer
     set.Add(seconds, {{"phase", "pull"}}, s.pull_seconds);
     set.Add(seconds, {{"phase", "push"}}, s.push_seconds);
     set.Add(set.Gauge("brook_trainer_loss", "Mean loss of the last batch"), {}, s.last_loss);
+    if (!std::isnan(s.train_auc)) {
+      set.Add(set.Gauge("brook_trainer_train_auc",
+                        "Progressive AUC of the last 64K-128K training examples (each predicted "
+                        "before its update)"),
+              {}, s.train_auc);
+    }
+    if (!std::isnan(s.eval_auc)) {
+      set.Add(set.Gauge("brook_trainer_eval_auc", "Exact AUC of the last evaluation"), {},
+              s.eval_auc);
+    }
     set.Add(set.Gauge("brook_trainer_examples_per_second", "Examples per second so far"), {},
             s.wall_seconds > 0 ? s.examples / s.wall_seconds : 0.0);
     return set.Take();
@@ -93,6 +117,15 @@ absl::Status RunTrainer(const TrainerFlags& f) {
       spec.dense.begin(), spec.dense.end(), [](const trainer::DenseInputSpec& d) {
         return d.transform == trainer::DenseTransform::kStandardize && !d.has_moments;
       });
+  if (f.data.empty() && !f.eval_only) return absl::InvalidArgumentError("--data is required");
+  if (f.eval_only && f.eval_data.empty()) {
+    return absl::InvalidArgumentError("--eval-only needs --eval-data");
+  }
+  if (needs_moments && f.data.empty()) {
+    return absl::InvalidArgumentError(
+        "the model's standardize inputs have no mean/stddev: give them in the model spec or "
+        "pass --data to compute them");
+  }
   if (needs_moments) {
     // One pass over the training data for the standardize transforms.
     input::PipelineOptions o;
@@ -108,18 +141,11 @@ absl::Status RunTrainer(const TrainerFlags& f) {
     RETURN_IF_ERROR(moments.Apply(&spec));
   }
 
-  std::vector<std::unique_ptr<ps::ParameterServer>> local;
+  std::optional<ps::LocalPsCluster> local;
   std::unique_ptr<ps::PsClient> client;
   if (f.local_ps > 0) {
-    std::vector<ps::ParameterServer*> shards;
-    for (int i = 0; i < f.local_ps; ++i) {
-      ps::ParameterServerOptions po;
-      po.shard_index = i;
-      po.num_shards = f.local_ps;
-      local.push_back(std::make_unique<ps::ParameterServer>(po));
-      shards.push_back(local.back().get());
-    }
-    client = std::make_unique<ps::LocalPsClient>(shards);
+    local.emplace(f.local_ps);
+    client = std::move(local->client);
   } else {
     ps::GrpcPsClientOptions o;
     o.addresses = absl::StrSplit(f.ps, ',', absl::SkipEmpty());
@@ -132,10 +158,19 @@ absl::Status RunTrainer(const TrainerFlags& f) {
   trainer::TrainerOptions options = f.options;
   options.embedding_optimizer.learning_rate = f.embedding_lr;
   options.dense_optimizer.learning_rate = f.dense_lr;
+  static const std::map<std::string, ps::OptimizerKind> kOptimizers = {
+      {"sgd", ps::OptimizerKind::kSgd},
+      {"adagrad", ps::OptimizerKind::kAdagrad},
+      {"adam", ps::OptimizerKind::kAdam},
+      {"ftrl", ps::OptimizerKind::kFtrl}};
+  options.embedding_optimizer.kind = kOptimizers.at(f.embedding_optimizer);  // checked by CLI11
+  options.embedding_init.low = -f.embedding_init_range;
+  options.embedding_init.high = f.embedding_init_range;
   options.max_steps = f.max_steps;
   options.seed = f.seed;
+  ASSIGN_OR_RETURN(options.lr_schedule.decay, trainer::ParseLrDecay(f.lr_decay));
   ASSIGN_OR_RETURN(std::unique_ptr<trainer::Backend> backend,
-                   trainer::CreateCpuBackend(trainer::CpuBackendOptions{}));
+                   trainer::CreateBackend(f.device, trainer::CpuBackendOptions{}));
   ASSIGN_OR_RETURN(std::unique_ptr<trainer::Trainer> t,
                    trainer::Trainer::Create(client.get(), spec, features, options, backend.get()));
   std::unique_ptr<metrics::MetricsExposer> exposer;
@@ -146,8 +181,10 @@ absl::Status RunTrainer(const TrainerFlags& f) {
     std::cout << "brook trainer metrics on " << exposer->address() << std::endl;
   }
   RETURN_IF_ERROR(t->Setup());
-  ASSIGN_OR_RETURN(auto train, MakePipeline(features, f, f.data, /*train=*/true));
-  RETURN_IF_ERROR(t->Train(train.get()));
+  if (!f.eval_only) {
+    ASSIGN_OR_RETURN(auto train, MakePipeline(features, f, f.data, /*train=*/true));
+    RETURN_IF_ERROR(t->Train(train.get()));
+  }
   const trainer::TrainerStats s = t->stats();
   std::cerr << absl::StrFormat(
       "brook trainer: %d steps, %d examples in %.1f s (%.0f examples/s); input wait %.1f s, PS "
@@ -158,6 +195,8 @@ absl::Status RunTrainer(const TrainerFlags& f) {
   nlohmann::json out = {{"steps", s.steps},
                         {"examples", s.examples},
                         {"train_mean_loss", s.examples > 0 ? s.loss_sum / s.examples : 0},
+                        {"train_auc", std::isnan(s.train_auc) ? nlohmann::json(nullptr)
+                                                              : nlohmann::json(s.train_auc)},
                         {"wall_seconds", s.wall_seconds},
                         {"input_wait_seconds", s.input_wait_seconds},
                         {"ps_wait_seconds", s.ps_wait_seconds},
@@ -182,11 +221,13 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
       ->envname("BROOK_TRAINER_PS");
   cmd->add_option("--local-ps", f->local_ps, "Use N in-process PS shards instead of --ps")
       ->check(CLI::Range(0, 64));
-  cmd->add_option("--data", f->data, "Training TFRecord files (glob)")
-      ->required()
+  cmd->add_option("--data", f->data,
+                  "Training TFRecord files (glob); also what standardize moments are computed on")
       ->envname("BROOK_TRAINER_DATA");
   cmd->add_option("--eval-data", f->eval_data, "Evaluation TFRecord files (glob)")
       ->envname("BROOK_TRAINER_EVAL_DATA");
+  cmd->add_flag("--eval-only", f->eval_only,
+                "Only evaluate --eval-data with the weights on the PS (no training)");
   cmd->add_option("--spec", f->feature_spec, "Feature spec YAML")->required();
   cmd->add_option("--model", f->model_spec, "Model spec YAML")->required();
   cmd->add_option("--batch-size", f->batch_size, "Examples per step")->capture_default_str();
@@ -205,10 +246,39 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--embedding-lr", f->embedding_lr, "Learning rate of the embedding tables")
       ->capture_default_str();
+  cmd->add_option("--embedding-optimizer", f->embedding_optimizer,
+                  "Optimizer of the embedding tables (applied on the PS)")
+      ->check(CLI::IsMember({"sgd", "adagrad", "adam", "ftrl"}))
+      ->capture_default_str();
+  cmd->add_option("--embedding-init-range", f->embedding_init_range,
+                  "Deep embedding rows start uniform in [-R, R) (wide weights start at 0)")
+      ->check(CLI::Range(0.0f, 10.0f))
+      ->capture_default_str();
   cmd->add_option("--dense-lr", f->dense_lr, "Learning rate of the dense variables (Adam)")
+      ->capture_default_str();
+  cmd->add_option("--accumulation-steps", f->options.accumulation_steps,
+                  "Micro-batches whose gradients make one push (gradient accumulation)")
+      ->capture_default_str();
+  cmd->add_option("--lr-warmup-steps", f->options.lr_schedule.warmup_steps,
+                  "Steps of linear learning-rate warmup")
+      ->capture_default_str();
+  cmd->add_option("--lr-decay", f->lr_decay, "Learning-rate decay after warmup")
+      ->check(CLI::IsMember({"constant", "linear", "cosine", "exponential"}))
+      ->capture_default_str();
+  cmd->add_option("--lr-decay-steps", f->options.lr_schedule.decay_steps,
+                  "Steps of the decay (linear, cosine: to the floor; exponential: per decay-rate)")
+      ->capture_default_str();
+  cmd->add_option("--lr-decay-rate", f->options.lr_schedule.decay_rate,
+                  "Exponential decay factor per decay-steps")
+      ->capture_default_str();
+  cmd->add_option("--lr-min-scale", f->options.lr_schedule.min_scale,
+                  "Floor of the decayed learning-rate multiplier")
       ->capture_default_str();
   cmd->add_option("--seed", f->seed, "Seed (shuffle, dropout, initial values)")
       ->capture_default_str();
+  cmd->add_option("--device", f->device, "Compute device: cpu, cuda or cuda:N (CUDA plugin)")
+      ->capture_default_str()
+      ->envname("BROOK_TRAINER_DEVICE");
   cmd->add_option("--metrics-listen", f->metrics_listen, "Prometheus /metrics host:port")
       ->envname("BROOK_TRAINER_METRICS_LISTEN");
   cmd->callback([f, exit_code] {

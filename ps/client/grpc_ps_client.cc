@@ -11,6 +11,7 @@
 #include "absl/synchronization/blocking_counter.h"
 #include "brook/v1/ps.grpc.pb.h"
 #include "common/status_macros.h"
+#include "ps/client/grpc_ps_client_internal.h"
 #include "ps/client/key_plan.h"
 #include "ps/client/local_ps_client.h"
 #include "ps/rpc/proto_convert.h"
@@ -22,30 +23,8 @@
 namespace brook::ps {
 namespace {
 
-using Done = std::function<void(grpc::Status)>;
-
-// One connection to a shard: the generated stub, plus Pull on raw reply
-// bytes (the rows are copied once, from gRPC's slices into the caller's
-// buffer, instead of into a protobuf string first).
-class Stub {
- public:
-  explicit Stub(std::shared_ptr<grpc::Channel> channel)
-      : channel_(std::move(channel)),
-        generated_(v1::ParameterServer::NewStub(channel_)),
-        pull_("/brook.v1.ParameterServer/Pull", grpc::internal::RpcMethod::NORMAL_RPC, channel_) {}
-  auto* async() { return generated_->async(); }
-  void PullRaw(grpc::ClientContext* ctx, const v1::PullRequest* req, grpc::ByteBuffer* reply,
-               Done done) {
-    grpc::internal::CallbackUnaryCall<v1::PullRequest, grpc::ByteBuffer, grpc::protobuf::MessageLite,
-                                      grpc::ByteBuffer>(channel_.get(), pull_, ctx, req, reply,
-                                                        std::move(done));
-  }
-
- private:
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::ParameterServer::Stub> generated_;
-  grpc::internal::RpcMethod pull_;
-};
+using grpc_client_internal::Done;
+using grpc_client_internal::Stub;
 
 bool Retryable(grpc::StatusCode code) {
   return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED;
@@ -91,25 +70,6 @@ absl::Status CheckOptions(const GrpcPsClientOptions& o) {
 }
 
 }  // namespace
-
-struct GrpcPsClient::Shard {
-  std::string address;
-  std::vector<std::unique_ptr<Stub>> stubs;
-  std::atomic<uint32_t> next{0};
-
-  Stub* Pick() { return stubs[next.fetch_add(1, std::memory_order_relaxed) % stubs.size()].get(); }
-};
-
-// One RPC of a fan-out. `issue` starts it on a stub with a fresh context;
-// the request and response it points to live in the caller's frame.
-struct GrpcPsClient::Call {
-  int32_t shard = 0;
-  std::function<void(Stub*, grpc::ClientContext*, Done)> issue;
-  bool wait_for_ready = false;
-  std::unique_ptr<grpc::ClientContext> context;
-  grpc::Status status;
-  int attempts = 0;
-};
 
 absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
     const GrpcPsClientOptions& options) {
@@ -387,6 +347,7 @@ absl::Status GrpcPsClient::Push(std::string_view table, absl::Span<const uint64_
     // Fixed before the first attempt: every retry of this RPC carries it.
     req.set_sequence(NextSequence());
     req.set_step(step);
+    req.set_learning_rate_scale(1.0f);
     if (options_.check_route) {
       req.mutable_route()->set_shard_index(part.shard);
       req.mutable_route()->set_num_shards(num_shards());
@@ -463,6 +424,7 @@ absl::Status GrpcPsClient::PushDense(std::string_view name, absl::Span<const flo
   req.set_client_id(client_id());
   req.set_sequence(NextSequence());
   req.set_step(step);
+  req.set_learning_rate_scale(1.0f);
   if (options_.check_route) {
     req.mutable_route()->set_shard_index(e.shard);
     req.mutable_route()->set_num_shards(num_shards());

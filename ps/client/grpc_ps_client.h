@@ -6,6 +6,10 @@
 // sequence, step); the sequence is fixed per RPC before the first attempt,
 // so a retry is recognised by the PS as a duplicate and applied once.
 //
+// PullBatch / PushBatch do the same for every table of a step at once: one
+// request per shard carries each table's and dense variable's part for it
+// (a push part keeps its own sequence), so a step costs one round trip.
+//
 // Retries: UNAVAILABLE and DEADLINE_EXCEEDED (per attempt) are retried with
 // exponential backoff and jitter until `deadline` (per call, retries
 // included); other codes are returned at once. Only the failed RPCs of a
@@ -88,6 +92,13 @@ class GrpcPsClient final : public PsClient {
   absl::Status PullDense(std::string_view name, absl::Span<float> out) override;
   absl::Status PushDense(std::string_view name, absl::Span<const float> grads,
                          int64_t step) override;
+  // One PullBatch / PushBatch RPC per shard with work (several when a
+  // shard's part exceeds max_request_bytes; a table's part is then split
+  // like a single call's), all shards at once, retried like Pull / Push.
+  absl::Status PullBatch(absl::Span<const TablePull> tables,
+                         absl::Span<const DensePull> dense) override;
+  absl::Status PushBatch(absl::Span<const TablePush> tables, absl::Span<const DensePush> dense,
+                         int64_t step, float learning_rate_scale) override;
   absl::StatusOr<std::vector<ServerStats>> Stats() override;
   absl::StatusOr<std::vector<CheckpointInfo>> Checkpoint(const CheckpointOptions& options) override;
   absl::StatusOr<std::vector<RestoreInfo>> Restore(const std::string& dir) override;

@@ -1,6 +1,9 @@
 #include "ps/client/local_ps_client.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
+#include "ps/client/batch_plan.h"
 #include "common/status_macros.h"
 #include "ps/client/key_plan.h"
 #include "sharding/sharding.h"
@@ -34,6 +37,24 @@ absl::StatusOr<size_t> InferDim(std::string_view table, size_t num_keys, size_t 
     return absl::ResourceExhaustedError(absl::StrCat(std::string(what), " of ", num_keys, " keys"));
   }
   return floats / num_keys;
+}
+
+absl::Status CheckPushScale(float learning_rate_scale) {
+  if (std::isfinite(learning_rate_scale) && learning_rate_scale > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "push batch: learning_rate_scale ", learning_rate_scale, " must be finite and > 0"));
+}
+
+LocalPsCluster::LocalPsCluster(int num_shards) {
+  std::vector<ParameterServer*> raw;
+  for (int i = 0; i < num_shards; ++i) {
+    ParameterServerOptions o;
+    o.shard_index = i;
+    o.num_shards = num_shards;
+    shards.push_back(std::make_unique<ParameterServer>(o));
+    raw.push_back(shards.back().get());
+  }
+  client = std::make_unique<LocalPsClient>(std::move(raw));
 }
 
 LocalPsClient::LocalPsClient(std::vector<ParameterServer*> shards, uint64_t client_id)
@@ -136,6 +157,83 @@ absl::Status LocalPsClient::PushDense(std::string_view name, absl::Span<const fl
   ctx.sequence = NextSequence();
   ctx.step = step;
   return AtShard(e.shard, shards_[e.shard]->PushDense(name, grads, ctx).status());
+}
+
+absl::Status LocalPsClient::PullBatch(absl::Span<const TablePull> tables,
+                                      absl::Span<const DensePull> dense) {
+  ASSIGN_OR_RETURN(BatchPlan bp, BatchPlan::ForPull(tables, dense, dense_, num_shards()));
+  // rows[i][s]: table i's rows from shard s, in that shard's key order.
+  std::vector<std::vector<std::vector<float>>> rows(tables.size());
+  std::vector<std::vector<TablePull>> shard_tables(shards_.size());
+  std::vector<std::vector<DensePull>> shard_dense(shards_.size());
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const KeyPlan* plan = bp.plan(i);
+    if (plan == nullptr) continue;
+    rows[i].resize(shards_.size());
+    for (int32_t s = 0; s < num_shards(); ++s) {
+      absl::Span<const uint64_t> keys = plan->shard_keys(s);
+      if (keys.empty()) continue;
+      rows[i][s].resize(keys.size() * bp.dim(i));
+      shard_tables[s].push_back({tables[i].table, keys, absl::MakeSpan(rows[i][s])});
+    }
+  }
+  for (size_t d = 0; d < dense.size(); ++d) shard_dense[bp.dense_shard(d)].push_back(dense[d]);
+  for (int32_t s = 0; s < num_shards(); ++s) {
+    if (shard_tables[s].empty() && shard_dense[s].empty()) continue;
+    RETURN_IF_ERROR(AtShard(s, shards_[s]->PullBatch(shard_tables[s], shard_dense[s])));
+  }
+  std::vector<absl::Span<const float>> views(shards_.size());
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const KeyPlan* plan = bp.plan(i);
+    if (plan == nullptr) continue;
+    for (int32_t s = 0; s < num_shards(); ++s) views[s] = rows[i][s];
+    plan->ExpandRows(views, bp.dim(i), tables[i].out);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalPsClient::PushBatch(absl::Span<const TablePush> tables,
+                                      absl::Span<const DensePush> dense, int64_t step,
+                                      float learning_rate_scale) {
+  RETURN_IF_ERROR(CheckPushScale(learning_rate_scale));
+  ASSIGN_OR_RETURN(BatchPlan bp, BatchPlan::ForPush(tables, dense, dense_, num_shards()));
+  // sums[i][s]: table i's summed gradients for shard s's keys.
+  std::vector<std::vector<std::vector<float>>> sums(tables.size());
+  std::vector<absl::Span<float>> views(shards_.size());
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const KeyPlan* plan = bp.plan(i);
+    if (plan == nullptr) continue;
+    sums[i].resize(shards_.size());
+    for (int32_t s = 0; s < num_shards(); ++s) {
+      sums[i][s].resize(plan->shard_keys(s).size() * bp.dim(i));
+      views[s] = absl::MakeSpan(sums[i][s]);
+    }
+    plan->SumGradients(tables[i].grads, bp.dim(i), views);
+  }
+  std::vector<std::vector<TablePushPart>> shard_tables(shards_.size());
+  std::vector<std::vector<DensePushPart>> shard_dense(shards_.size());
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const KeyPlan* plan = bp.plan(i);
+    if (plan == nullptr) continue;
+    for (int32_t s = 0; s < num_shards(); ++s) {
+      if (plan->shard_keys(s).empty()) continue;
+      shard_tables[s].push_back(
+          {tables[i].table, plan->shard_keys(s), sums[i][s], NextSequence()});
+    }
+  }
+  for (size_t d = 0; d < dense.size(); ++d) {
+    shard_dense[bp.dense_shard(d)].push_back({dense[d].name, dense[d].grads, NextSequence()});
+  }
+  PushContext ctx;
+  ctx.client_id = client_id();
+  ctx.step = step;
+  ctx.learning_rate_scale = learning_rate_scale;
+  for (int32_t s = 0; s < num_shards(); ++s) {
+    if (shard_tables[s].empty() && shard_dense[s].empty()) continue;
+    RETURN_IF_ERROR(
+        AtShard(s, shards_[s]->PushBatch(shard_tables[s], shard_dense[s], ctx).status()));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<ServerStats>> LocalPsClient::Stats() {

@@ -31,6 +31,10 @@ class LocalPsClient final : public PsClient {
   absl::Status PullDense(std::string_view name, absl::Span<float> out) override;
   absl::Status PushDense(std::string_view name, absl::Span<const float> grads,
                          int64_t step) override;
+  absl::Status PullBatch(absl::Span<const TablePull> tables,
+                         absl::Span<const DensePull> dense) override;
+  absl::Status PushBatch(absl::Span<const TablePush> tables, absl::Span<const DensePush> dense,
+                         int64_t step, float learning_rate_scale) override;
   absl::StatusOr<std::vector<ServerStats>> Stats() override;
   absl::StatusOr<std::vector<CheckpointInfo>> Checkpoint(const CheckpointOptions& options) override;
   absl::StatusOr<std::vector<RestoreInfo>> Restore(const std::string& dir) override;
@@ -40,9 +44,20 @@ class LocalPsClient final : public PsClient {
   DenseDirectory dense_;
 };
 
+// N fresh in-memory shards (ParameterServerOptions defaults, shard i of N)
+// and a LocalPsClient over them: a whole PS in this process, for
+// `brook trainer --local-ps`, benchmarks and tests.
+struct LocalPsCluster {
+  explicit LocalPsCluster(int num_shards);
+  std::vector<std::unique_ptr<ParameterServer>> shards;
+  std::unique_ptr<LocalPsClient> client;
+};
+
 // Checks the sizes every PsClient checks before routing: for a pull `floats`
 // is out.size(), for a push grads.size(). Returns the dim (0 for no keys).
 absl::StatusOr<size_t> InferDim(std::string_view table, size_t num_keys, size_t floats,
                                 std::string_view what);
+// A PushBatch's learning_rate_scale: INVALID_ARGUMENT unless finite and > 0.
+absl::Status CheckPushScale(float learning_rate_scale);
 
 }  // namespace brook::ps

@@ -33,6 +33,25 @@
 
 namespace brook::ps {
 
+// One table's part of a PullBatch: rows for keys (duplicates allowed) into
+// out (keys.size() x dim). TablePull and DensePull are defined in
+// ps/parameter_server.h (the PS core takes the same parts):
+//   struct TablePull { std::string_view table; absl::Span<const uint64_t> keys;
+//                      absl::Span<float> out; };
+//   struct DensePull { std::string_view name; absl::Span<float> out; };
+
+// One table's part of a PushBatch: grads (keys.size() x dim), duplicate keys
+// summed.
+struct TablePush {
+  std::string_view table;
+  absl::Span<const uint64_t> keys;
+  absl::Span<const float> grads;
+};
+struct DensePush {
+  std::string_view name;
+  absl::Span<const float> grads;
+};
+
 class PsClient {
  public:
   virtual ~PsClient() = default;
@@ -70,6 +89,30 @@ class PsClient {
   virtual absl::Status PullDense(std::string_view name, absl::Span<float> out) = 0;
   virtual absl::Status PushDense(std::string_view name, absl::Span<const float> grads,
                                  int64_t step) = 0;
+
+  // Everything one training step pulls, in one round trip per shard (all
+  // shards concurrently; shards with nothing to pull get no request): the
+  // same rows as a Pull per table and a PullDense per variable. The whole
+  // batch is checked before anything is sent (INVALID_ARGUMENT for sizes,
+  // NOT_FOUND for an undeclared dense variable); a PS error names the table
+  // or variable. A table may appear more than once.
+  //
+  //   std::vector<TablePull> pulls = {{"user", user_keys, user_rows},
+  //                                   {"item", item_keys, item_rows}};
+  //   std::vector<DensePull> dense = {{"mlp/w0", w0}};
+  //   RETURN_IF_ERROR(ps->PullBatch(pulls, dense));
+  virtual absl::Status PullBatch(absl::Span<const TablePull> tables,
+                                 absl::Span<const DensePull> dense) = 0;
+  // Everything one training step pushes, one round trip per shard.
+  // learning_rate_scale multiplies every optimizer's learning rate for these
+  // updates (schedules: warmup, decay); must be finite and > 0
+  // (INVALID_ARGUMENT otherwise, nothing sent). Each table/dense part keeps
+  // its own exactly-once (client_id, sequence) so a retried batch applies
+  // each part at most once. A shard applies its part of the batch only if
+  // all of it is valid; across shards a push batch is, like Push, not atomic.
+  virtual absl::Status PushBatch(absl::Span<const TablePush> tables,
+                                 absl::Span<const DensePush> dense, int64_t step,
+                                 float learning_rate_scale) = 0;
 
   // One ServerStats per shard, in shard order.
   virtual absl::StatusOr<std::vector<ServerStats>> Stats() = 0;

@@ -53,7 +53,7 @@ absl::StatusOr<uint64_t> DenseVariable::Check(absl::Span<const float> grads) {
   return nonfinite;
 }
 
-uint64_t DenseVariable::Apply(absl::Span<const float> grads, uint64_t nonfinite,
+uint64_t DenseVariable::Apply(absl::Span<const float> grads, uint64_t nonfinite, float lr_scale,
                               absl::FunctionRef<uint64_t()> logged) {
   WriterLock lock(&mu_);
   absl::Span<const float> g = grads;
@@ -63,7 +63,7 @@ uint64_t DenseVariable::Apply(absl::Span<const float> grads, uint64_t nonfinite,
     g = scratch_;
     rejected_.fetch_add(nonfinite, std::memory_order_relaxed);
   }
-  optimizer_->Apply(absl::MakeSpan(weights_), absl::MakeSpan(slots_), g);
+  optimizer_->Apply(absl::MakeSpan(weights_), absl::MakeSpan(slots_), g, lr_scale);
   pushes_.fetch_add(1, std::memory_order_relaxed);
   return logged();
 }

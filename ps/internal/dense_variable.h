@@ -36,10 +36,11 @@ class DenseVariable {
   // Stage 1: INVALID_ARGUMENT for a size mismatch or (kReject) NaN/Inf, which
   // is counted. Returns the number of non-finite values (kZero zeroes them).
   absl::StatusOr<uint64_t> Check(absl::Span<const float> grads);
-  // Stage 2: applies the optimizer. REQUIRES: Check(grads) returned `nonfinite`.
+  // Stage 2: applies the optimizer with its learning rate x `lr_scale`.
+  // REQUIRES: Check(grads) returned `nonfinite`; lr_scale finite and > 0.
   // `logged` runs under the variable's lock after the update, so log order
   // is apply order (it must not block on I/O); returns the log position.
-  uint64_t Apply(absl::Span<const float> grads, uint64_t nonfinite,
+  uint64_t Apply(absl::Span<const float> grads, uint64_t nonfinite, float lr_scale = 1.0f,
                  absl::FunctionRef<uint64_t()> logged = [] { return uint64_t{0}; })
       ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cmath>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -13,6 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "brook/v1/storage.pb.h"
 #include "ps/internal/dense_variable.h"
 #include "ps/internal/mutex.h"
@@ -88,6 +90,21 @@ inline v1::DenseConfig ToConfig(const DenseOptions& o) {
   return c;
 }
 
+// INVALID_ARGUMENT unless `scale` is finite and > 0.
+inline absl::Status CheckLearningRateScale(float scale) {
+  if (std::isfinite(scale) && scale > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("learning_rate_scale ", scale, " must be finite and > 0"));
+}
+
+inline absl::Status TooManyKeys(std::string_view what, std::string_view name, size_t n,
+                                uint64_t limit) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat(absl::string_view(what.data(), what.size()), " '",
+                   absl::string_view(name.data(), name.size()), "': request of ", n,
+                   " exceeds max_keys_per_request ", limit));
+}
+
 // PushLog over the WAL: one WalEntry per push part.
 class WalPushLog final : public PushLog {
  public:
@@ -136,6 +153,16 @@ struct ParameterServer::State {
   uint64_t Log(absl::FunctionRef<void(v1::WalEntry*)> fill);
   // Log + wait until it is written.
   absl::Status LogAndSync(absl::FunctionRef<void(v1::WalEntry*)> fill);
+
+  // Apply a checked push and log it (without waiting for the WAL write);
+  // the returned / *lsn position is what to Sync before acknowledging (0
+  // without a WAL). REQUIRES: the gate held shared; the (client, sequence)
+  // claimed; ctx.learning_rate_scale checked.
+  absl::Status ApplyTablePush(Table& t, const PreparedPush& push, const PushContext& ctx,
+                              uint64_t* lsn);
+  uint64_t ApplyDensePush(internal::DenseVariable& v, std::string_view name,
+                          absl::Span<const float> grads, uint64_t nonfinite,
+                          const PushContext& ctx);
 };
 
 }  // namespace brook::ps

@@ -13,7 +13,9 @@ void Adam::InitSlots(absl::Span<float> slots) const {
   std::fill(slots.begin(), slots.end(), 0.0f);  // m = v = 0; t = 0 (all-zero bits)
 }
 
-void Adam::Apply(absl::Span<float> w, absl::Span<float> slots, absl::Span<const float> g) const {
+void Adam::Apply(absl::Span<float> w, absl::Span<float> slots, absl::Span<const float> g,
+                 float lr_scale) const {
+  const float lr = lr_ * lr_scale;
   const size_t n = w.size();
   float* __restrict wp = w.data();
   float* __restrict m = slots.data();
@@ -29,7 +31,7 @@ void Adam::Apply(absl::Span<float> w, absl::Span<float> slots, absl::Span<const 
   // float), then rounded once, as TF feeds lr_t into its float kernel.
   const double b1t = std::pow(static_cast<double>(b1_), static_cast<double>(t));
   const double b2t = std::pow(static_cast<double>(b2_), static_cast<double>(t));
-  const float lr_t = static_cast<float>(lr_ * std::sqrt(1.0 - b2t) / (1.0 - b1t));
+  const float lr_t = static_cast<float>(lr * std::sqrt(1.0 - b2t) / (1.0 - b1t));
   const float one_minus_b1 = 1.0f - b1_;
   const float one_minus_b2 = 1.0f - b2_;
   for (size_t i = 0; i < n; ++i) {

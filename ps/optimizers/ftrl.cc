@@ -13,7 +13,9 @@ void Ftrl::InitSlots(absl::Span<float> slots) const {
   std::fill(slots.begin() + n, slots.end(), 0.0f);
 }
 
-void Ftrl::Apply(absl::Span<float> w, absl::Span<float> slots, absl::Span<const float> g) const {
+void Ftrl::Apply(absl::Span<float> w, absl::Span<float> slots, absl::Span<const float> g,
+                 float lr_scale) const {
+  const float lr = lr_ * lr_scale;
   const size_t n = w.size();
   float* __restrict wp = w.data();
   float* __restrict accum = slots.data();
@@ -28,9 +30,9 @@ void Ftrl::Apply(absl::Span<float> w, absl::Span<float> slots, absl::Span<const 
     const float new_accum = accum[i] + gp[i] * gp[i];
     const float new_pow = sqrt_case ? std::sqrt(new_accum) : std::pow(new_accum, p);
     const float old_pow = sqrt_case ? std::sqrt(accum[i]) : std::pow(accum[i], p);
-    linear[i] += gs - (new_pow - old_pow) / lr_ * wp[i];
+    linear[i] += gs - (new_pow - old_pow) / lr * wp[i];
     const float l = linear[i];
-    const float y = new_pow / lr_ + two_l2;
+    const float y = new_pow / lr + two_l2;
     // TF selects 0 when |linear| <= l1; y > 0 also guards a zero accumulator
     // with l2 = 0 (TF would compute x / 0 there).
     if (std::abs(l) > l1_ && y > 0) {

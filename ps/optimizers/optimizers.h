@@ -1,5 +1,6 @@
 // The built-in optimizers. Each follows the TensorFlow raw op named on it, so
-// hyper-parameters carry over; see ps/optimizer.h for the contract.
+// hyper-parameters carry over; see ps/optimizer.h for the contract. "lr"
+// below is the effective rate learning_rate * lr_scale, rounded to float.
 // Arithmetic is in float, as TF's CPU kernels for float variables.
 #pragma once
 
@@ -14,8 +15,8 @@ class Sgd final : public Optimizer {
   const char* Name() const override { return "sgd"; }
   int SlotFloats(int) const override { return 0; }
   void InitSlots(absl::Span<float>) const override {}
-  void Apply(absl::Span<float> w, absl::Span<float> slots,
-             absl::Span<const float> g) const override;
+  void Apply(absl::Span<float> w, absl::Span<float> slots, absl::Span<const float> g,
+             float lr_scale) const override;
 
  private:
   const float lr_;
@@ -31,8 +32,8 @@ class Adagrad final : public Optimizer {
   const char* Name() const override { return "adagrad"; }
   int SlotFloats(int dim) const override { return dim; }
   void InitSlots(absl::Span<float> slots) const override;
-  void Apply(absl::Span<float> w, absl::Span<float> slots,
-             absl::Span<const float> g) const override;
+  void Apply(absl::Span<float> w, absl::Span<float> slots, absl::Span<const float> g,
+             float lr_scale) const override;
 
  private:
   const float lr_, init_, eps_;
@@ -54,8 +55,8 @@ class Adam final : public Optimizer {
   const char* Name() const override { return "adam"; }
   int SlotFloats(int dim) const override { return 2 * dim + 1; }
   void InitSlots(absl::Span<float> slots) const override;
-  void Apply(absl::Span<float> w, absl::Span<float> slots,
-             absl::Span<const float> g) const override;
+  void Apply(absl::Span<float> w, absl::Span<float> slots, absl::Span<const float> g,
+             float lr_scale) const override;
 
  private:
   const float lr_, b1_, b2_, eps_;
@@ -79,8 +80,8 @@ class Ftrl final : public Optimizer {
   const char* Name() const override { return "ftrl"; }
   int SlotFloats(int dim) const override { return 2 * dim; }
   void InitSlots(absl::Span<float> slots) const override;
-  void Apply(absl::Span<float> w, absl::Span<float> slots,
-             absl::Span<const float> g) const override;
+  void Apply(absl::Span<float> w, absl::Span<float> slots, absl::Span<const float> g,
+             float lr_scale) const override;
 
  private:
   const float lr_, init_, l1_, l2_, l2_shrinkage_, lr_power_;

@@ -33,12 +33,22 @@ absl::StatusOr<uint64_t> LookupDenseSize(const ParameterServer& ps, const std::s
   return absl::NotFoundError(absl::StrCat("no dense variable '", name, "'"));
 }
 
-PushContext MakeContext(uint64_t client_id, uint64_t sequence, int64_t step) {
+// learning_rate_scale 0 is a client from before the field: 1.
+PushContext MakeContext(uint64_t client_id, uint64_t sequence, int64_t step, float scale) {
   PushContext ctx;
   ctx.client_id = client_id;
   ctx.sequence = sequence;
   ctx.step = step;
+  ctx.learning_rate_scale = scale == 0.0f ? 1.0f : scale;
   return ctx;
+}
+
+// A batch part's own copy of a batch-wide field: unset (0) or the same.
+template <typename T>
+absl::Status SameAsBatch(T part, T batch, const char* field, const std::string& name) {
+  if (part == T{} || part == batch) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("push batch: the part for '", name, "' has ",
+                                                 field, " ", part, ", the batch ", batch));
 }
 
 }  // namespace
@@ -142,7 +152,8 @@ absl::Status PsHandlers::Push(const v1::PushRequest& req, v1::PushResponse* resp
   }
   ASSIGN_OR_RETURN(PushOutcome outcome,
                    ps_->Push(req.table(), keys, grads,
-                             MakeContext(req.client_id(), req.sequence(), req.step())));
+                             MakeContext(req.client_id(), req.sequence(), req.step(),
+                                         req.learning_rate_scale())));
   NoteStep(req.step());
   resp->set_duplicate(outcome == PushOutcome::kDuplicate);
   return absl::OkStatus();
@@ -154,12 +165,14 @@ absl::Status PsHandlers::CreateDense(const v1::CreateDenseRequest& req,
   return ps_->CreateDense(options);
 }
 
+absl::StatusOr<uint64_t> PsHandlers::DenseFloats(const v1::PullDenseRequest& req) const {
+  if (req.num_floats() != 0) return req.num_floats();
+  return LookupDenseSize(*ps_, req.name());
+}
+
 absl::Status PsHandlers::PullDense(const v1::PullDenseRequest& req, v1::PullDenseResponse* resp) {
   RETURN_IF_ERROR(CheckRoute(req.route()));
-  uint64_t floats = req.num_floats();
-  if (floats == 0) {
-    ASSIGN_OR_RETURN(floats, LookupDenseSize(*ps_, req.name()));
-  }
+  ASSIGN_OR_RETURN(uint64_t floats, DenseFloats(req));
   if (floats > max_reply_bytes_ / sizeof(float)) {
     return absl::ResourceExhaustedError(absl::StrCat("dense pull of ", floats, " floats of '",
                                                      req.name(), "' exceeds the reply limit of ",
@@ -177,9 +190,108 @@ absl::Status PsHandlers::PushDense(const v1::PushDenseRequest& req, v1::PushDens
   ASSIGN_OR_RETURN(absl::Span<const float> grads, DecodeFloats(req.grads(), &scratch, "grads"));
   ASSIGN_OR_RETURN(
       PushOutcome outcome,
-      ps_->PushDense(req.name(), grads, MakeContext(req.client_id(), req.sequence(), req.step())));
+      ps_->PushDense(req.name(), grads,
+                     MakeContext(req.client_id(), req.sequence(), req.step(),
+                                 req.learning_rate_scale())));
   NoteStep(req.step());
   resp->set_duplicate(outcome == PushOutcome::kDuplicate);
+  return absl::OkStatus();
+}
+
+absl::Status PsHandlers::PullBatch(const v1::PullBatchRequest& req, v1::PullBatchResponse* resp) {
+  RETURN_IF_ERROR(CheckRoute(req.route()));
+  // Decode and size everything first: the reply is allocated only once the
+  // whole of it is known to fit.
+  std::vector<std::vector<uint64_t>> key_scratch(req.tables_size());
+  std::vector<TablePull> tables(req.tables_size());
+  std::vector<uint32_t> dims(req.tables_size());
+  std::vector<uint64_t> dense_floats(req.dense_size());
+  const uint64_t max_floats = max_reply_bytes_ / sizeof(float);
+  uint64_t reply_floats = 0;
+  // Adds a part's floats to the reply; RESOURCE_EXHAUSTED past the limit
+  // (every part is checked before the sum, so it cannot overflow).
+  auto add_to_reply = [&](uint64_t floats, const std::string& name) -> absl::Status {
+    if (floats <= max_floats && reply_floats + floats <= max_floats) {
+      reply_floats += floats;
+      return absl::OkStatus();
+    }
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "pull batch of ", req.tables_size(), " tables and ", req.dense_size(),
+        " dense variables: the reply passes the limit of ", max_reply_bytes_, " bytes at '", name,
+        "' (split the request)"));
+  };
+  for (int i = 0; i < req.tables_size(); ++i) {
+    const v1::PullRequest& part = req.tables(i);
+    ASSIGN_OR_RETURN(tables[i].keys,
+                     DecodeKeys(part.keys(), &key_scratch[i],
+                                absl::StrCat("keys of table '", part.table(), "'")));
+    ASSIGN_OR_RETURN(dims[i], CheckPull(part, tables[i].keys.size()));
+    tables[i].table = part.table();
+    RETURN_IF_ERROR(add_to_reply(tables[i].keys.size() * uint64_t{dims[i]}, part.table()));
+  }
+  for (int i = 0; i < req.dense_size(); ++i) {
+    RETURN_IF_ERROR(CheckRoute(req.dense(i).route()));
+    ASSIGN_OR_RETURN(dense_floats[i], DenseFloats(req.dense(i)));
+    RETURN_IF_ERROR(add_to_reply(dense_floats[i], req.dense(i).name()));
+  }
+  std::vector<DensePull> dense(req.dense_size());
+  for (int i = 0; i < req.tables_size(); ++i) {
+    tables[i].out = MutableFloats(resp->add_rows(), tables[i].keys.size() * size_t{dims[i]});
+  }
+  for (int i = 0; i < req.dense_size(); ++i) {
+    dense[i].name = req.dense(i).name();
+    dense[i].out = MutableFloats(resp->add_dense_values(), dense_floats[i]);
+  }
+  absl::Status st = ps_->PullBatch(tables, dense);
+  if (!st.ok()) resp->Clear();
+  return st;
+}
+
+absl::Status PsHandlers::PushBatch(const v1::PushBatchRequest& req, v1::PushBatchResponse* resp) {
+  RETURN_IF_ERROR(CheckRoute(req.route()));
+  const PushContext ctx =
+      MakeContext(req.client_id(), 0, req.step(), req.learning_rate_scale());
+  std::vector<std::vector<uint64_t>> key_scratch(req.tables_size());
+  std::vector<std::vector<float>> grad_scratch(req.tables_size() + req.dense_size());
+  std::vector<TablePushPart> tables(req.tables_size());
+  for (int i = 0; i < req.tables_size(); ++i) {
+    const v1::PushRequest& part = req.tables(i);
+    RETURN_IF_ERROR(CheckRoute(part.route()));
+    RETURN_IF_ERROR(SameAsBatch(part.client_id(), req.client_id(), "client_id", part.table()));
+    RETURN_IF_ERROR(SameAsBatch(part.step(), req.step(), "step", part.table()));
+    RETURN_IF_ERROR(SameAsBatch(part.learning_rate_scale(), req.learning_rate_scale(),
+                                "learning_rate_scale", part.table()));
+    TablePushPart& t = tables[i];
+    ASSIGN_OR_RETURN(t.keys, DecodeKeys(part.keys(), &key_scratch[i],
+                                        absl::StrCat("keys of table '", part.table(), "'")));
+    ASSIGN_OR_RETURN(t.grads, DecodeFloats(part.grads(), &grad_scratch[i],
+                                           absl::StrCat("grads of table '", part.table(), "'")));
+    if (t.keys.empty() ? !t.grads.empty() : t.grads.size() % t.keys.size() != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("push to '", part.table(), "': ",
+                                                     t.grads.size(), " gradient floats for ",
+                                                     t.keys.size(), " keys is not keys x dim"));
+    }
+    t.table = part.table();
+    t.sequence = part.sequence();
+  }
+  std::vector<DensePushPart> dense(req.dense_size());
+  for (int i = 0; i < req.dense_size(); ++i) {
+    const v1::PushDenseRequest& part = req.dense(i);
+    RETURN_IF_ERROR(CheckRoute(part.route()));
+    RETURN_IF_ERROR(SameAsBatch(part.client_id(), req.client_id(), "client_id", part.name()));
+    RETURN_IF_ERROR(SameAsBatch(part.step(), req.step(), "step", part.name()));
+    RETURN_IF_ERROR(SameAsBatch(part.learning_rate_scale(), req.learning_rate_scale(),
+                                "learning_rate_scale", part.name()));
+    ASSIGN_OR_RETURN(dense[i].grads,
+                     DecodeFloats(part.grads(), &grad_scratch[req.tables_size() + i],
+                                  absl::StrCat("grads of dense variable '", part.name(), "'")));
+    dense[i].name = part.name();
+    dense[i].sequence = part.sequence();
+  }
+  ASSIGN_OR_RETURN(PushBatchOutcome outcome, ps_->PushBatch(tables, dense, ctx));
+  NoteStep(req.step());
+  for (PushOutcome o : outcome.tables) resp->add_table_duplicate(o == PushOutcome::kDuplicate);
+  for (PushOutcome o : outcome.dense) resp->add_dense_duplicate(o == PushOutcome::kDuplicate);
   return absl::OkStatus();
 }
 

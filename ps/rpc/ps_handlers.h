@@ -51,6 +51,11 @@ class PsHandlers {
   absl::Status CreateDense(const v1::CreateDenseRequest& req, v1::CreateDenseResponse* resp);
   absl::Status PullDense(const v1::PullDenseRequest& req, v1::PullDenseResponse* resp);
   absl::Status PushDense(const v1::PushDenseRequest& req, v1::PushDenseResponse* resp);
+  // A step's pulls / pushes in one request (ParameterServer::PullBatch /
+  // PushBatch). A pull batch whose whole reply would exceed max_reply_bytes
+  // is RESOURCE_EXHAUSTED before anything is allocated.
+  absl::Status PullBatch(const v1::PullBatchRequest& req, v1::PullBatchResponse* resp);
+  absl::Status PushBatch(const v1::PushBatchRequest& req, v1::PushBatchResponse* resp);
   absl::Status Stats(const v1::StatsRequest& req, v1::StatsResponse* resp);
   absl::Status Checkpoint(const v1::CheckpointRequest& req, v1::CheckpointResponse* resp);
   absl::Status Restore(const v1::RestoreRequest& req, v1::RestoreResponse* resp);
@@ -65,6 +70,8 @@ class PsHandlers {
   absl::Status CheckRoute(const v1::ShardRoute& route) const;
   // Validates a pull and returns its dim; the checks Pull and PullRaw share.
   absl::StatusOr<uint32_t> CheckPull(const v1::PullRequest& req, size_t keys) const;
+  // A dense pull's float count (looked up when the request leaves it 0).
+  absl::StatusOr<uint64_t> DenseFloats(const v1::PullDenseRequest& req) const;
   void NoteStep(int64_t step);
 
   ParameterServer* const ps_;  // not owned

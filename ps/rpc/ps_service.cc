@@ -10,9 +10,9 @@ namespace brook::ps::rpc {
 
 std::vector<std::string> PsMethodNames() {
   // Order matches PsMethod.
-  return {"Health",      "CreateTable", "DropTable", "Pull",       "Push",
-          "CreateDense", "PullDense",   "PushDense", "Stats",      "Checkpoint",
-          "Restore"};
+  return {"Health",     "CreateTable", "DropTable", "Pull",      "Push",
+          "CreateDense", "PullDense",  "PushDense", "Stats",     "Checkpoint",
+          "Restore",     "PullBatch",  "PushBatch"};
 }
 
 PsService::PsService(ParameterServer* ps, const PsServiceOptions& options)
@@ -98,6 +98,18 @@ grpc::ServerUnaryReactor* PsService::PushDense(grpc::CallbackServerContext* ctx,
                                                const v1::PushDenseRequest* req,
                                                v1::PushDenseResponse* resp) {
   return Serve(ctx, PsMethod::kPushDense, req, resp, &PsHandlers::PushDense);
+}
+
+grpc::ServerUnaryReactor* PsService::PullBatch(grpc::CallbackServerContext* ctx,
+                                               const v1::PullBatchRequest* req,
+                                               v1::PullBatchResponse* resp) {
+  return Serve(ctx, PsMethod::kPullBatch, req, resp, &PsHandlers::PullBatch);
+}
+
+grpc::ServerUnaryReactor* PsService::PushBatch(grpc::CallbackServerContext* ctx,
+                                               const v1::PushBatchRequest* req,
+                                               v1::PushBatchResponse* resp) {
+  return Serve(ctx, PsMethod::kPushBatch, req, resp, &PsHandlers::PushBatch);
 }
 
 grpc::ServerUnaryReactor* PsService::Stats(grpc::CallbackServerContext* ctx,

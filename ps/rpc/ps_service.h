@@ -44,6 +44,8 @@ enum class PsMethod {
   kStats,
   kCheckpoint,
   kRestore,
+  kPullBatch,
+  kPushBatch,
 };
 std::vector<std::string> PsMethodNames();
 
@@ -90,6 +92,12 @@ class PsService final
   grpc::ServerUnaryReactor* PushDense(grpc::CallbackServerContext* ctx,
                                       const v1::PushDenseRequest* req,
                                       v1::PushDenseResponse* resp) override;
+  grpc::ServerUnaryReactor* PullBatch(grpc::CallbackServerContext* ctx,
+                                      const v1::PullBatchRequest* req,
+                                      v1::PullBatchResponse* resp) override;
+  grpc::ServerUnaryReactor* PushBatch(grpc::CallbackServerContext* ctx,
+                                      const v1::PushBatchRequest* req,
+                                      v1::PushBatchResponse* resp) override;
   grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* ctx, const v1::StatsRequest* req,
                                   v1::StatsResponse* resp) override;
   grpc::ServerUnaryReactor* Checkpoint(grpc::CallbackServerContext* ctx,

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/testing/process.h"
 #include "tests/testing/test_util.h"
 
 namespace brook {
@@ -15,6 +16,24 @@ namespace {
 
 using testing::BrookBinary;
 using testing::RunCommand;
+
+// The last line of `output` that is a JSON object (the trainer prints its
+// evaluation as one; stderr lines are interleaved).
+nlohmann::json LastJson(const std::string& output) {
+  size_t end = output.size();
+  while (end > 0) {
+    size_t start = output.rfind('\n', end - 1);
+    start = start == std::string::npos ? 0 : start + 1;
+    if (output.compare(start, 2, "{\"") == 0) {
+      auto json = nlohmann::json::parse(output.substr(start, end - start), nullptr, false);
+      if (!json.is_discarded()) return json;
+    }
+    if (start == 0) break;
+    end = start - 1;
+  }
+  ADD_FAILURE() << "no JSON in: " << output;
+  return {};
+}
 
 class TrainerAdultTest : public ::testing::Test {
  protected:
@@ -48,16 +67,7 @@ class TrainerAdultTest : public ::testing::Test {
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto r = RunCommand(argv, 600);
     EXPECT_EQ(r.exit_code, 0) << r.output;
-    // The JSON is a line of its own (stderr lines are interleaved).
-    size_t start = r.output.rfind("\n{\"");
-    start = start == std::string::npos ? (r.output.rfind("{\"", 0) == 0 ? 0 : start) : start + 1;
-    if (start == std::string::npos) {
-      ADD_FAILURE() << "no JSON in: " << r.output;
-      return {};
-    }
-    auto json = nlohmann::json::parse(r.output.substr(start, r.output.find('\n', start) - start),
-                                      nullptr, false);
-    EXPECT_FALSE(json.is_discarded()) << r.output;
+    nlohmann::json json = LastJson(r.output);
     std::cout << model << ": " << json.dump() << "\n";
     return json;
   }
@@ -99,6 +109,81 @@ TEST_F(TrainerAdultTest, SynchronousAndStaleTrainingAgree) {
                                                   "--dense-lr", "0.003", "--embedding-lr", "0.1"});
   ASSERT_TRUE(sync.contains("eval") && stale.contains("eval"));
   EXPECT_NEAR(stale["eval"]["auc"].get<double>(), sync["eval"]["auc"].get<double>(), 0.005);
+}
+
+// Two `brook trainer` processes, each on half of the training files, push
+// asynchronously (staleness 4) into two real `brook ps` processes over
+// 127.0.0.1; a third evaluates what the PS holds. Against one synchronous
+// trainer on all the files for the same epochs (same examples, same number
+// of updates in total) the AUC is within 0.005. The model spec gives the
+// standardize moments (computed from the full training split) so that
+// every trainer transforms alike, whatever files it reads.
+TEST_F(TrainerAdultTest, TwoAsynchronousTrainersMatchOneSynchronous) {
+  testing::TempDir work;
+  std::string spec = testing::ReadFileOrDie(testing::SourceDir() + "/examples/adult/wide_deep.yaml");
+  const std::string from = "{feature: education-num, transform: standardize}";
+  ASSERT_NE(spec.find(from), std::string::npos);
+  spec.replace(spec.find(from), from.size(),
+               "{feature: education-num, transform: standardize, mean: 10.0807, stddev: 2.5727}");
+  testing::WriteFileOrDie(work.Join("wide_deep.yaml"), spec);
+  const std::vector<std::string> common = {
+      "--spec", dir_->Join("train") + "/feature_spec.yaml", "--model", work.Join("wide_deep.yaml"),
+      "--epochs", "2", "--dense-lr", "0.003", "--embedding-lr", "0.1", "--batch-size", "128"};
+  auto with = [&](std::vector<std::string> argv) {
+    argv.insert(argv.begin(), {BrookBinary(), "trainer"});
+    argv.insert(argv.end(), common.begin(), common.end());
+    return argv;
+  };
+
+  nlohmann::json sync = LastJson(
+      RunCommand(with({"--local-ps", "2", "--staleness", "0", "--data",
+                       dir_->Join("train") + "/train-*.tfrecord", "--eval-data",
+                       dir_->Join("test") + "/test-*.tfrecord"}),
+                 600)
+          .output);
+  ASSERT_TRUE(sync.contains("eval")) << sync.dump();
+
+  std::string error;
+  std::vector<testing::PsProcess> ps;
+  for (int i = 0; i < 2; ++i) {
+    auto p = testing::StartBrookPs(i, 2, {}, std::chrono::milliseconds(20000), &error);
+    ASSERT_TRUE(p.has_value()) << error;
+    ps.push_back(std::move(*p));
+  }
+  const std::string addresses = ps[0].address + "," + ps[1].address;
+  std::vector<std::unique_ptr<testing::ChildProcess>> trainers;
+  for (int i = 0; i < 2; ++i) {
+    auto t = testing::ChildProcess::Start(
+        with({"--ps", addresses, "--staleness", "4", "--data",
+              dir_->Join("train") + "/train-0000" + std::to_string(i) + "-of-00002.tfrecord"}),
+        &error);
+    ASSERT_NE(t, nullptr) << error;
+    trainers.push_back(std::move(t));
+  }
+  int64_t trained = 0;
+  for (auto& t : trainers) {
+    // Reading stdout up to the JSON line also keeps the pipe from filling.
+    std::optional<std::string> line = t->WaitForLine("{\"", std::chrono::minutes(10));
+    ASSERT_TRUE(line.has_value()) << "no result from a trainer: " << t->stdout_text();
+    std::optional<int> code = t->Wait(std::chrono::seconds(60));
+    ASSERT_TRUE(code.has_value()) << "trainer still running after its result";
+    ASSERT_EQ(*code, 0) << t->stdout_text();
+    trained += LastJson(*line)["examples"].get<int64_t>();
+  }
+  // Together the two saw every training example once per epoch, as the
+  // synchronous one did.
+  EXPECT_EQ(trained, sync["examples"].get<int64_t>());
+  nlohmann::json async = LastJson(
+      RunCommand(with({"--ps", addresses, "--eval-only", "--eval-data",
+                       dir_->Join("test") + "/test-*.tfrecord"}),
+                 600)
+          .output);
+  ASSERT_TRUE(async.contains("eval")) << async.dump();
+  EXPECT_EQ(async["steps"].get<int64_t>(), 0);
+  std::cout << "sync " << sync["eval"].dump() << "\n2 async trainers " << async["eval"].dump()
+            << "\n";
+  EXPECT_NEAR(async["eval"]["auc"].get<double>(), sync["eval"]["auc"].get<double>(), 0.005);
+  EXPECT_GE(async["eval"]["auc"].get<double>(), 0.90);
 }
 
 }  // namespace

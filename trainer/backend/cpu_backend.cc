@@ -21,7 +21,6 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <limits>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -32,14 +31,11 @@
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "trainer/backend/internal/gemm_kernel.h"
+#include "trainer/backend/internal/op_checks.h"
 #include "unsupported/Eigen/CXX11/ThreadPool"
 
 namespace brook::trainer {
 namespace {
-
-// Sizes above this are rejected before any arithmetic, so that products of
-// three of them cannot overflow uint64.
-constexpr int64_t kMaxExtent = int64_t{1} << 40;
 
 class CpuBuffer final : public Buffer {
  public:
@@ -58,58 +54,26 @@ class CpuBuffer final : public Buffer {
   std::vector<uint32_t> uints_;
 };
 
-absl::Status Bad(absl::string_view op, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("cpu backend ", op, ": ", what));
-}
+using internal::Extent;
+using internal::SatAdd;
+using internal::SatMul;
 
-absl::string_view DTypeName(DType t) { return t == DType::kFloat32 ? "float32" : "uint32"; }
+constexpr internal::ArgChecks kChecks("cpu", "a CPU backend");
 
-// Saturating products/sums: the result only feeds "fits in the buffer" checks.
-uint64_t SatMul(uint64_t a, uint64_t b) {
-  uint64_t r;
-  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<uint64_t>::max() : r;
-}
-uint64_t SatAdd(uint64_t a, uint64_t b) {
-  uint64_t r;
-  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<uint64_t>::max() : r;
-}
-
-// Elements spanned by `rows` rows of `cols` at `stride` starting at `offset`.
-uint64_t Extent(int64_t rows, int64_t cols, int64_t stride, int64_t offset) {
-  if (rows == 0 || cols == 0) return 0;
-  return SatAdd(SatAdd(SatMul(rows - 1, stride), offset), cols);
-}
+absl::Status Bad(absl::string_view op, absl::string_view what) { return kChecks.Bad(op, what); }
 
 absl::Status CheckSizes(absl::string_view op, std::initializer_list<int64_t> sizes) {
-  for (int64_t s : sizes) {
-    if (s < 0 || s > kMaxExtent) {
-      return Bad(op, absl::StrCat("size, stride or offset ", s, " out of range [0, 2^40]"));
-    }
-  }
-  return absl::OkStatus();
+  return kChecks.Sizes(op, sizes);
 }
 
 absl::Status Check(absl::string_view op, absl::string_view arg, const Buffer* b, DType dtype,
                    uint64_t need) {
-  if (b == nullptr) return Bad(op, absl::StrCat(arg, " is null"));
-  if (dynamic_cast<const CpuBuffer*>(b) == nullptr) {
-    return Bad(op, absl::StrCat(arg, " was not allocated by a CPU backend"));
-  }
-  if (b->dtype() != dtype) {
-    return Bad(op, absl::StrCat(arg, " is ", DTypeName(b->dtype()), ", needs ", DTypeName(dtype)));
-  }
-  if (b->size() < need) {
-    return Bad(op, absl::StrCat(arg, " has ", b->size(), " elements, needs ", need));
-  }
-  return absl::OkStatus();
+  return kChecks.Buf(op, arg, b, dtype, need, dynamic_cast<const CpuBuffer*>(b) != nullptr);
 }
 
 absl::Status Distinct(absl::string_view op, const Buffer* out,
                       std::initializer_list<const Buffer*> inputs) {
-  for (const Buffer* in : inputs) {
-    if (in == out) return Bad(op, "the output buffer must not also be an input");
-  }
-  return absl::OkStatus();
+  return kChecks.Distinct(op, out, inputs);
 }
 
 float* F(const Buffer& b) { return const_cast<CpuBuffer&>(static_cast<const CpuBuffer&>(b)).floats(); }
@@ -157,24 +121,7 @@ absl::Status CheckCsr(absl::string_view op, int64_t batch, const Buffer& offsets
                       const Buffer& indices, int64_t num_rows) {
   RETURN_IF_ERROR(Check(op, "offsets", &offsets, DType::kUint32, SatAdd(batch, 1)));
   RETURN_IF_ERROR(Check(op, "indices", &indices, DType::kUint32, 0));
-  const uint32_t* off = U(offsets);
-  if (off[0] != 0) return Bad(op, absl::StrCat("offsets[0] is ", off[0], ", must be 0"));
-  for (int64_t b = 0; b < batch; ++b) {
-    if (off[b + 1] < off[b]) {
-      return Bad(op, absl::StrCat("offsets decrease at example ", b));
-    }
-  }
-  if (off[batch] > indices.size()) {
-    return Bad(op, absl::StrCat("offsets[batch] is ", off[batch], " but indices has ",
-                                indices.size(), " elements"));
-  }
-  const uint32_t* idx = U(indices);
-  for (uint32_t i = 0; i < off[batch]; ++i) {
-    if (idx[i] >= static_cast<uint64_t>(num_rows)) {
-      return Bad(op, absl::StrCat("indices[", i, "] = ", idx[i], " >= num_rows ", num_rows));
-    }
-  }
-  return absl::OkStatus();
+  return kChecks.Csr(op, batch, U(offsets), U(indices), indices.size(), num_rows);
 }
 
 class CpuBackend final : public Backend {
@@ -192,8 +139,8 @@ class CpuBackend final : public Backend {
     } catch (const std::bad_alloc&) {
     } catch (const std::length_error&) {
     }
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cpu backend Alloc: cannot allocate ", n, " elements of ", DTypeName(dtype)));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cpu backend Alloc: cannot allocate ", n, " elements of ", internal::DTypeName(dtype)));
   }
 
   absl::Status Upload(absl::Span<const float> src, Buffer* dst, size_t offset) override {

@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -144,6 +145,63 @@ TEST(ConcurrencyTest, ConcurrentDuplicatePushesApplyOnce) {
 // Pushes, pulls, admission, eviction, scans, stats and table creation all at
 // once: nothing to compare exactly, but TSan and ASan watch, and the
 // invariants that hold under any interleaving are checked.
+// Pairs of threads share a client id and a plan of batches, so every batch
+// is pushed twice at once (an original and its racing retry): each part
+// must land exactly once, and claims taken in sequence order never deadlock.
+TEST(ConcurrencyTest, RacingRetriesOfPushBatchesApplyEachPartOnce) {
+  ParameterServer ps({});
+  PS_ASSERT_OK(ps.CreateTable(SgdTable("a", 4, 1.0f)));
+  PS_ASSERT_OK(ps.CreateTable(SgdTable("b", 2, 1.0f)));
+  DenseOptions w;
+  w.name = "w";
+  w.shape = {3};
+  w.initializer.kind = InitializerKind::kZeros;
+  w.optimizer.kind = OptimizerKind::kSgd;
+  w.optimizer.learning_rate = 1.0f;
+  PS_ASSERT_OK(ps.CreateDense(w));
+  constexpr int kPairs = kThreads / 2, kIters = 60;
+  std::vector<std::vector<std::vector<uint64_t>>> plan_a(kPairs), plan_b(kPairs);
+  std::map<uint64_t, float> want_a, want_b;
+  for (int p = 0; p < kPairs; ++p) {
+    std::mt19937_64 rng(50 + p);
+    for (int i = 0; i < kIters; ++i) {
+      plan_a[p].push_back(RandomKeys(rng, 32, 400));
+      plan_b[p].push_back(RandomKeys(rng, 16, 100));
+      for (uint64_t k : plan_a[p].back()) want_a[k] += 1;
+      for (uint64_t k : plan_b[p].back()) want_b[k] += 1;
+    }
+  }
+  const std::vector<float> ga(32 * 4, -1.0f), gb(16 * 2, -1.0f), gw(3, -1.0f);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const int p = t / 2;
+      const PushContext ctx{.client_id = static_cast<uint64_t>(100 + p), .step = 1};
+      for (int i = 0; i < kIters; ++i) {
+        const uint64_t base = 3 * static_cast<uint64_t>(i) + 1;
+        const std::vector<TablePushPart> tables = {{"a", plan_a[p][i], ga, base},
+                                                   {"b", plan_b[p][i], gb, base + 1}};
+        const std::vector<DensePushPart> dense = {{"w", gw, base + 2}};
+        if (!ps.PushBatch(tables, dense, ctx).ok()) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (const auto& [table, want, dim] :
+       {std::tuple{"a", &want_a, 4}, std::tuple{"b", &want_b, 2}}) {
+    for (const auto& [key, count] : *want) {
+      const std::vector<float> row = PullOrDie(ps, table, {key}, dim);
+      for (float v : row) ASSERT_EQ(v, count) << table << " key " << key;
+    }
+  }
+  std::vector<float> values(3);
+  PS_ASSERT_OK(ps.PullDense("w", absl::MakeSpan(values)));
+  EXPECT_EQ(values, std::vector<float>(3, static_cast<float>(kPairs * kIters)));
+  EXPECT_EQ(StatsOf(ps, "a").duplicate_pushes, static_cast<uint64_t>(kPairs * kIters));
+}
+
 TEST(ConcurrencyTest, MixedOperationsWithEvictionAndAdmission) {
   test::FakeClock clock;
   ParameterServerOptions o;

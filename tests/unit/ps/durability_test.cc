@@ -241,6 +241,73 @@ TEST(DurabilityTest, WithoutTheWalARestartReturnsToTheLastCheckpoint) {
   ExpectSameRows(Dump(*ps, "emb"), at_checkpoint);
 }
 
+// The learning-rate scale is in the WAL: a restart redoes scaled pushes,
+// dense pushes and batches with their scale (and unscaled ones, which log no
+// scale, with 1), so it reproduces the exact weights and optimizer slots.
+TEST(DurabilityTest, RestartReplaysScaledPushesAndBatchesExactly) {
+  testing::TempDir dir;
+  Rows before;
+  std::vector<float> dense_before;
+  ParameterServer unscaled({});  // the same pushes without their scale
+  PS_ASSERT_OK(unscaled.CreateTable(AdamTable("emb", 100000)));  // memory only: room for all
+  PS_ASSERT_OK(unscaled.CreateDense(Dense("w", 17)));
+  std::vector<TablePushPart> last_tables;
+  std::vector<DensePushPart> last_dense;
+  PushContext last_ctx;
+  std::vector<std::vector<uint64_t>> keys(2);
+  std::vector<std::vector<float>> grads(2);
+  std::vector<float> gw(17);
+  {
+    auto ps = OpenOrDie(DurableOptions(dir.path()));
+    ASSERT_NE(ps, nullptr);
+    PS_ASSERT_OK(ps->CreateTable(AdamTable("emb", 500)));
+    PS_ASSERT_OK(ps->CreateDense(Dense("w", 17)));
+    PushScript a(2000, 32, 8), b(2000, 32, 8);
+    PS_ASSERT_OK(a.Run(*ps, "emb", 5, /*client=*/3));  // scale 1: logged without one
+    PS_ASSERT_OK(b.Run(unscaled, "emb", 5, /*client=*/3));
+    std::mt19937_64 rng(12);
+    uint64_t sequence = 100;
+    for (int i = 0; i < 12; ++i) {
+      for (int j = 0; j < 2; ++j) {
+        keys[j].clear();
+        for (uint64_t k = rng() % 50; keys[j].size() < 40; k += 1 + rng() % 40) {
+          keys[j].push_back(k);
+        }
+        grads[j].resize(keys[j].size() * kDim);
+        for (float& g : grads[j]) g = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
+      }
+      for (float& g : gw) g = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
+      const float scale = 0.15f * static_cast<float>(1 + i % 5);
+      PushContext ctx{.client_id = 4, .sequence = ++sequence, .step = i,
+                      .learning_rate_scale = scale};
+      PS_ASSERT_OK(ps->Push("emb", keys[0], grads[0], ctx));
+      ctx.sequence = ++sequence;
+      PS_ASSERT_OK(ps->PushDense("w", gw, ctx));
+      last_tables = {{"emb", keys[1], grads[1], ++sequence}};
+      last_dense = {{"w", gw, ++sequence}};
+      last_ctx = {.client_id = 4, .step = i, .learning_rate_scale = 2 * scale};
+      PS_ASSERT_OK(ps->PushBatch(last_tables, last_dense, last_ctx));
+      PS_ASSERT_OK(unscaled.Push("emb", keys[0], grads[0], {}));
+      PS_ASSERT_OK(unscaled.PushDense("w", gw, {}));
+      PS_ASSERT_OK(unscaled.PushBatch(last_tables, last_dense, {}));
+    }
+    before = Dump(*ps, "emb");
+    dense_before = PullDenseOrDie(*ps, "w", 17);
+  }  // no checkpoint: everything comes back from the WAL
+  ASSERT_NE(Dump(unscaled, "emb"), before);  // the scale mattered
+  ASSERT_NE(PullDenseOrDie(unscaled, "w", 17), dense_before);
+  auto ps = OpenOrDie(DurableOptions(dir.path()));
+  ASSERT_NE(ps, nullptr);
+  ExpectSameRows(Dump(*ps, "emb"), before);
+  EXPECT_EQ(PullDenseOrDie(*ps, "w", 17), dense_before);
+  // The last batch's parts are still known as applied after the restart.
+  absl::StatusOr<PushBatchOutcome> retry = ps->PushBatch(last_tables, last_dense, last_ctx);
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_EQ(retry->tables, std::vector<PushOutcome>{PushOutcome::kDuplicate});
+  EXPECT_EQ(retry->dense, std::vector<PushOutcome>{PushOutcome::kDuplicate});
+  ExpectSameRows(Dump(*ps, "emb"), before);
+}
+
 TEST(CheckpointTest, IncrementalHoldsOnlyChangedRowsAndRestoresOverItsBase) {
   testing::TempDir dir;
   ParameterServer ps({});

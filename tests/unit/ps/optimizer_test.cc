@@ -222,10 +222,10 @@ TEST(OptimizerTest, DirectApplyIsStatelessBetweenRows) {
   (*opt)->InitSlots(absl::MakeSpan(sc));
   const std::vector<float> g = {0.5f, -0.25f, 1.0f};
   for (int i = 0; i < 3; ++i) {
-    (*opt)->Apply(absl::MakeSpan(wa), absl::MakeSpan(sa), g);
-    (*opt)->Apply(absl::MakeSpan(wb), absl::MakeSpan(sb), g);
+    (*opt)->Apply(absl::MakeSpan(wa), absl::MakeSpan(sa), g, 1.0f);
+    (*opt)->Apply(absl::MakeSpan(wb), absl::MakeSpan(sb), g, 1.0f);
   }
-  for (int i = 0; i < 3; ++i) (*opt)->Apply(absl::MakeSpan(wc), absl::MakeSpan(sc), g);
+  for (int i = 0; i < 3; ++i) (*opt)->Apply(absl::MakeSpan(wc), absl::MakeSpan(sc), g, 1.0f);
   EXPECT_EQ(wa, wb);
   EXPECT_EQ(wa, wc);
   EXPECT_EQ(sa, sc);

@@ -79,21 +79,7 @@ dense:
   return *spec;
 }
 
-struct Cluster {
-  std::vector<std::unique_ptr<ps::ParameterServer>> shards;
-  std::unique_ptr<ps::LocalPsClient> client;
-  explicit Cluster(int n) {
-    std::vector<ps::ParameterServer*> raw;
-    for (int i = 0; i < n; ++i) {
-      ps::ParameterServerOptions o;
-      o.shard_index = i;
-      o.num_shards = n;
-      shards.push_back(std::make_unique<ps::ParameterServer>(o));
-      raw.push_back(shards.back().get());
-    }
-    client = std::make_unique<ps::LocalPsClient>(raw);
-  }
-};
+using Cluster = ps::LocalPsCluster;
 
 class TrainerTest : public ::testing::Test {
  protected:
@@ -104,10 +90,11 @@ class TrainerTest : public ::testing::Test {
     ASSERT_TRUE(backend.ok());
     backend_ = std::move(*backend);
   }
-  std::unique_ptr<input::Pipeline> Pipeline(int epochs, size_t shuffle) {
+  std::unique_ptr<input::Pipeline> Pipeline(int epochs, size_t shuffle, int batch_size = 64) {
     input::PipelineOptions o;
     o.glob = dir_.path() + "/part-*.tfrecord";
-    o.batch_size = 64;
+    o.batch_size = batch_size;
+    o.cycle_length = 1;  // records in file order: batch boundaries are the only difference
     o.epochs = epochs;
     o.shuffle_buffer = shuffle;
     o.parse_threads = 1;
@@ -115,8 +102,8 @@ class TrainerTest : public ::testing::Test {
     EXPECT_TRUE(p.ok()) << p.status();
     return p.ok() ? std::move(*p) : nullptr;
   }
-  std::unique_ptr<Trainer> MakeTrainer(Cluster& c, const std::string& type, int staleness) {
-    TrainerOptions o;
+  std::unique_ptr<Trainer> MakeTrainer(Cluster& c, const std::string& type, int staleness,
+                                       TrainerOptions o = {}) {
     o.staleness = staleness;
     o.embedding_optimizer.learning_rate = 0.1f;
     o.dense_optimizer.learning_rate = 0.01f;
@@ -155,6 +142,14 @@ TEST_F(TrainerTest, LearnsThePlantedSignalAndCountsItsWork) {
     EXPECT_LT(before->auc, 0.6);
     EXPECT_GT(after->auc, bayes_auc_ - 0.03) << "Bayes-optimal " << bayes_auc_;
     EXPECT_LT(after->logloss, before->logloss);
+    // The progressive training AUC (last 64K-128K of the 36K examples: all
+    // of them, early ones predicted by a barely trained model) sits between
+    // the untrained and the trained model's; the gauge of the last
+    // evaluation is its exact AUC.
+    const TrainerStats end = t->stats();
+    EXPECT_GT(end.train_auc, before->auc);
+    EXPECT_LT(end.train_auc, after->auc + 0.02);
+    EXPECT_EQ(end.eval_auc, after->auc);
   }
 }
 
@@ -188,6 +183,82 @@ TEST_F(TrainerTest, StalenessZeroIsReproducible) {
     auc[run] = r->auc;
   }
   EXPECT_EQ(auc[0], auc[1]);
+}
+
+// k micro-batches of n examples accumulated into one push make the update
+// one batch of k x n makes: the same weights (up to float summation order)
+// after a whole epoch, the last, partial step included (6000 records: 46
+// steps of 128 and one of 112 = 32 + 32 + 32 + 16).
+TEST_F(TrainerTest, AccumulatedMicroBatchesUpdateLikeOneBigBatch) {
+  EvalResult result[2];
+  for (int run = 0; run < 2; ++run) {
+    Cluster cluster(2);
+    TrainerOptions o;
+    o.accumulation_steps = run == 0 ? 1 : 4;
+    auto t = MakeTrainer(cluster, "wide_deep", /*staleness=*/0, o);
+    ASSERT_NE(t, nullptr);
+    ASSERT_TRUE(t->Train(Pipeline(1, 0, run == 0 ? 128 : 32).get()).ok());
+    EXPECT_EQ(t->stats().steps, 47);
+    EXPECT_EQ(t->stats().micro_batches, run == 0 ? 47 : 188);
+    EXPECT_EQ(t->stats().examples, kFiles * kPerFile);
+    auto r = t->Evaluate(Pipeline(1, 0).get());
+    ASSERT_TRUE(r.ok()) << r.status();
+    result[run] = *r;
+  }
+  EXPECT_NEAR(result[1].logloss, result[0].logloss, 1e-5 * result[0].logloss);
+  EXPECT_NEAR(result[1].auc, result[0].auc, 1e-4);
+}
+
+// The schedule's multiplier reaches the PS's optimizer: with SGD, one step
+// at scale 0.5 (step 0 of a 2-step warmup) moves every dense value half as
+// far as the same step at scale 1.
+TEST_F(TrainerTest, TheLearningRateScheduleScalesTheUpdate) {
+  std::vector<std::vector<float>> delta[2];
+  for (int run = 0; run < 2; ++run) {
+    Cluster cluster(1);
+    TrainerOptions o;
+    o.lr_schedule.warmup_steps = run == 0 ? 0 : 2;
+    o.max_steps = 1;
+    auto t = MakeTrainer(cluster, "wide_deep", 0, o);
+    ASSERT_NE(t, nullptr);
+    for (const DenseVariableSpec& v : t->model().dense_variables()) {
+      std::vector<float> before(v.num_floats());
+      ASSERT_TRUE(cluster.client->PullDense(v.name, absl::MakeSpan(before)).ok());
+      delta[run].push_back(std::move(before));
+    }
+    ASSERT_TRUE(t->Train(Pipeline(1, 0).get()).ok());
+    EXPECT_FLOAT_EQ(t->stats().learning_rate_scale, run == 0 ? 1.0f : 0.5f);
+    const auto& vars = t->model().dense_variables();
+    for (size_t i = 0; i < vars.size(); ++i) {
+      std::vector<float> after(vars[i].num_floats());
+      ASSERT_TRUE(cluster.client->PullDense(vars[i].name, absl::MakeSpan(after)).ok());
+      for (size_t j = 0; j < after.size(); ++j) delta[run][i][j] = after[j] - delta[run][i][j];
+    }
+  }
+  int moved = 0;
+  for (size_t i = 0; i < delta[0].size(); ++i) {
+    for (size_t j = 0; j < delta[0][i].size(); ++j) {
+      const float full = delta[0][i][j], half = delta[1][i][j];
+      if (std::abs(full) < 1e-7f) continue;
+      ++moved;
+      EXPECT_NEAR(half, 0.5f * full, 1e-3f * std::abs(full) + 1e-9f) << i << "," << j;
+    }
+  }
+  EXPECT_GT(moved, 10);
+}
+
+TEST_F(TrainerTest, BadAccumulationOrScheduleIsRefused) {
+  Cluster cluster(1);
+  TrainerOptions o;
+  o.accumulation_steps = 0;
+  auto t = Trainer::Create(cluster.client.get(), Model(features_, "lr"), features_, o,
+                           backend_.get());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  o.accumulation_steps = 1;
+  o.lr_schedule.decay = LrDecay::kCosine;  // no decay_steps
+  t = Trainer::Create(cluster.client.get(), Model(features_, "lr"), features_, o, backend_.get());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("decay_steps"), std::string::npos) << t.status();
 }
 
 TEST_F(TrainerTest, APsErrorStopsTrainingWithThatError) {

@@ -75,6 +75,46 @@ class FlakyService final : public v1::ParameterServer::CallbackService {
     return reactor;
   }
 
+  // Served as is, for the batch tests.
+  grpc::ServerUnaryReactor* CreateDense(grpc::CallbackServerContext* ctx,
+                                        const v1::CreateDenseRequest* req,
+                                        v1::CreateDenseResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    reactor->Finish(rpc::ToGrpcStatus(handlers_.CreateDense(*req, resp)));
+    return reactor;
+  }
+  grpc::ServerUnaryReactor* PullBatch(grpc::CallbackServerContext* ctx,
+                                      const v1::PullBatchRequest* req,
+                                      v1::PullBatchResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    reactor->Finish(rpc::ToGrpcStatus(handlers_.PullBatch(*req, resp)));
+    return reactor;
+  }
+
+  // Batches: the attempt count is kept under the first part's sequence.
+  grpc::ServerUnaryReactor* PushBatch(grpc::CallbackServerContext* ctx,
+                                      const v1::PushBatchRequest* req,
+                                      v1::PushBatchResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    absl::Status st = handlers_.PushBatch(*req, resp);
+    const uint64_t first = req->tables_size() > 0 ? req->tables(0).sequence()
+                                                  : req->dense(0).sequence();
+    int attempt;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      attempt = ++attempts_by_id_[{req->client_id(), first}];
+      for (bool d : resp->table_duplicate()) duplicates_ += d ? 1 : 0;
+      for (bool d : resp->dense_duplicate()) duplicates_ += d ? 1 : 0;
+    }
+    ++push_attempts_;
+    if (st.ok() && attempt == 1 && mode_ == Mode::kLoseFirstPushReply) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "reply lost"));
+    } else {
+      reactor->Finish(rpc::ToGrpcStatus(st));
+    }
+    return reactor;
+  }
+
   std::map<std::pair<uint64_t, uint64_t>, int> attempts_by_id() {
     std::lock_guard<std::mutex> lock(mu_);
     return attempts_by_id_;
@@ -151,6 +191,35 @@ TEST(GrpcPsClientTest, LostPushReplyIsRetriedWithTheSameSequenceAndAppliedOnce) 
   EXPECT_EQ(shard.ps.Stats().tables[0].duplicate_pushes, 5u);
 }
 
+TEST(GrpcPsClientTest, LostPushBatchReplyIsRetriedWithTheSameSequencesAndAppliedOnce) {
+  FlakyShard shard(FlakyService::Mode::kLoseFirstPushReply);
+  ASSERT_NE(shard.server, nullptr);
+  BROOK_ASSERT_OK(shard.ps.CreateTable(CounterTable("a", 2)));
+  BROOK_ASSERT_OK(shard.ps.CreateTable(CounterTable("b", 1)));
+  auto client = Client({shard.address()});
+  BROOK_ASSERT_OK(client->CreateDense({testing::CounterDense("w", {2})}));
+  const std::vector<uint64_t> ka = {1, 2, 1}, kb = {3};
+  const std::vector<float> ga(6, -1.0f), gb(1, -1.0f), gw(2, -1.0f);
+  for (int step = 0; step < 4; ++step) {
+    BROOK_ASSERT_OK(client->PushBatch({{"a", ka, ga}, {"b", kb, gb}}, {{"w", gw}}, step, 1.0f));
+  }
+  std::vector<float> a(4), b(1), w(2);
+  BROOK_ASSERT_OK(client->PullBatch({{"a", std::vector<uint64_t>{1, 2}, absl::MakeSpan(a)},
+                                     {"b", kb, absl::MakeSpan(b)}},
+                                    {{"w", absl::MakeSpan(w)}}));
+  EXPECT_EQ(a, (std::vector<float>{8, 8, 4, 4}));  // key 1 twice per step, summed
+  EXPECT_EQ(b, std::vector<float>{4});
+  EXPECT_EQ(w, (std::vector<float>{4, 4}));
+  // Each batch went out twice with the same sequences; the retry's three
+  // parts were all duplicates.
+  auto attempts = shard.service.attempts_by_id();
+  EXPECT_EQ(attempts.size(), 4u);
+  for (const auto& [id, n] : attempts) EXPECT_EQ(n, 2);
+  EXPECT_EQ(shard.service.duplicates(), 4 * 3);
+  EXPECT_EQ(client->retries(), 4u);
+  EXPECT_EQ(shard.ps.Stats().tables[0].duplicate_pushes, 4u);
+}
+
 TEST(GrpcPsClientTest, PushThatTimesOutAfterApplyingIsNotAppliedTwice) {
   FlakyShard shard(FlakyService::Mode::kTimeOutFirstPush);
   ASSERT_NE(shard.server, nullptr);
@@ -184,7 +253,11 @@ TEST(GrpcPsClientTest, RetriesStopAtTheDeadline) {
   const auto start = std::chrono::steady_clock::now();
   absl::Status st = client->Push("emb", std::vector<uint64_t>{1}, std::vector<float>{1, 1}, 0);
   const auto elapsed = std::chrono::steady_clock::now() - start;
-  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  // The last attempt's error: UNAVAILABLE, or DEADLINE_EXCEEDED when a loaded
+  // machine let that attempt run into its own timeout.
+  EXPECT_TRUE(st.code() == absl::StatusCode::kUnavailable ||
+              st.code() == absl::StatusCode::kDeadlineExceeded)
+      << st;
   EXPECT_NE(st.message().find("attempts"), absl::string_view::npos) << st;
   EXPECT_LT(elapsed, std::chrono::seconds(2));
   EXPECT_GT(shard.service.push_attempts(), 2);
@@ -267,6 +340,48 @@ TEST(GrpcPsClientTest, LargeCallsAreSplitIntoSeveralRequestsPerShard) {
       ASSERT_EQ(rows[i * 4 + d], static_cast<float>(count[keys[i]] * (d + 1))) << i;
     }
   }
+}
+
+TEST(GrpcPsClientTest, LargeBatchesAreSplitIntoSeveralRequestsPerShard) {
+  std::vector<std::unique_ptr<rpc::PsServer>> servers;
+  GrpcPsClientOptions o;
+  for (int i = 0; i < 2; ++i) {
+    rpc::PsServerOptions so;
+    so.metrics_listen = "";
+    so.ps.shard_index = i;
+    so.ps.num_shards = 2;
+    auto s = rpc::PsServer::Start(so);
+    ASSERT_TRUE(s.ok());
+    o.addresses.push_back((*s)->address());
+    servers.push_back(std::move(*s));
+  }
+  o.max_request_bytes = 1000;  // 41 keys of dim 4 per request; the dense part goes alone
+  auto client = GrpcPsClient::Create(o);
+  ASSERT_TRUE(client.ok());
+  BROOK_ASSERT_OK((*client)->CreateTable(CounterTable("a", 4)));
+  BROOK_ASSERT_OK((*client)->CreateTable(CounterTable("b", 1)));
+  BROOK_ASSERT_OK((*client)->CreateDense({testing::CounterDense("w", {300})}));
+  std::mt19937_64 rng(4);
+  std::vector<uint64_t> ka(2000), kb(50);
+  for (auto& k : ka) k = rng() % 700;
+  for (auto& k : kb) k = rng() % 20;
+  std::vector<float> ga(ka.size() * 4), gb(kb.size(), -1.0f), gw(300);
+  for (size_t i = 0; i < ga.size(); ++i) ga[i] = -static_cast<float>(i % 4 + 1);
+  for (size_t i = 0; i < gw.size(); ++i) gw[i] = -static_cast<float>(i);
+  BROOK_ASSERT_OK((*client)->PushBatch({{"a", ka, ga}, {"b", kb, gb}}, {{"w", gw}}, 0, 1.0f));
+  std::vector<float> ra(ka.size() * 4), rb(kb.size()), w(300);
+  BROOK_ASSERT_OK((*client)->PullBatch(
+      {{"a", ka, absl::MakeSpan(ra)}, {"b", kb, absl::MakeSpan(rb)}}, {{"w", absl::MakeSpan(w)}}));
+  std::map<uint64_t, int> count_a, count_b;
+  for (uint64_t k : ka) ++count_a[k];
+  for (uint64_t k : kb) ++count_b[k];
+  for (size_t i = 0; i < ka.size(); ++i) {
+    for (int d = 0; d < 4; ++d) {
+      ASSERT_EQ(ra[i * 4 + d], static_cast<float>(count_a[ka[i]] * (d + 1))) << i;
+    }
+  }
+  for (size_t i = 0; i < kb.size(); ++i) ASSERT_EQ(rb[i], static_cast<float>(count_b[kb[i]]));
+  for (size_t i = 0; i < w.size(); ++i) ASSERT_EQ(w[i], static_cast<float>(i));
 }
 
 TEST(GrpcPsClientTest, BadOptionsAreInvalidArgument) {

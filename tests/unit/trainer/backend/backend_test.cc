@@ -2,8 +2,11 @@
 // shapes that include 1 and odd sizes, forward and backward. One
 // value-parameterized suite over backends: the CPU backend with each GEMM
 // kernel (baseline, AVX2, AVX-512; skipped where the CPU lacks one), with 1
-// thread (no pool) and with 3 threads. A CUDA backend joins the same suite
-// when its plugin exists, which makes it the CPU-vs-CUDA parity test.
+// thread (no pool) and with 3 threads, and the CUDA backend (Cuda/...),
+// which is instantiated in every build and skips, saying why, where its
+// plugin or a GPU is missing. Since CPU and CUDA pass the same references
+// and tolerances, this is also the op-by-op CPU-vs-CUDA parity test
+// (cuda_parity_test.cc compares whole model steps).
 #include "trainer/backend/backend.h"
 
 #include <array>
@@ -11,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "trainer/backend/backend_loader.h"
 #include "trainer/backend/cpu_backend.h"
 
 namespace brook::trainer {
@@ -27,13 +32,24 @@ using ::testing::HasSubstr;
 
 struct BackendParam {
   std::string name;
-  int threads;
-  CpuIsa isa;
+  int threads;  // cpu only
+  CpuIsa isa;   // cpu only
+  std::string device = "cpu";  // as CreateBackend takes it
 };
+
+// Keeps the test names CTest lists readable and stable (by default gtest
+// prints the struct's bytes, pointers included).
+void PrintTo(const BackendParam& p, std::ostream* os) { *os << p.name; }
 
 class BackendTest : public ::testing::TestWithParam<BackendParam> {
  protected:
   void SetUp() override {
+    if (GetParam().device != "cpu") {
+      absl::StatusOr<std::unique_ptr<Backend>> b = CreateBackend(GetParam().device, {});
+      if (!b.ok()) GTEST_SKIP() << "SKIPPED: no CUDA backend here: " << b.status();
+      backend_ = std::move(b).value();
+      return;
+    }
     if (!CpuIsaSupported(GetParam().isa)) {
       GTEST_SKIP() << "this CPU cannot run the " << CpuIsaName(GetParam().isa) << " kernels";
     }
@@ -463,7 +479,39 @@ TEST_P(BackendTest, BufferMemoryOpsCheckBounds) {
   EXPECT_EQ(backend_->Download(**b, 4, absl::MakeSpan(two)).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(backend_->Synchronize().ok());
-  EXPECT_EQ(backend_->name(), "cpu");
+  EXPECT_EQ(backend_->name(), GetParam().device == "cpu" ? "cpu" : "cuda");
+}
+
+TEST_P(BackendTest, BuffersOfAnotherKindOfBackendAreRejected) {
+  // CPU buffers are host memory, so any CPU backend may use another's; a
+  // device backend must refuse them (it would hand a host pointer to a kernel).
+  auto other = CreateCpuBackend(CpuBackendOptions{1}).value();
+  auto foreign = other->Alloc(DType::kFloat32, 4).value();
+  auto mine = Floats(Random(4));
+  const absl::Status s = backend_->Copy2D(1, 4, *foreign, 4, 0, mine.get(), 4, 0, false);
+  if (GetParam().device == "cpu") {
+    EXPECT_TRUE(s.ok()) << s;
+  } else {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr("src was not allocated by"));
+  }
+}
+
+TEST_P(BackendTest, LargeUploadsAndDownloadsRoundTrip) {
+  // Larger than a device backend's staging chunk (64 MiB = 16 Mi floats), so
+  // chunked transfers are exercised; a few uploads queued back to back.
+  const size_t n = (size_t{1} << 24) + 12345;
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i % 1000003) * 0.5f;
+  auto b = backend_->Alloc(DType::kFloat32, n + 7);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE(backend_->Upload(v, b->get(), 7).ok());
+  const std::vector<float> small = {1, 2, 3, 4, 5, 6, 7};
+  ASSERT_TRUE(backend_->Upload(small, b->get(), 0).ok());
+  std::vector<float> got(n + 7);
+  ASSERT_TRUE(backend_->Download(**b, 0, absl::MakeSpan(got)).ok());
+  EXPECT_EQ(std::memcmp(got.data(), small.data(), small.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(got.data() + 7, v.data(), n * sizeof(float)), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, BackendTest,
@@ -472,6 +520,14 @@ INSTANTIATE_TEST_SUITE_P(Cpu, BackendTest,
                                            BackendParam{"avx2_1", 1, CpuIsa::kAvx2},
                                            BackendParam{"avx512_3", 3, CpuIsa::kAvx512},
                                            BackendParam{"auto2", 2, CpuIsa::kAuto}),
+                         [](const ::testing::TestParamInfo<BackendParam>& p) {
+                           return p.param.name;
+                         });
+
+// The CUDA backend (device 0) through the plugin loader, as `brook trainer
+// --device cuda` makes it. Skipped where the plugin or a GPU is missing.
+INSTANTIATE_TEST_SUITE_P(Cuda, BackendTest,
+                         ::testing::Values(BackendParam{"cuda0", 0, CpuIsa::kAuto, "cuda"}),
                          [](const ::testing::TestParamInfo<BackendParam>& p) {
                            return p.param.name;
                          });

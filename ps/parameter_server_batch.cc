@@ -1,0 +1,185 @@
+// ParameterServer::PullBatch / PushBatch: everything one training step pulls
+// or pushes on this shard, in one call (docs/decisions.md "PS wire and
+// client"). A batch is checked whole before anything happens, then its parts
+// run as the single-table calls would; a push batch's parts keep their own
+// exactly-once sequence numbers and share one checkpoint gate and one WAL
+// sync.
+#include <algorithm>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "ps/internal/key_batch.h"
+#include "ps/internal/ps_state.h"
+#include "ps/parameter_server.h"
+#include "ps/table.h"
+
+namespace brook::ps {
+namespace {
+
+absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+// A prepared push keeps its grouped keys in a KeyBatch until it is applied,
+// so a batch of parts prepared together needs one each. Per thread, grown to
+// the most parts a batch on this thread has had; reused after that.
+std::vector<std::unique_ptr<internal::KeyBatch>>& ThreadBatches(size_t n) {
+  thread_local std::vector<std::unique_ptr<internal::KeyBatch>> batches;
+  while (batches.size() < n) batches.push_back(std::make_unique<internal::KeyBatch>());
+  return batches;
+}
+
+}  // namespace
+
+absl::Status ParameterServer::PullBatch(absl::Span<const TablePull> tables,
+                                        absl::Span<const DensePull> dense) {
+  const uint64_t limit = options_.max_keys_per_request;
+  std::vector<std::shared_ptr<Table>> found_tables(tables.size());
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const TablePull& part = tables[i];
+    ASSIGN_OR_RETURN(found_tables[i], state_->FindTable(part.table));
+    if (part.keys.size() > limit) {
+      return internal::TooManyKeys("table", part.table, part.keys.size(), limit);
+    }
+    const size_t dim = found_tables[i]->dim();
+    if (part.out.size() != part.keys.size() * dim) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("table '", Av(part.table), "': pull of ", part.keys.size(), " keys x dim ",
+                       dim, " needs ", part.keys.size() * dim, " floats, got ", part.out.size()));
+    }
+  }
+  std::vector<std::shared_ptr<internal::DenseVariable>> found_dense(dense.size());
+  for (size_t i = 0; i < dense.size(); ++i) {
+    ASSIGN_OR_RETURN(found_dense[i], state_->FindDense(dense[i].name));
+    const uint64_t n = found_dense[i]->options().num_floats();
+    if (dense[i].out.size() != n) {
+      return absl::InvalidArgumentError(absl::StrCat("dense variable '", Av(dense[i].name),
+                                                     "' has ", n, " floats; pull buffer has ",
+                                                     dense[i].out.size()));
+    }
+  }
+  for (size_t i = 0; i < tables.size(); ++i) {
+    RETURN_IF_ERROR(found_tables[i]->Pull(tables[i].keys, tables[i].out));
+  }
+  for (size_t i = 0; i < dense.size(); ++i) {
+    RETURN_IF_ERROR(found_dense[i]->Pull(dense[i].out));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PushBatchOutcome> ParameterServer::PushBatch(absl::Span<const TablePushPart> tables,
+                                                            absl::Span<const DensePushPart> dense,
+                                                            const PushContext& ctx) {
+  // Stage 1: every check that needs no row state, for every part, before
+  // anything is claimed or applied.
+  RETURN_IF_ERROR(internal::CheckLearningRateScale(ctx.learning_rate_scale));
+  const uint64_t limit = options_.max_keys_per_request;
+  std::vector<std::unique_ptr<internal::KeyBatch>>& batches = ThreadBatches(tables.size());
+  std::vector<std::shared_ptr<Table>> found_tables(tables.size());
+  std::vector<PreparedPush> prepared(tables.size());
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const TablePushPart& part = tables[i];
+    ASSIGN_OR_RETURN(found_tables[i], state_->FindTable(part.table));
+    if (part.keys.size() > limit) {
+      return internal::TooManyKeys("table", part.table, part.keys.size(), limit);
+    }
+    ASSIGN_OR_RETURN(prepared[i],
+                     found_tables[i]->PreparePush(part.keys, part.grads, batches[i].get()));
+  }
+  std::vector<std::shared_ptr<internal::DenseVariable>> found_dense(dense.size());
+  std::vector<uint64_t> nonfinite(dense.size());
+  for (size_t i = 0; i < dense.size(); ++i) {
+    const DensePushPart& part = dense[i];
+    ASSIGN_OR_RETURN(found_dense[i], state_->FindDense(part.name));
+    if (part.grads.size() > limit) {
+      return internal::TooManyKeys("dense variable", part.name, part.grads.size(), limit);
+    }
+    ASSIGN_OR_RETURN(nonfinite[i], found_dense[i]->Check(part.grads));
+  }
+  // Parts in increasing sequence order (tables first, then dense, for
+  // client 0): claims are taken in one global order, so two batches sharing
+  // sequences cannot each hold one the other waits for.
+  const size_t n = tables.size() + dense.size();
+  auto sequence_of = [&](size_t p) {
+    return p < tables.size() ? tables[p].sequence : dense[p - tables.size()].sequence;
+  };
+  auto name_of = [&](size_t p) {
+    return p < tables.size()
+               ? absl::StrCat("table '", Av(tables[p].table), "'")
+               : absl::StrCat("dense variable '", Av(dense[p - tables.size()].name), "'");
+  };
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  if (ctx.client_id != 0) {
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return sequence_of(a) < sequence_of(b); });
+    for (size_t k = 1; k < n; ++k) {
+      if (sequence_of(order[k]) == sequence_of(order[k - 1])) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("push batch: ", name_of(order[k - 1]), " and ", name_of(order[k]),
+                         " share sequence ", sequence_of(order[k]), " (each part needs its own)"));
+      }
+    }
+  }
+
+  // Stage 2: apply, part by part, each exactly once.
+  PushBatchOutcome outcome;
+  outcome.tables.assign(tables.size(), PushOutcome::kApplied);
+  outcome.dense.assign(dense.size(), PushOutcome::kApplied);
+  internal::GateReader gate(&state_->gate);
+  std::vector<uint64_t> claimed;  // settled after the WAL sync
+  claimed.reserve(n);
+  uint64_t max_lsn = 0;
+  absl::Status error;
+  for (size_t p : order) {
+    PushContext part_ctx = ctx;
+    part_ctx.sequence = sequence_of(p);
+    if (ctx.client_id != 0) {
+      const internal::PushDedup::Claim claim =
+          state_->dedup.Begin(ctx.client_id, part_ctx.sequence);
+      if (claim == internal::PushDedup::Claim::kDuplicate) {
+        if (p < tables.size()) {
+          outcome.tables[p] = PushOutcome::kDuplicate;
+          found_tables[p]->CountDuplicate();
+        } else {
+          outcome.dense[p - tables.size()] = PushOutcome::kDuplicate;
+        }
+        continue;
+      }
+      if (claim == internal::PushDedup::Claim::kTooOld) {
+        error = absl::FailedPreconditionError(
+            absl::StrCat(name_of(p), ": push sequence ", part_ctx.sequence, " of client ",
+                         ctx.client_id, " is older than the dedup window (", state_->dedup.window(),
+                         " sequences); cannot tell whether it was applied"));
+        break;
+      }
+    }
+    absl::Status applied;
+    uint64_t lsn = 0;
+    if (p < tables.size()) {
+      applied = state_->ApplyTablePush(*found_tables[p], prepared[p], part_ctx, &lsn);
+    } else {
+      const size_t d = p - tables.size();
+      lsn = state_->ApplyDensePush(*found_dense[d], dense[d].name, dense[d].grads, nonfinite[d],
+                                   part_ctx);
+    }
+    if (!applied.ok()) {
+      if (ctx.client_id != 0) state_->dedup.End(ctx.client_id, part_ctx.sequence, false);
+      error = std::move(applied);
+      break;
+    }
+    if (ctx.client_id != 0) claimed.push_back(part_ctx.sequence);
+    max_lsn = std::max(max_lsn, lsn);
+  }
+  // Acknowledged only once logged (as a single push): one write for the batch.
+  absl::Status synced;
+  if (state_->wal != nullptr && max_lsn > 0) synced = state_->wal->Sync(max_lsn);
+  for (uint64_t sequence : claimed) state_->dedup.End(ctx.client_id, sequence, synced.ok());
+  RETURN_IF_ERROR(error);
+  RETURN_IF_ERROR(synced);
+  return outcome;
+}
+
+}  // namespace brook::ps

@@ -1,0 +1,61 @@
+// Runs the real `brook bench trainer` with tiny settings and checks its
+// plumbing: every model gets both ceilings and both trainer figures, the
+// time shares are fractions of the step that add up, the bottleneck is the
+// slower ceiling, and every example was trained. Not a timing test.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/testing/test_util.h"
+
+namespace brook {
+namespace {
+
+using testing::BrookBinary;
+using testing::RunCommand;
+
+TEST(BenchTrainer, TinyRunReportsEveryFigureAndNamesTheBottleneck) {
+  testing::TempDir work;
+  auto r = RunCommand({BrookBinary(), "bench", "trainer", "--examples", "6000", "--batch-size",
+                       "256", "--models", "wide_deep,dlrm", "--cardinality-max", "5000",
+                       "--work-dir", work.path(), "--json"},
+                      300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("goal: input + PS wait under 10%"), std::string::npos) << r.output;
+  const size_t start = r.output.rfind("\n{\n");
+  ASSERT_NE(start, std::string::npos) << r.output;
+  auto json = nlohmann::json::parse(r.output.substr(start + 1), nullptr, false);
+  ASSERT_FALSE(json.is_discarded()) << r.output;
+  EXPECT_EQ(json["backend"], "cpu");
+  for (const char* model : {"wide_deep", "dlrm"}) {
+    SCOPED_TRACE(model);
+    const auto& m = json["models"][model];
+    const double input = m["input_alone_examples_per_second"].get<double>();
+    const double compute = m["compute_alone_examples_per_second"].get<double>();
+    EXPECT_GT(input, 0);
+    EXPECT_GT(compute, 0);
+    EXPECT_EQ(m["ceiling_bottleneck"], input < compute ? "input" : "compute");
+    for (const char* path : {"in_process", "grpc"}) {
+      SCOPED_TRACE(path);
+      const auto& p = m[path];
+      EXPECT_GT(p["examples_per_second"].get<double>(), 0);
+      EXPECT_EQ(p["examples"].get<int64_t>(), 6000);
+      EXPECT_EQ(p["steps"].get<int64_t>(), (6000 + 255) / 256);
+      double shares = 0;
+      for (const char* share : {"input_wait_share", "ps_wait_share", "compute_share"}) {
+        const double v = p[share].get<double>();
+        EXPECT_GE(v, 0) << share;
+        EXPECT_LE(v, 1) << share;
+        shares += v;
+      }
+      EXPECT_LE(shares, 1.01);  // parts of one thread's wall time
+    }
+  }
+  // The scratch directory is removed.
+  EXPECT_TRUE(std::filesystem::is_empty(work.path()));
+}
+
+}  // namespace
+}  // namespace brook

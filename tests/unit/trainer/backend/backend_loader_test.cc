@@ -1,0 +1,129 @@
+// CreateBackend's device names and the CUDA plugin's loading and failure
+// modes. Runs everywhere: without a GPU (or without the plugin) "cuda" must
+// give a clear error, never a crash.
+#include "trainer/backend/backend_loader.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace brook::trainer {
+namespace {
+
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+
+// Sets an environment variable for one scope and restores it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(BackendLoaderTest, CpuGivesTheCpuBackend) {
+  absl::StatusOr<std::unique_ptr<Backend>> b = CreateBackend("cpu", CpuBackendOptions{1});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)->name(), "cpu");
+  // The CPU options reach the CPU backend.
+  EXPECT_EQ(CreateBackend("cpu", CpuBackendOptions{-1}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(BackendLoaderTest, UnknownDeviceIsInvalidArgumentNamingIt) {
+  for (const char* device : {"tpu", "", "CPU", "gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1x",
+                             "cuda:+1", "cuda: 1", "cuda:12345", "cuda0"}) {
+    absl::StatusOr<std::unique_ptr<Backend>> b = CreateBackend(device, {});
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument) << device;
+    EXPECT_THAT(b.status().message(), HasSubstr(absl::StrCat("\"", device, "\""))) << device;
+  }
+}
+
+TEST(BackendLoaderTest, CudaGivesABackendOrAClearError) {
+  for (const char* device : {"cuda", "cuda:0"}) {
+    absl::StatusOr<std::unique_ptr<Backend>> b = CreateBackend(device, {});
+    if (b.ok()) {
+      EXPECT_EQ((*b)->name(), "cuda");
+      continue;
+    }
+    // No plugin in this build, or no usable GPU on this machine.
+    EXPECT_NE(b.status().code(), absl::StatusCode::kInternal) << b.status();
+    EXPECT_THAT(b.status().message(), AnyOf(HasSubstr("plugin"), HasSubstr("device")));
+    RecordProperty("cuda_error", std::string(b.status().message()));
+  }
+  // A device this machine lacks is an error either way.
+  EXPECT_FALSE(CreateBackend("cuda:999", {}).ok());
+}
+
+TEST(BackendLoaderTest, PluginPathFromTheEnvironmentIsTheOnlyOneTried) {
+  {
+    ScopedEnv env("BROOK_CUDA_PLUGIN", "/nonexistent/libbrook_backend_cuda.so");
+    const absl::Status s = CreateBackend("cuda", {}).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(s.message(), HasSubstr("dlopen /nonexistent/libbrook_backend_cuda.so"));
+  }
+  // A file that is not a shared object.
+  const std::string path = absl::StrCat(::testing::TempDir(), "/not_a_plugin.so");
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("not an ELF file\n", f);
+  std::fclose(f);
+  {
+    ScopedEnv env("BROOK_CUDA_PLUGIN", path);
+    const absl::Status s = CreateBackend("cuda:0", {}).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("dlopen ", path)));
+  }
+  std::remove(path.c_str());
+}
+
+// Needs the plugin (not a GPU): the ABI check comes before any CUDA call.
+TEST(BackendLoaderTest, PluginRefusesAnotherAbiVersionAndReportsIt) {
+  absl::StatusOr<CudaPluginFactory> create = internal::LoadCudaPlugin();
+  if (!create.ok()) GTEST_SKIP() << "SKIPPED: no CUDA plugin in this build: " << create.status();
+  const CudaBackendOptions options;
+  int code = 0;
+  char error[256] = "";
+  EXPECT_EQ((*create)(kCudaPluginAbiVersion + 1, &options, &code, error, sizeof(error)), nullptr);
+  EXPECT_EQ(code, static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(error, HasSubstr("ABI version"));
+  // The message is truncated to the buffer, NUL included.
+  char small[8];
+  std::memset(small, 'x', sizeof(small));
+  EXPECT_EQ((*create)(kCudaPluginAbiVersion + 1, &options, &code, small, sizeof(small)), nullptr);
+  EXPECT_EQ(std::strlen(small), sizeof(small) - 1);
+  code = 0;
+  EXPECT_EQ((*create)(kCudaPluginAbiVersion, nullptr, &code, error, sizeof(error)), nullptr);
+  EXPECT_EQ(code, static_cast<int>(absl::StatusCode::kInvalidArgument));
+  // With the right version: a backend, or (no GPU) a clear error.
+  code = 0;
+  Backend* backend = (*create)(kCudaPluginAbiVersion, &options, &code, error, sizeof(error));
+  if (backend != nullptr) {
+    EXPECT_EQ(backend->name(), "cuda");
+    delete backend;
+  } else {
+    EXPECT_THAT(error, HasSubstr("device"));
+    RecordProperty("cuda_error", error);
+  }
+}
+
+}  // namespace
+}  // namespace brook::trainer
