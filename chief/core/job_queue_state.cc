@@ -1,0 +1,173 @@
+// JobQueue <-> brook.v1.ChiefJobRecord: the persisted form of one job.
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "brook/v1/chief.pb.h"
+#include "chief/core/job_queue.h"
+#include "common/status_macros.h"
+
+namespace brook::chief {
+
+namespace {
+
+// Unix microseconds; InfinitePast (not set) is 0.
+int64_t ToUs(absl::Time t) { return t == absl::InfinitePast() ? 0 : absl::ToUnixMicros(t); }
+absl::Time FromUs(int64_t us) { return us == 0 ? absl::InfinitePast() : absl::FromUnixMicros(us); }
+
+}  // namespace
+
+absl::StatusOr<v1::ChiefJobRecord> JobQueue::JobRecordToProto(const std::string& job_id) const {
+  ASSIGN_OR_RETURN(Job * job, FindOrNotFound(job_id));
+  const JobInfo& i = job->info;
+  v1::ChiefJobRecord r;
+  r.set_id(i.id);
+  r.set_seq(i.seq);
+  r.set_name(i.name);
+  r.set_priority(i.priority);
+  r.set_state(static_cast<int32_t>(i.state));
+  r.set_message(i.message);
+  r.set_submit_time_us(ToUs(i.submit_time));
+  r.set_start_time_us(ToUs(i.start_time));
+  r.set_end_time_us(ToUs(i.end_time));
+  r.set_spec_json(i.spec_json);
+  r.set_spec_hash(i.spec_hash);
+  for (const sharding::WorkUnit& u : i.units) {
+    v1::ChiefWorkUnit* out = r.add_units();
+    out->set_id(u.id);
+    out->set_path(u.path);
+    out->set_begin(u.begin);
+    out->set_end(u.end);
+  }
+  r.set_epochs(i.epochs);
+  r.set_trainers_wanted(i.trainers_wanted);
+  r.set_lease_duration_ms(absl::ToInt64Milliseconds(i.lease_duration));
+  for (const std::string& t : i.trainers) r.add_trainers(t);
+  if (job->leases != nullptr) {
+    *r.mutable_leases() = job->leases->ToProto();
+  }
+  for (const JobCheckpoint& c : i.checkpoints) {
+    v1::ChiefCheckpoint* out = r.add_checkpoints();
+    out->set_dir(c.dir);
+    out->set_step(c.step);
+    out->set_time_us(ToUs(c.time));
+  }
+  v1::ChiefJobMetrics* m = r.mutable_metrics();
+  m->set_reported(i.metrics.reported);
+  m->set_loss(i.metrics.loss);
+  m->set_auc(i.metrics.auc);
+  m->set_examples(i.metrics.examples);
+  m->set_time_us(ToUs(i.metrics.time));
+  for (const JobEvent& e : i.events) {
+    v1::ChiefJobEvent* out = r.add_events();
+    out->set_time_us(ToUs(e.time));
+    out->set_text(e.text);
+  }
+  r.set_events_dropped(i.events_dropped);
+  return r;
+}
+
+absl::StatusOr<std::unique_ptr<JobQueue::Job>> JobQueue::JobFromProto(
+    const v1::ChiefJobRecord& r, absl::Time now) {
+  const std::string who = absl::StrCat("job '", r.id(), "' (seq ", r.seq(), "): ");
+  auto corrupt = [&](const std::string& why) { return absl::DataLossError(who + why); };
+  if (r.id() != absl::StrCat(r.name(), "-", r.seq()) || r.name().empty()) {
+    return corrupt(absl::StrCat("id does not match name '", r.name(), "' and seq"));
+  }
+  if (r.state() < 0 || r.state() > static_cast<int32_t>(JobState::kCancelled)) {
+    return corrupt(absl::StrCat("unknown state ", r.state()));
+  }
+  auto job = std::make_unique<Job>();
+  JobInfo& i = job->info;
+  i.id = r.id();
+  i.seq = r.seq();
+  i.name = r.name();
+  i.priority = r.priority();
+  i.state = static_cast<JobState>(r.state());
+  i.message = r.message();
+  i.submit_time = FromUs(r.submit_time_us());
+  i.start_time = FromUs(r.start_time_us());
+  i.end_time = FromUs(r.end_time_us());
+  i.spec_json = r.spec_json();
+  i.spec_hash = r.spec_hash();
+  for (const v1::ChiefWorkUnit& u : r.units()) {
+    i.units.push_back(
+        sharding::WorkUnit{.id = u.id(), .path = u.path(), .begin = u.begin(), .end = u.end()});
+  }
+  if (i.units.empty()) return corrupt("no work units");
+  i.epochs = r.epochs();
+  i.trainers_wanted = r.trainers_wanted();
+  i.lease_duration = absl::Milliseconds(r.lease_duration_ms());
+  if (i.trainers_wanted < 1) return corrupt("trainers wanted < 1");
+  const bool started = i.state == JobState::kRunning || (IsFinished(i.state) && r.has_leases());
+  if (r.has_leases() != started) {
+    return corrupt(absl::StrCat(std::string(JobStateName(i.state)),
+                                r.has_leases() ? " with" : " without", " a lease table"));
+  }
+  if (r.has_leases()) {
+    auto leases = WorkLeases::FromProto(r.leases(), now);
+    if (!leases.ok()) return corrupt(std::string(leases.status().message()));
+    job->leases = std::move(leases).value();
+    if (i.state == JobState::kRunning && job->leases->finished()) {
+      return corrupt("RUNNING but every epoch is done");
+    }
+  }
+  if (!r.trainers().empty() && i.state != JobState::kRunning) {
+    return corrupt("trainers assigned to a job that is not running");
+  }
+  for (const std::string& t : r.trainers()) {
+    // Also restarts the trainer's heartbeat clock (FromProto did too).
+    if (!job->leases->Heartbeat(t, now).ok()) {
+      return corrupt(absl::StrCat("assigned trainer '", t, "' unknown to its lease table"));
+    }
+    i.trainers.push_back(t);
+  }
+  for (const v1::ChiefCheckpoint& c : r.checkpoints()) {
+    i.checkpoints.push_back(
+        JobCheckpoint{.dir = c.dir(), .step = c.step(), .time = FromUs(c.time_us())});
+  }
+  const v1::ChiefJobMetrics& m = r.metrics();
+  i.metrics = JobMetrics{.reported = m.reported(), .loss = m.loss(), .auc = m.auc(),
+                         .examples = m.examples(), .time = FromUs(m.time_us())};
+  for (const v1::ChiefJobEvent& e : r.events()) {
+    i.events.push_back(JobEvent{.time = FromUs(e.time_us()), .text = e.text()});
+  }
+  i.events_dropped = r.events_dropped();
+  return job;
+}
+
+absl::StatusOr<std::unique_ptr<JobQueue>> JobQueue::Restore(
+    const JobQueueOptions& options, const std::vector<v1::ChiefJobRecord>& records,
+    uint64_t next_seq, absl::Time now) {
+  ASSIGN_OR_RETURN(std::unique_ptr<JobQueue> queue, Create(options));
+  queue->next_seq_ = next_seq;
+  std::set<std::string> active_names;
+  for (const v1::ChiefJobRecord& r : records) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Job> job, JobFromProto(r, now));
+    const std::string who = absl::StrCat("job '", r.id(), "': ");
+    if (job->info.seq == 0 || job->info.seq >= next_seq) {
+      return absl::DataLossError(
+          absl::StrCat(who, "seq ", job->info.seq, " not below the next seq ", next_seq));
+    }
+    if (queue->jobs_.count(job->info.seq) != 0) {
+      return absl::DataLossError(absl::StrCat(who, "seq ", job->info.seq, " stored twice"));
+    }
+    if (!IsFinished(job->info.state) && !active_names.insert(job->info.name).second) {
+      return absl::DataLossError(absl::StrCat(who, "a second active job named '",
+                                              job->info.name, "'"));
+    }
+    for (const std::string& t : job->info.trainers) {
+      auto [it, fresh] = queue->trainers_.emplace(
+          t, PoolTrainer{.last_seen = now, .job_id = job->info.id});
+      if (!fresh) {
+        return absl::DataLossError(absl::StrCat(who, "trainer '", t, "' is also assigned to job '",
+                                                it->second.job_id, "'"));
+      }
+    }
+    queue->seq_of_[job->info.id] = job->info.seq;
+    queue->jobs_[job->info.seq] = std::move(job);
+  }
+  return queue;
+}
+
+}  // namespace brook::chief
