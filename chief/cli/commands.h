@@ -24,5 +24,6 @@ void RegisterBenchPs(CLI::App& bench, int* exit_code);        // bench_commands.
 void RegisterBenchTrainer(CLI::App& bench, int* exit_code);   // bench_commands.cc
 void RegisterPs(CLI::App& app, int* exit_code);               // ps_command.cc
 void RegisterTrainer(CLI::App& app, int* exit_code);          // trainer_command.cc
+void RegisterSubmit(CLI::App& app, int* exit_code);           // submit_command.cc
 
 }  // namespace brook::cli

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
 
   brook::cli::RegisterPs(app, &exit_code);
   brook::cli::RegisterTrainer(app, &exit_code);
+  brook::cli::RegisterSubmit(app, &exit_code);
 
   try {
     app.parse(argc, argv);

@@ -5,18 +5,25 @@
 // Prints "brook trainer metrics on HOST:PORT" when --metrics-listen is set,
 // a progress line per --log-every steps on stderr, and the evaluation as
 // one JSON object on stdout.
+//
+// `--job JOB.yaml` takes the feature and model specs, data, optimizers,
+// schedule and training settings from a job spec (chief/job/job_spec.h)
+// instead; flags given explicitly still override the job's values.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "chief/cli/commands.h"
+#include "chief/job/job_spec.h"
 #include "common/status_macros.h"
 #include "metrics/collector.h"
 #include "metrics/exposer.h"
@@ -53,7 +60,56 @@ struct TrainerFlags {
   float embedding_init_range = 0.05f;
   std::string embedding_optimizer = "adagrad";
   bool eval_only = false;
+  // --job: the spec, the files its globs match (used instead of --data /
+  // --eval-data unless those are given) and the flags given explicitly.
+  std::string job;
+  std::optional<chief::JobSpec> job_spec;
+  std::vector<std::string> data_files, eval_files;
+  std::set<std::string> given;
 };
+
+// Whether a flag's value applies: always without --job; with it, only when
+// the flag was given (otherwise the job spec's value stands).
+bool Use(const TrainerFlags& f, const std::string& flag) {
+  return !f.job_spec.has_value() || f.given.count(flag) > 0;
+}
+
+// Loads --job and writes its values into every flag not given explicitly.
+absl::Status ApplyJob(TrainerFlags* f) {
+  ASSIGN_OR_RETURN(chief::JobSpec job, chief::JobSpec::FromYamlFile(f->job));
+  if (!job.table_optimizers.empty()) {
+    // TODO(#6): TrainerOptions has one embedding optimizer for every table.
+    return absl::InvalidArgumentError(
+        absl::StrCat(f->job, ": optimizer.tables (per-table optimizers) is not supported by "
+                             "`brook trainer` yet; remove it or run the job through the chief"));
+  }
+  ASSIGN_OR_RETURN(std::vector<chief::JobSpec::GlobMatches> matches, job.CheckData());
+  for (const chief::JobSpec::GlobMatches& m : matches) {
+    auto* files = m.field.rfind("data.train", 0) == 0 ? &f->data_files : &f->eval_files;
+    files->insert(files->end(), m.files.begin(), m.files.end());
+  }
+  auto keep = [&](const char* flag) { return f->given.count(flag) > 0; };
+  if (keep("--data")) f->data_files.clear();
+  if (keep("--eval-data")) f->eval_files.clear();
+  if (!keep("--batch-size")) f->batch_size = job.training.batch_size;
+  if (!keep("--epochs")) f->epochs = job.training.epochs;  // 0 in steps mode: max_steps stops
+  if (!keep("--shuffle-buffer")) {
+    f->shuffle_buffer = static_cast<size_t>(job.training.shuffle_buffer);
+  }
+  if (!keep("--seed")) f->seed = job.training.seed;
+  if (!keep("--max-steps")) f->max_steps = job.training.steps;
+  trainer::TrainerOptions o = job.ToTrainerOptions();
+  if (keep("--staleness")) o.staleness = f->options.staleness;
+  if (keep("--dense-refresh-steps")) o.dense_refresh_steps = f->options.dense_refresh_steps;
+  if (keep("--accumulation-steps")) o.accumulation_steps = f->options.accumulation_steps;
+  if (keep("--lr-warmup-steps")) o.lr_schedule.warmup_steps = f->options.lr_schedule.warmup_steps;
+  if (keep("--lr-decay-steps")) o.lr_schedule.decay_steps = f->options.lr_schedule.decay_steps;
+  if (keep("--lr-decay-rate")) o.lr_schedule.decay_rate = f->options.lr_schedule.decay_rate;
+  if (keep("--lr-min-scale")) o.lr_schedule.min_scale = f->options.lr_schedule.min_scale;
+  f->options = o;
+  f->job_spec = std::move(job);
+  return absl::OkStatus();
+}
 
 std::shared_ptr<prometheus::Collectable> TrainerCollector(const trainer::Trainer* t) {
   return std::make_shared<metrics::FunctionCollector>([t] {
@@ -99,7 +155,10 @@ absl::StatusOr<std::unique_ptr<input::Pipeline>> MakePipeline(const input::Featu
                                                               const std::string& glob,
                                                               bool train) {
   input::PipelineOptions o;
-  o.glob = glob;
+  const std::vector<std::string>& files = train ? f.data_files : f.eval_files;
+  if (files.empty()) o.glob = glob;
+  o.files = files;
+  if (f.job_spec.has_value()) o.compression = f.job_spec->data.compression;
   o.batch_size = f.batch_size;
   o.cycle_length = f.cycle_length;
   o.parse_threads = f.parse_threads;
@@ -110,18 +169,32 @@ absl::StatusOr<std::unique_ptr<input::Pipeline>> MakePipeline(const input::Featu
 }
 
 absl::Status RunTrainer(const TrainerFlags& f) {
-  ASSIGN_OR_RETURN(input::FeatureSpec features, input::FeatureSpec::FromYamlFile(f.feature_spec));
-  ASSIGN_OR_RETURN(std::string model_yaml, storage::ReadFileToString(f.model_spec));
-  ASSIGN_OR_RETURN(trainer::ModelSpec spec, trainer::ModelSpec::FromYaml(model_yaml, features));
+  if (!f.job_spec.has_value() && (f.feature_spec.empty() || f.model_spec.empty())) {
+    return absl::InvalidArgumentError("--spec and --model (or --job) are required");
+  }
+  input::FeatureSpec features;
+  if (!f.feature_spec.empty()) {
+    ASSIGN_OR_RETURN(features, input::FeatureSpec::FromYamlFile(f.feature_spec));
+  } else {
+    features = f.job_spec->features;
+  }
+  trainer::ModelSpec spec;
+  if (!f.model_spec.empty()) {
+    ASSIGN_OR_RETURN(std::string model_yaml, storage::ReadFileToString(f.model_spec));
+    ASSIGN_OR_RETURN(spec, trainer::ModelSpec::FromYaml(model_yaml, features));
+  } else {
+    spec = f.job_spec->model;
+  }
+  const bool has_data = !f.data.empty() || !f.data_files.empty();
   const bool needs_moments = std::any_of(
       spec.dense.begin(), spec.dense.end(), [](const trainer::DenseInputSpec& d) {
         return d.transform == trainer::DenseTransform::kStandardize && !d.has_moments;
       });
-  if (f.data.empty() && !f.eval_only) return absl::InvalidArgumentError("--data is required");
-  if (f.eval_only && f.eval_data.empty()) {
+  if (!has_data && !f.eval_only) return absl::InvalidArgumentError("--data is required");
+  if (f.eval_only && f.eval_data.empty() && f.eval_files.empty()) {
     return absl::InvalidArgumentError("--eval-only needs --eval-data");
   }
-  if (needs_moments && f.data.empty()) {
+  if (needs_moments && !has_data) {
     return absl::InvalidArgumentError(
         "the model's standardize inputs have no mean/stddev: give them in the model spec or "
         "pass --data to compute them");
@@ -129,7 +202,9 @@ absl::Status RunTrainer(const TrainerFlags& f) {
   if (needs_moments) {
     // One pass over the training data for the standardize transforms.
     input::PipelineOptions o;
-    o.glob = f.data;
+    o.glob = f.data_files.empty() ? f.data : "";
+    o.files = f.data_files;
+    if (f.job_spec.has_value()) o.compression = f.job_spec->data.compression;
     o.batch_size = 4096;
     ASSIGN_OR_RETURN(auto scan, input::Pipeline::Create(features, o));
     trainer::MomentsAccumulator moments(spec, features);
@@ -156,19 +231,26 @@ absl::Status RunTrainer(const TrainerFlags& f) {
   }
 
   trainer::TrainerOptions options = f.options;
-  options.embedding_optimizer.learning_rate = f.embedding_lr;
-  options.dense_optimizer.learning_rate = f.dense_lr;
+  if (Use(f, "--embedding-lr")) options.embedding_optimizer.learning_rate = f.embedding_lr;
+  if (Use(f, "--dense-lr")) options.dense_optimizer.learning_rate = f.dense_lr;
   static const std::map<std::string, ps::OptimizerKind> kOptimizers = {
       {"sgd", ps::OptimizerKind::kSgd},
       {"adagrad", ps::OptimizerKind::kAdagrad},
       {"adam", ps::OptimizerKind::kAdam},
       {"ftrl", ps::OptimizerKind::kFtrl}};
-  options.embedding_optimizer.kind = kOptimizers.at(f.embedding_optimizer);  // checked by CLI11
-  options.embedding_init.low = -f.embedding_init_range;
-  options.embedding_init.high = f.embedding_init_range;
+  if (Use(f, "--embedding-optimizer")) {
+    options.embedding_optimizer.kind = kOptimizers.at(f.embedding_optimizer);  // checked by CLI11
+  }
+  if (Use(f, "--embedding-init-range")) {
+    options.embedding_init.kind = ps::InitializerKind::kUniform;
+    options.embedding_init.low = -f.embedding_init_range;
+    options.embedding_init.high = f.embedding_init_range;
+  }
   options.max_steps = f.max_steps;
   options.seed = f.seed;
-  ASSIGN_OR_RETURN(options.lr_schedule.decay, trainer::ParseLrDecay(f.lr_decay));
+  if (Use(f, "--lr-decay")) {
+    ASSIGN_OR_RETURN(options.lr_schedule.decay, trainer::ParseLrDecay(f.lr_decay));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<trainer::Backend> backend,
                    trainer::CreateBackend(f.device, trainer::CpuBackendOptions{}));
   ASSIGN_OR_RETURN(std::unique_ptr<trainer::Trainer> t,
@@ -201,7 +283,7 @@ absl::Status RunTrainer(const TrainerFlags& f) {
                         {"input_wait_seconds", s.input_wait_seconds},
                         {"ps_wait_seconds", s.ps_wait_seconds},
                         {"compute_seconds", s.compute_seconds}};
-  if (!f.eval_data.empty()) {
+  if (!f.eval_data.empty() || !f.eval_files.empty()) {
     ASSIGN_OR_RETURN(auto eval, MakePipeline(features, f, f.eval_data, /*train=*/false));
     ASSIGN_OR_RETURN(trainer::EvalResult r, t->Evaluate(eval.get()));
     out["eval"] = {{"examples", r.examples},     {"auc", r.auc},
@@ -228,8 +310,11 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
       ->envname("BROOK_TRAINER_EVAL_DATA");
   cmd->add_flag("--eval-only", f->eval_only,
                 "Only evaluate --eval-data with the weights on the PS (no training)");
-  cmd->add_option("--spec", f->feature_spec, "Feature spec YAML")->required();
-  cmd->add_option("--model", f->model_spec, "Model spec YAML")->required();
+  cmd->add_option("--spec", f->feature_spec, "Feature spec YAML (required without --job)");
+  cmd->add_option("--model", f->model_spec, "Model spec YAML (required without --job)");
+  cmd->add_option("--job", f->job,
+                  "Job spec YAML: specs, data, optimizers and training settings (flags given "
+                  "explicitly override it)");
   cmd->add_option("--batch-size", f->batch_size, "Examples per step")->capture_default_str();
   cmd->add_option("--epochs", f->epochs, "Passes over --data")->capture_default_str();
   cmd->add_option("--shuffle-buffer", f->shuffle_buffer, "Records in the shuffle buffer")
@@ -281,8 +366,12 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
       ->envname("BROOK_TRAINER_DEVICE");
   cmd->add_option("--metrics-listen", f->metrics_listen, "Prometheus /metrics host:port")
       ->envname("BROOK_TRAINER_METRICS_LISTEN");
-  cmd->callback([f, exit_code] {
-    absl::Status st = RunTrainer(*f);
+  cmd->callback([f, cmd, exit_code] {
+    for (const CLI::Option* o : cmd->get_options()) {
+      if (o->count() > 0) f->given.insert(o->get_name());
+    }
+    absl::Status st = f->job.empty() ? absl::OkStatus() : ApplyJob(f.get());
+    if (st.ok()) st = RunTrainer(*f);
     if (!st.ok()) {
       std::cerr << "brook trainer: " << st.message() << "\n";
       *exit_code = absl::IsInvalidArgument(st) || absl::IsNotFound(st) ? kExitUsage : kExitFailed;

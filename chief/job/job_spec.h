@@ -1,0 +1,129 @@
+// A job spec: everything the chief needs to run one training job, read from
+// YAML and validated in full before anything runs. The fields, their
+// defaults and what each allows are documented in the README ("Job spec");
+// in short:
+//
+//   name: adult-wide-deep            # required; a DNS label
+//   priority: 0
+//   data: {train: [GLOB, ...], eval: [GLOB, ...], compression: auto, records_per_unit: 0}
+//   features: feature_spec.yaml      # a path, or the feature spec inline (a map)
+//   model: {type: wide_deep, ...}    # + sparse: / dense: (trainer/model/model_spec.h),
+//   sparse: [...]                    #   or model_file: PATH instead of the three
+//   dense: [...]
+//   optimizer: {embedding: OPT, dense: OPT, tables: {TABLE: OPT}, schedule: {...}}
+//   embedding_init: {type: uniform, low: -0.05, high: 0.05}
+//   training: {batch_size: 256, epochs: 1 | steps: N, staleness: 2, ...}
+//   trainers: 1
+//   checkpoint: {dir: PATH, interval_seconds: 600, interval_steps: 0, keep: 3}
+//   export: {dir: PATH}
+//   eval: {every_steps: 0}
+//
+// Errors are InvalidArgument naming the field path (e.g.
+// "optimizer.embedding.learning_rate"), its YAML line and what is allowed;
+// unknown and repeated keys are errors. The embedded feature and model specs
+// are checked by their own parsers (input::FeatureSpec, trainer::ModelSpec).
+// Relative paths (data globs, features, model_file, checkpoint.dir,
+// export.dir) resolve against the spec file's directory.
+//
+// A JobSpec is a plain value: immutable after parsing, safe to share.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ps/options.h"
+#include "storage/tfrecord.h"
+#include "trainer/input/feature_spec.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/model/model_spec.h"
+#include "trainer/trainer.h"
+
+namespace brook::chief {
+
+struct JobDataSpec {
+  std::vector<std::string> train;  // globs, resolved; at least one
+  std::vector<std::string> eval;   // globs, resolved; may be empty
+  // nullopt ("auto"): from each file name (".gz" GZIP, ".zlib" ZLIB).
+  std::optional<storage::Compression> compression;
+  // Records per work unit the chief leases; 0 = one unit per whole file.
+  int64_t records_per_unit = 0;
+};
+
+struct JobTrainingSpec {
+  int batch_size = 256;
+  // Exactly one of epochs (passes over data.train) and steps (optimizer
+  // steps) is set in the YAML; the other is 0 here.
+  int epochs = 0;
+  int64_t steps = 0;
+  int staleness = 2;
+  int accumulation_steps = 1;
+  int dense_refresh_steps = 1;
+  uint64_t seed = 1;
+  int64_t shuffle_buffer = 10000;  // records; 0 = no shuffling
+};
+
+struct JobCheckpointSpec {
+  std::string dir;                 // "" = the job is not checkpointed (the section is absent)
+  int64_t interval_seconds = 600;  // 0 = not on a timer
+  int64_t interval_steps = 0;      // 0 = not by steps
+  int keep = 3;                    // newest checkpoints kept
+};
+
+struct JobSpec {
+  std::string name;
+  int priority = 0;  // higher runs first
+  JobDataSpec data;
+  input::FeatureSpec features;
+  std::string features_file;  // resolved path, or "" when inline
+  trainer::ModelSpec model;
+  std::string model_file;  // resolved path, or "" when inline
+  ps::OptimizerOptions embedding_optimizer = trainer::TrainerOptions{}.embedding_optimizer;
+  ps::OptimizerOptions dense_optimizer = trainer::TrainerOptions{}.dense_optimizer;
+  // Per-table overrides of embedding_optimizer, by table name (the model's
+  // tables, including "<T>_wide" and "<feature>_bucket").
+  std::map<std::string, ps::OptimizerOptions> table_optimizers;
+  trainer::LrSchedule lr_schedule;
+  ps::InitializerOptions embedding_init = trainer::TrainerOptions{}.embedding_init;
+  JobTrainingSpec training;
+  int trainers = 1;
+  JobCheckpointSpec checkpoint;
+  std::string export_dir;        // "" = no export (the section is absent)
+  int64_t eval_every_steps = 0;  // 0 = evaluate only at the end
+
+  // Parses and validates `yaml`; relative paths resolve against `base_dir`
+  // ("" leaves them relative). NotFound if a referenced file (features,
+  // model_file) cannot be opened; InvalidArgument for everything else.
+  static absl::StatusOr<JobSpec> FromYaml(const std::string& yaml, const std::string& base_dir);
+  // The same, with base_dir = the file's (absolute) directory; errors are
+  // prefixed with `path`.
+  static absl::StatusOr<JobSpec> FromYamlFile(const std::string& path);
+
+  // What a trainer of this job runs with. Per-table optimizers are not in
+  // TrainerOptions: look them up with OptimizerForTable.
+  trainer::TrainerOptions ToTrainerOptions() const;
+  // table_optimizers[table] if given, else embedding_optimizer.
+  const ps::OptimizerOptions& OptimizerForTable(const std::string& table) const;
+
+  // The spec normalized: every field with its default filled in, paths
+  // resolved, keys sorted, one line. Equal specs give equal text whatever
+  // their YAML's key order, comments or layout.
+  std::string CanonicalJson() const;
+  // 16 hex digits: brook::Hash64 (XXH64) of CanonicalJson(). Recorded in
+  // checkpoint and export manifests.
+  std::string SpecHash() const;
+
+  struct GlobMatches {
+    std::string field;    // "data.train[0]"
+    std::string pattern;  // resolved glob
+    std::vector<std::string> files;
+  };
+  // Expands every data glob now (the spec itself only checks their shape).
+  // InvalidArgument naming the field and pattern if one matches no file.
+  absl::StatusOr<std::vector<GlobMatches>> CheckData() const;
+};
+
+}  // namespace brook::chief

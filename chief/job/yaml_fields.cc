@@ -1,0 +1,145 @@
+#include "chief/job/yaml_fields.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+
+namespace brook::chief::internal {
+
+int LineOf(const YAML::Node& n) { return n.Mark().is_null() ? 0 : n.Mark().line + 1; }
+
+std::string Describe(const YAML::Node& n) {
+  if (n.IsScalar()) return absl::StrCat("\"", n.Scalar(), "\"");
+  if (n.IsSequence()) return "a list";
+  if (n.IsMap()) return "a map";
+  return "nothing";
+}
+
+absl::Status FieldError(std::string_view path, int line, std::string_view msg) {
+  const std::string where = path.empty() ? std::string("job spec") : std::string(path);
+  const std::string at = line > 0 ? absl::StrCat(" (line ", line, ")") : "";
+  return absl::InvalidArgumentError(absl::StrCat(where, at, ": ", std::string(msg)));
+}
+
+MapReader::MapReader(YAML::Node node, std::string path)
+    : node_(std::move(node)), path_(std::move(path)) {}
+
+absl::Status MapReader::Check(std::initializer_list<std::string_view> allowed,
+                              std::string_view example) {
+  if (!node_.IsMap()) {
+    return FieldError(
+        path_, line(),
+        absl::StrCat("must be a map such as ", std::string(example), ", got ", Describe(node_)));
+  }
+  for (const auto& pair : node_) {
+    // By value: yaml-cpp's iterator returns a proxy (see feature_spec.cc).
+    const YAML::Node key = pair.first;
+    const int l = LineOf(key);
+    if (!key.IsScalar()) return FieldError(path_, l, "keys must be plain names");
+    const std::string& k = key.Scalar();
+    bool known = false;
+    std::string names;
+    for (std::string_view a : allowed) {
+      known |= (a == k);
+      names += names.empty() ? std::string(a) : ", " + std::string(a);
+    }
+    if (!known) {
+      return FieldError(Path(k), l, absl::StrCat("unknown key; allowed here: ", names));
+    }
+    auto [pos, inserted] = lines_.emplace(k, l);
+    if (!inserted) {
+      return FieldError(Path(k), l, absl::StrCat("given twice (first on line ", pos->second, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+int MapReader::KeyLine(const std::string& key) const {
+  auto it = lines_.find(key);
+  return it == lines_.end() ? line() : it->second;
+}
+
+std::string MapReader::Path(const std::string& key) const {
+  return path_.empty() ? key : absl::StrCat(path_, ".", key);
+}
+
+absl::Status MapReader::Error(const std::string& key, std::string_view msg) const {
+  return FieldError(Path(key), KeyLine(key), msg);
+}
+
+absl::Status MapReader::Missing(const std::string& key, std::string_view what) const {
+  return FieldError(Path(key), line(), absl::StrCat("missing; ", std::string(what)));
+}
+
+absl::Status MapReader::Int(const std::string& key, int64_t min, int64_t max, int64_t* out) const {
+  if (!Has(key)) return absl::OkStatus();
+  const YAML::Node v = Get(key);
+  int64_t x = 0;
+  if (!v.IsScalar() || !YAML::convert<int64_t>::decode(v, x) || x < min || x > max) {
+    return Error(key,
+                 absl::StrCat("must be an integer in [", min, ", ", max, "], got ", Describe(v)));
+  }
+  *out = x;
+  return absl::OkStatus();
+}
+
+absl::Status MapReader::Int(const std::string& key, int min, int max, int* out) const {
+  int64_t x = *out;
+  absl::Status s = Int(key, int64_t{min}, int64_t{max}, &x);
+  if (s.ok()) *out = static_cast<int>(x);
+  return s;
+}
+
+absl::Status MapReader::Uint(const std::string& key, uint64_t* out) const {
+  if (!Has(key)) return absl::OkStatus();
+  const YAML::Node v = Get(key);
+  uint64_t x = 0;
+  // yaml-cpp's unsigned conversion accepts "-1" (stream extraction wraps it).
+  if (!v.IsScalar() || v.Scalar().empty() || v.Scalar()[0] == '-' ||
+      !YAML::convert<uint64_t>::decode(v, x)) {
+    return Error(key, absl::StrCat("must be an integer in [0, 2^64), got ", Describe(v)));
+  }
+  *out = x;
+  return absl::OkStatus();
+}
+
+absl::Status MapReader::Double(const std::string& key, double min, double max, bool min_exclusive,
+                               double* out) const {
+  if (!Has(key)) return absl::OkStatus();
+  const YAML::Node v = Get(key);
+  double x = 0;
+  const bool ok = v.IsScalar() && YAML::convert<double>::decode(v, x) && std::isfinite(x) &&
+                  (min_exclusive ? x > min : x >= min) && x <= max;
+  if (!ok) {
+    std::string range;
+    if (max >= std::numeric_limits<float>::max()) {  // no upper bound
+      range = absl::StrCat(min_exclusive ? "> " : ">= ", min);
+    } else {
+      range = absl::StrCat("in ", min_exclusive ? "(" : "[", min, ", ", max, "]");
+    }
+    return Error(key, absl::StrCat("must be a finite number ", range, ", got ", Describe(v)));
+  }
+  *out = x;
+  return absl::OkStatus();
+}
+
+absl::Status MapReader::Float(const std::string& key, double min, double max, bool min_exclusive,
+                              float* out) const {
+  double x = *out;
+  absl::Status s = Double(key, min, max, min_exclusive, &x);
+  if (s.ok()) *out = static_cast<float>(x);
+  return s;
+}
+
+absl::Status MapReader::String(const std::string& key, std::string* out) const {
+  if (!Has(key)) return absl::OkStatus();
+  const YAML::Node v = Get(key);
+  if (!v.IsScalar() || v.Scalar().empty()) {
+    return Error(key, absl::StrCat("must be a non-empty string, got ", Describe(v)));
+  }
+  *out = v.Scalar();
+  return absl::OkStatus();
+}
+
+}  // namespace brook::chief::internal
