@@ -18,7 +18,7 @@ using testing::RunCommand;
 
 TEST(BenchTrainer, TinyRunReportsEveryFigureAndNamesTheBottleneck) {
   testing::TempDir work;
-  auto r = RunCommand({BrookBinary(), "bench", "trainer", "--examples", "6000", "--batch-size",
+  auto r = RunCommand({BrookBinary(), "bench", "trainer", "--examples", "3000", "--batch-size",
                        "256", "--models", "wide_deep,dlrm", "--cardinality-max", "5000",
                        "--work-dir", work.path(), "--json"},
                       300);
@@ -41,8 +41,8 @@ TEST(BenchTrainer, TinyRunReportsEveryFigureAndNamesTheBottleneck) {
       SCOPED_TRACE(path);
       const auto& p = m[path];
       EXPECT_GT(p["examples_per_second"].get<double>(), 0);
-      EXPECT_EQ(p["examples"].get<int64_t>(), 6000);
-      EXPECT_EQ(p["steps"].get<int64_t>(), (6000 + 255) / 256);
+      EXPECT_EQ(p["examples"].get<int64_t>(), 3000);
+      EXPECT_EQ(p["steps"].get<int64_t>(), (3000 + 255) / 256);
       for (const char* share : {"input_wait_share", "ps_wait_share", "compute_share"}) {
         const double v = p[share].get<double>();
         EXPECT_GE(v, 0) << share;
