@@ -187,4 +187,26 @@ int OptimizerSlotFloats(const OptimizerOptions& o, int dim) {
   return 0;
 }
 
+std::string_view OptimizerKindName(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kAdagrad:
+      return "adagrad";
+    case OptimizerKind::kAdam:
+      return "adam";
+    case OptimizerKind::kFtrl:
+      return "ftrl";
+  }
+  return "unknown";
+}
+
+std::optional<OptimizerKind> OptimizerKindFromName(std::string_view name) {
+  for (OptimizerKind k : {OptimizerKind::kSgd, OptimizerKind::kAdagrad, OptimizerKind::kAdam,
+                          OptimizerKind::kFtrl}) {
+    if (name == OptimizerKindName(k)) return k;
+  }
+  return std::nullopt;
+}
+
 }  // namespace brook::ps

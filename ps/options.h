@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -33,6 +35,11 @@ struct InitializerOptions {
 };
 
 enum class OptimizerKind { kSgd, kAdagrad, kAdam, kFtrl };
+
+// The spelling in job specs and flags: "sgd" | "adagrad" | "adam" | "ftrl".
+std::string_view OptimizerKindName(OptimizerKind kind);
+// nullopt for any other name.
+std::optional<OptimizerKind> OptimizerKindFromName(std::string_view name);
 
 // Hyper-parameters follow TensorFlow's raw ops (ApplyGradientDescent,
 // ApplyAdagrad, ApplyAdam, ApplyFtrlV2) so a user can carry settings over.

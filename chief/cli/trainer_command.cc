@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -233,13 +232,9 @@ absl::Status RunTrainer(const TrainerFlags& f) {
   trainer::TrainerOptions options = f.options;
   if (Use(f, "--embedding-lr")) options.embedding_optimizer.learning_rate = f.embedding_lr;
   if (Use(f, "--dense-lr")) options.dense_optimizer.learning_rate = f.dense_lr;
-  static const std::map<std::string, ps::OptimizerKind> kOptimizers = {
-      {"sgd", ps::OptimizerKind::kSgd},
-      {"adagrad", ps::OptimizerKind::kAdagrad},
-      {"adam", ps::OptimizerKind::kAdam},
-      {"ftrl", ps::OptimizerKind::kFtrl}};
   if (Use(f, "--embedding-optimizer")) {
-    options.embedding_optimizer.kind = kOptimizers.at(f.embedding_optimizer);  // checked by CLI11
+    // The name was checked by CLI11 (IsMember below).
+    options.embedding_optimizer.kind = *ps::OptimizerKindFromName(f.embedding_optimizer);
   }
   if (Use(f, "--embedding-init-range")) {
     options.embedding_init.kind = ps::InitializerKind::kUniform;

@@ -29,23 +29,9 @@ double F(float f) {
   return std::strtod(buf, nullptr);
 }
 
-std::string OptimizerName(ps::OptimizerKind k) {
-  switch (k) {
-    case ps::OptimizerKind::kSgd:
-      return "sgd";
-    case ps::OptimizerKind::kAdagrad:
-      return "adagrad";
-    case ps::OptimizerKind::kAdam:
-      return "adam";
-    case ps::OptimizerKind::kFtrl:
-      return "ftrl";
-  }
-  return "unknown";
-}
-
 // Only the hyper-parameters of the optimizer's type, as the YAML takes them.
 Json OptimizerJson(const ps::OptimizerOptions& o) {
-  Json j = {{"type", OptimizerName(o.kind)}, {"learning_rate", F(o.learning_rate)}};
+  Json j = {{"type", std::string(ps::OptimizerKindName(o.kind))}, {"learning_rate", F(o.learning_rate)}};
   switch (o.kind) {
     case ps::OptimizerKind::kSgd:
       break;
