@@ -25,5 +25,11 @@ void RegisterBenchTrainer(CLI::App& bench, int* exit_code);   // bench_commands.
 void RegisterPs(CLI::App& app, int* exit_code);               // ps_command.cc
 void RegisterTrainer(CLI::App& app, int* exit_code);          // trainer_command.cc
 void RegisterSubmit(CLI::App& app, int* exit_code);           // submit_command.cc
+void RegisterChief(CLI::App& app, int* exit_code);            // chief_command.cc
+void RegisterLocal(CLI::App& app, int* exit_code);            // local_command.cc
+// status, list, cancel, logs: the job CLI talking to a chief.
+void RegisterJobCommands(CLI::App& app, int* exit_code);      // job_commands.cc
+void RegisterPredict(CLI::App& app, int* exit_code);          // predict_command.cc
+void RegisterEval(CLI::App& app, int* exit_code);             // predict_command.cc
 
 }  // namespace brook::cli

@@ -29,6 +29,11 @@ int main(int argc, char** argv) {
   brook::cli::RegisterPs(app, &exit_code);
   brook::cli::RegisterTrainer(app, &exit_code);
   brook::cli::RegisterSubmit(app, &exit_code);
+  brook::cli::RegisterJobCommands(app, &exit_code);
+  brook::cli::RegisterChief(app, &exit_code);
+  brook::cli::RegisterLocal(app, &exit_code);
+  brook::cli::RegisterPredict(app, &exit_code);
+  brook::cli::RegisterEval(app, &exit_code);
 
   try {
     app.parse(argc, argv);

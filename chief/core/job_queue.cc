@@ -122,7 +122,10 @@ absl::StatusOr<std::string> JobQueue::Submit(const JobSubmission& sub, absl::Tim
 
 JobInfo JobQueue::Snapshot(const Job& job) const {
   JobInfo info = job.info;
-  if (job.leases != nullptr) info.progress = job.leases->Stats();
+  if (job.leases != nullptr) {
+    info.progress = job.leases->Stats();
+    info.finalizing = info.state == JobState::kRunning && job.leases->finished();
+  }
   return info;
 }
 
@@ -165,7 +168,13 @@ void JobQueue::Unassign(Job* job, const std::string& trainer_id) {
   ++job->version;
 }
 
-void JobQueue::End(Job* job, JobState state, const std::string& message, absl::Time now) {
+void JobQueue::Release(Job* job, absl::Time now) {
+  FreeTrainers(job, now);
+  AddEvent(job, now,
+           absl::StrCat("all ", job->info.epochs, " epochs trained; trainers freed, finalizing"));
+}
+
+void JobQueue::FreeTrainers(Job* job, absl::Time now) {
   for (const std::string& t : job->info.trainers) {
     auto it = trainers_.find(t);
     if (it != trainers_.end()) {
@@ -174,6 +183,10 @@ void JobQueue::End(Job* job, JobState state, const std::string& message, absl::T
     }
   }
   job->info.trainers.clear();
+}
+
+void JobQueue::End(Job* job, JobState state, const std::string& message, absl::Time now) {
+  FreeTrainers(job, now);
   job->info.state = state;
   job->info.message = message;
   job->info.end_time = now;
@@ -244,7 +257,7 @@ std::vector<std::string> JobQueue::Schedule(absl::Time now) {
   // Idle trainers, lowest id first, to running jobs in schedule order.
   auto idle = trainers_.begin();
   for (Job* job : Ordered()) {
-    if (job->info.state != JobState::kRunning) continue;
+    if (job->info.state != JobState::kRunning || job->leases->finished()) continue;
     while (static_cast<int>(job->info.trainers.size()) < job->info.trainers_wanted) {
       while (idle != trainers_.end() && !idle->second.job_id.empty()) ++idle;
       if (idle == trainers_.end()) return started;
@@ -340,9 +353,7 @@ absl::Status JobQueue::Complete(const std::string& trainer_id, const std::string
   RETURN_IF_ERROR(
       job->leases->Complete(trainer_id, unit_id, lease_epoch, end_offset, examples, now));
   ++job->version;
-  if (job->leases->finished()) {
-    End(job, JobState::kSucceeded, absl::StrCat("all ", job->info.epochs, " epochs done"), now);
-  }
+  if (job->leases->finished()) Release(job, now);
   return absl::OkStatus();
 }
 

@@ -7,13 +7,17 @@
 //   submit time, then submission number, while fewer than max_running_jobs
 //   run. Schedule() also hands idle trainers to running jobs (same order) up
 //   to each job's `trainers` wanted. A trainer serves one job at a time.
+// - Finalizing: when a job's last work unit completes its trainers are freed
+//   but the job stays RUNNING (JobInfo::finalizing) -- it still holds its
+//   slot on the PS nodes -- until the chief has evaluated and exported it and
+//   calls Finish (or Fail).
 //   Nothing schedules implicitly: the service calls Schedule after changes.
 // - Shared PS nodes: every job runs on the same PS nodes; its tables live in
 //   its own namespace, TablePrefix(job id) + table name, so two jobs (or two
 //   runs of one spec) never share rows.
 // - Trainer calls (Acquire/Commit/Complete/Heartbeat, Expire) are forwarded
 //   to the job's WorkLeases; when they report every epoch done the job
-//   SUCCEEDS and its trainers are freed. Cancel/Fail free them too.
+//   starts finalizing and its trainers are freed. Cancel/Fail free them too.
 // - Persistence: JobRecordToProto/Restore (chief_state_store.h writes them).
 //   Every change bumps the job's version(), so a store writes changed jobs only.
 //
@@ -96,6 +100,9 @@ struct JobInfo {
   absl::Duration lease_duration;
   std::vector<std::string> trainers;        // assigned now (running jobs)
   std::optional<WorkLeasesStats> progress;  // once started
+  // RUNNING with every epoch trained: waiting for the chief's final eval,
+  // checkpoint and export (then Finish).
+  bool finalizing = false;
   std::vector<JobCheckpoint> checkpoints;
   JobMetrics metrics;
   std::vector<JobEvent> events;  // oldest first, the last max_events_per_job
@@ -168,7 +175,7 @@ class JobQueue {
   // NOT_FOUND: trainer unknown (register again). FAILED_PRECONDITION: the
   // trainer serves no job, or (Commit/Complete) not `job_id`.
   // Acquire: nullopt when nothing is free now. A Complete that finishes the
-  // job's last epoch makes it SUCCEEDED and frees its trainers.
+  // job's last epoch frees its trainers; the job is then `finalizing`.
   absl::StatusOr<std::optional<JobLease>> Acquire(const std::string& trainer_id, absl::Time now);
   absl::Status Commit(const std::string& trainer_id, const std::string& job_id, uint32_t unit_id,
                       uint64_t lease_epoch, uint64_t committed_offset, uint64_t examples,
@@ -217,6 +224,8 @@ class JobQueue {
   std::vector<Job*> Ordered() const;  // List order
   absl::Status Start(Job* job, absl::Time now);
   void End(Job* job, JobState state, const std::string& message, absl::Time now);
+  void Release(Job* job, absl::Time now);  // every epoch done: trainers freed
+  void FreeTrainers(Job* job, absl::Time now);
   void Unassign(Job* job, const std::string& trainer_id);
   void AddEvent(Job* job, absl::Time now, std::string text);
   JobInfo Snapshot(const Job& job) const;

@@ -121,6 +121,9 @@ TEST(ChiefStateStoreTest, RestartMidJobContinuesToTheSameEndState) {
 
   const int steps = RunSteps(q, &driver, step, 1000, store->get());
   EXPECT_EQ(steps, ref_steps);
+  EXPECT_TRUE(q->Get("train-1")->finalizing);
+  ASSERT_TRUE(q->Finish("train-1", "exported", kT0 + absl::Seconds(steps)).ok());
+  ASSERT_TRUE(ref->Finish("train-1", "exported", kT0 + absl::Seconds(steps)).ok());
   auto got = q->Get("train-1");
   auto want = ref->Get("train-1");
   ASSERT_TRUE(got.ok() && want.ok());

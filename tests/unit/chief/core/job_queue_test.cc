@@ -172,7 +172,7 @@ TEST(JobQueueTest, InvalidSubmitNamesTheFieldAndChangesNothing) {
   EXPECT_EQ(MustSubmit(q.get(), Sub("ok"), kT0), "ok-2");
 }
 
-TEST(JobQueueTest, JobSucceedsWhenItsLeasesFinishAndFreesTrainers) {
+TEST(JobQueueTest, JobFinalizesWhenItsLeasesFinishFreesTrainersThenSucceeds) {
   auto q = MakeQueue();
   const std::string job = MustSubmit(q.get(), Sub("train", 0, /*trainers=*/2, /*epochs=*/2), kT0);
   const std::string after = MustSubmit(q.get(), Sub("after"), kT0);
@@ -185,7 +185,16 @@ TEST(JobQueueTest, JobSucceedsWhenItsLeasesFinishAndFreesTrainers) {
   RunToEnd(q.get(), job, {"t1", "t2"}, kT0 + absl::Seconds(1));
   auto info = q->Get(job);
   ASSERT_TRUE(info.ok());
+  // Trained, not yet evaluated and exported: still RUNNING, holding its slot.
+  EXPECT_EQ(info->state, JobState::kRunning);
+  EXPECT_TRUE(info->finalizing);
+  q->Schedule(kT0 + absl::Seconds(1));
+  EXPECT_EQ(q->Get(after)->state, JobState::kQueued);
+  EXPECT_EQ(q->JobOfTrainer("t1"), std::nullopt);
+  ASSERT_TRUE(q->Finish(job, "exported", kT0 + absl::Seconds(1)).ok());
+  info = q->Get(job);
   EXPECT_EQ(info->state, JobState::kSucceeded);
+  EXPECT_FALSE(info->finalizing);
   ASSERT_TRUE(info->progress.has_value());
   EXPECT_TRUE(info->progress->finished);
   EXPECT_EQ(info->progress->examples_per_epoch, (std::vector<uint64_t>{15, 15}));

@@ -1,0 +1,109 @@
+#include "chief/client/chief_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "ps/rpc/status_mapping.h"
+
+namespace brook::chief {
+
+absl::StatusOr<std::unique_ptr<ChiefClient>> ChiefClient::Connect(
+    const std::string& address, const ChiefClientOptions& options) {
+  if (address.empty()) return absl::InvalidArgumentError("chief address is empty");
+  if (options.deadline <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("chief client deadline must be positive");
+  }
+  std::shared_ptr<grpc::ChannelCredentials> creds =
+      options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(options.max_message_bytes);
+  args.SetMaxSendMessageSize(options.max_message_bytes);
+  return std::unique_ptr<ChiefClient>(
+      new ChiefClient(grpc::CreateCustomChannel(address, creds, args), address, options));
+}
+
+std::unique_ptr<ChiefClient> ChiefClient::FromChannel(std::shared_ptr<grpc::Channel> channel,
+                                                      const std::string& address,
+                                                      const ChiefClientOptions& options) {
+  return std::unique_ptr<ChiefClient>(new ChiefClient(std::move(channel), address, options));
+}
+
+ChiefClient::ChiefClient(std::shared_ptr<grpc::Channel> channel, std::string address,
+                         const ChiefClientOptions& options)
+    : address_(std::move(address)),
+      options_(options),
+      channel_(std::move(channel)),
+      stub_(v1::Chief::NewStub(channel_)) {}
+
+template <typename Request, typename Response, typename Method>
+absl::StatusOr<Response> ChiefClient::Call(Method method, const Request& request) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.deadline));
+  context.set_wait_for_ready(options_.wait_for_ready);
+  Response response;
+  const grpc::Status status = ((*stub_).*method)(&context, request, &response);
+  if (status.ok()) return response;
+  const grpc::StatusCode code = status.error_code();
+  if (code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    std::string why = status.error_message();
+    if (code == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      why = absl::StrCat("no reply within ", absl::FormatDuration(options_.deadline), " (", why,
+                         ")");
+    }
+    return absl::Status(ps::rpc::FromGrpcCode(code),
+                        absl::StrCat("chief at ", address_, " unreachable: ", why));
+  }
+  return ps::rpc::FromGrpcStatus(status);
+}
+
+absl::StatusOr<v1::HealthResponse> ChiefClient::Health(const v1::HealthRequest& request) {
+  return Call<v1::HealthRequest, v1::HealthResponse>(&v1::Chief::Stub::Health, request);
+}
+
+absl::StatusOr<v1::SubmitJobResponse> ChiefClient::SubmitJob(const v1::SubmitJobRequest& request) {
+  return Call<v1::SubmitJobRequest, v1::SubmitJobResponse>(&v1::Chief::Stub::SubmitJob, request);
+}
+
+absl::StatusOr<v1::JobStatus> ChiefClient::GetJob(const v1::GetJobRequest& request) {
+  return Call<v1::GetJobRequest, v1::JobStatus>(&v1::Chief::Stub::GetJob, request);
+}
+
+absl::StatusOr<v1::ListJobsResponse> ChiefClient::ListJobs(const v1::ListJobsRequest& request) {
+  return Call<v1::ListJobsRequest, v1::ListJobsResponse>(&v1::Chief::Stub::ListJobs, request);
+}
+
+absl::StatusOr<v1::JobStatus> ChiefClient::CancelJob(const v1::CancelJobRequest& request) {
+  return Call<v1::CancelJobRequest, v1::JobStatus>(&v1::Chief::Stub::CancelJob, request);
+}
+
+absl::StatusOr<v1::RegisterNodeResponse> ChiefClient::RegisterNode(
+    const v1::RegisterNodeRequest& request) {
+  return Call<v1::RegisterNodeRequest, v1::RegisterNodeResponse>(&v1::Chief::Stub::RegisterNode,
+                                                                 request);
+}
+
+absl::StatusOr<v1::HeartbeatResponse> ChiefClient::Heartbeat(const v1::HeartbeatRequest& request) {
+  return Call<v1::HeartbeatRequest, v1::HeartbeatResponse>(&v1::Chief::Stub::Heartbeat, request);
+}
+
+absl::StatusOr<v1::AcquireWorkResponse> ChiefClient::AcquireWork(
+    const v1::AcquireWorkRequest& request) {
+  return Call<v1::AcquireWorkRequest, v1::AcquireWorkResponse>(&v1::Chief::Stub::AcquireWork,
+                                                               request);
+}
+
+absl::StatusOr<v1::CompleteWorkResponse> ChiefClient::CompleteWork(
+    const v1::CompleteWorkRequest& request) {
+  return Call<v1::CompleteWorkRequest, v1::CompleteWorkResponse>(&v1::Chief::Stub::CompleteWork,
+                                                                 request);
+}
+
+absl::StatusOr<v1::ReportMetricsResponse> ChiefClient::ReportMetrics(
+    const v1::ReportMetricsRequest& request) {
+  return Call<v1::ReportMetricsRequest, v1::ReportMetricsResponse>(
+      &v1::Chief::Stub::ReportMetrics, request);
+}
+
+}  // namespace brook::chief

@@ -1,0 +1,63 @@
+// How the job CLI shows jobs (`brook status`, `brook list`, `brook logs`):
+// pure functions of a JobStatus and the current time, so that every line a
+// user sees is unit-tested.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "brook/v1/chief.pb.h"
+
+namespace brook::chief {
+
+// "SUCCEEDED", "FAILED", "CANCELLED" (what the chief sends as JobStatus.state).
+bool IsFinishedState(std::string_view state);
+
+// "42s", "3m05s", "2h07m", "3d04h". Negative durations count as zero.
+std::string FormatDuration(absl::Duration d);
+// "999", "12.3k", "1.23M", "4.56G".
+std::string FormatCount(double n);
+
+// Time left for a running job, from its progress and its current rate:
+// total examples ~= examples_trained / progress, left at examples_per_second;
+// without a rate, from the time elapsed since it started:
+// elapsed * (1 - progress) / progress. Zero once progress reaches 1; nullopt
+// when there is nothing to go on (no progress yet, not started, finished).
+std::optional<absl::Duration> EstimateEta(const v1::JobStatus& job, absl::Time now);
+
+// The one live line of `brook status --watch`, e.g.
+//   RUNNING 42.0% epoch 2/4 | 1.23M examples 12.3k/s ETA 3m05s | loss 0.4321 AUC 0.8765 |
+//   units 10 done 2 leased 20 left
+// A queued job shows its place instead of rates; a finalizing one says so.
+std::string ProgressLine(const v1::JobStatus& job, absl::Time now);
+
+// What `brook status` prints when the job has ended (or for a one-shot
+// status): identity, state and duration, training and eval metrics, the
+// export dir, checkpoints and the chief's message. Lines end with '\n'.
+std::string JobSummary(const v1::JobStatus& job, absl::Time now);
+
+// Columns aligned to their widest cell, two spaces apart; cells in
+// right_align[i] columns are right-aligned (missing entries: left). Every
+// line ends with '\n'; no trailing blanks.
+std::string RenderTable(const std::vector<std::string>& header,
+                        const std::vector<std::vector<std::string>>& rows,
+                        const std::vector<bool>& right_align = {});
+
+// `brook list`: ID NAME STATE PRIORITY PROGRESS EXAMPLES AUC AGE. AUC is the
+// eval AUC once evaluated, else the train AUC, else "-"; AGE is since submit.
+std::string JobsTable(absl::Span<const v1::JobStatus> jobs, absl::Time now);
+
+// `brook logs`: one "TIME  TEXT" line per event (UTC, RFC 3339 with ms),
+// after a note when older events were dropped.
+std::string EventLog(const v1::JobStatus& job);
+
+// A message as one line of JSON with the proto field names (snake_case) and
+// every field, including zeros (64-bit integers are strings, as proto3 JSON
+// has them).
+std::string ToJson(const google::protobuf::Message& message);
+
+}  // namespace brook::chief
