@@ -292,11 +292,14 @@ absl::Status Trainer::Train(input::Pipeline* pipeline, input::UnitProgress* prog
 
   std::thread puller([&] {
     std::shared_ptr<const std::vector<std::vector<float>>> params;
-    int64_t step = options_.first_step;  // optimizer step of the next micro-batch
+    // Optimizer step of the next micro-batch: a trainer that trains again
+    // (the next work unit of a job) continues its count and schedule.
+    int64_t step = options_.first_step + stats().steps;
     int64_t steps_started = 0;
     int micro = 0;                       // its index within the step
     for (;;) {
       if (micro == 0 && options_.max_steps > 0 && steps_started >= options_.max_steps) break;
+      if (micro == 0 && stop_requested_.load(std::memory_order_relaxed)) break;
       auto t0 = Clock::now();
       absl::StatusOr<std::optional<input::Batch>> next = pipeline->Next();
       add(&TrainerStats::input_wait_seconds, Since(t0));

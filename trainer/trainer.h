@@ -62,7 +62,8 @@ struct TrainerOptions {
   int dense_refresh_steps = 1;
   // Stop after this many steps (0: when the pipeline ends).
   int64_t max_steps = 0;
-  // The step number of the first batch (a resumed job continues its count).
+  // The step number of the first batch (a resumed job continues its count);
+  // each later Train call continues from first_step + stats().steps.
   int64_t first_step = 0;
   // Embedding tables the trainer creates on the PS: optimizer and
   // initializer of the deep tables (dim > 1); dim-1 (wide) tables start at
@@ -145,6 +146,11 @@ class Trainer {
   // covers one epoch (as a chief's lease does), so a pipeline that runs into
   // another epoch stops with its INVALID_ARGUMENT.
   absl::Status Train(input::Pipeline* pipeline, input::UnitProgress* progress = nullptr);
+  // Makes Train stop taking batches at the next step boundary; what is in
+  // flight is pushed and acknowledged as usual, so Train returns OK with
+  // the progress it made (stopped() tells). Sticky; any thread.
+  void Stop() { stop_requested_.store(true); }
+  bool stopped() const { return stop_requested_.load(); }
   // Forward only over every batch of `pipeline`: exact metrics.
   absl::StatusOr<EvalResult> Evaluate(input::Pipeline* pipeline);
 
@@ -167,6 +173,7 @@ class Trainer {
   ModelBatchBuilder builder_;
   std::unique_ptr<Model> model_;
 
+  std::atomic<bool> stop_requested_{false};
   mutable std::mutex stats_mu_;
   TrainerStats stats_;  // guarded by stats_mu_
   // train_auc's window: the examples since the last roll, and the window

@@ -9,7 +9,12 @@
 // `--job JOB.yaml` takes the feature and model specs, data, optimizers,
 // schedule and training settings from a job spec (chief/job/job_spec.h)
 // instead; flags given explicitly still override the job's values.
+#include <pthread.h>
+#include <signal.h>
+
 #include <algorithm>
+#include <functional>
+#include <thread>
 #include <cmath>
 #include <iostream>
 #include <memory>
@@ -23,6 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "chief/cli/commands.h"
 #include "chief/job/job_spec.h"
+#include "chief/service/trainer_worker.h"
 #include "common/status_macros.h"
 #include "metrics/collector.h"
 #include "metrics/exposer.h"
@@ -40,6 +46,8 @@ namespace brook::cli {
 namespace {
 
 struct TrainerFlags {
+  std::string chief, node_id;
+  int cpu_threads = 0;
   std::string ps;  // comma-separated host:port
   int local_ps = 0;
   std::string data, eval_data, feature_spec, model_spec;
@@ -110,10 +118,14 @@ absl::Status ApplyJob(TrainerFlags* f) {
   return absl::OkStatus();
 }
 
-std::shared_ptr<prometheus::Collectable> TrainerCollector(const trainer::Trainer* t) {
-  return std::make_shared<metrics::FunctionCollector>([t] {
-    const trainer::TrainerStats s = t->stats();
+// The trainer's families from `stats`; `extra` adds more (the worker's).
+std::shared_ptr<prometheus::Collectable> TrainerCollector(
+    std::function<trainer::TrainerStats()> stats,
+    std::function<void(metrics::FamilySet*)> extra = nullptr) {
+  return std::make_shared<metrics::FunctionCollector>([stats, extra] {
+    const trainer::TrainerStats s = stats();
     metrics::FamilySet set;
+    if (extra) extra(&set);
     set.Add(set.Counter("brook_trainer_steps_total", "Training steps completed"), {},
             static_cast<double>(s.steps));
     set.Add(set.Counter("brook_trainer_examples_total", "Examples trained on"), {},
@@ -247,11 +259,12 @@ absl::Status RunTrainer(const TrainerFlags& f) {
     ASSIGN_OR_RETURN(options.lr_schedule.decay, trainer::ParseLrDecay(f.lr_decay));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<trainer::Backend> backend,
-                   trainer::CreateBackend(f.device, trainer::CpuBackendOptions{}));
+                   trainer::CreateBackend(f.device, trainer::CpuBackendOptions{.num_threads = f.cpu_threads}));
   ASSIGN_OR_RETURN(std::unique_ptr<trainer::Trainer> t,
                    trainer::Trainer::Create(client.get(), spec, features, options, backend.get()));
   std::unique_ptr<metrics::MetricsExposer> exposer;
-  std::shared_ptr<prometheus::Collectable> collector = TrainerCollector(t.get());
+  std::shared_ptr<prometheus::Collectable> collector =
+      TrainerCollector([t = t.get()] { return t->stats(); });
   if (!f.metrics_listen.empty()) {
     ASSIGN_OR_RETURN(exposer, metrics::MetricsExposer::Start(f.metrics_listen));
     exposer->RegisterCollectable(collector);
@@ -291,11 +304,76 @@ absl::Status RunTrainer(const TrainerFlags& f) {
 
 }  // namespace
 
+// --chief: train whatever the chief assigns until SIGTERM/SIGINT.
+absl::Status RunTrainerWorker(const TrainerFlags& f) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  chief::TrainerWorkerOptions o;
+  o.chief = f.chief;
+  o.node_id = f.node_id;
+  o.device = f.device;
+  o.parse_threads = f.parse_threads;
+  o.cpu_threads = f.cpu_threads;
+  if (!f.ps.empty()) o.ps_addresses = absl::StrSplit(f.ps, ',', absl::SkipEmpty());
+  std::unique_ptr<metrics::MetricsExposer> exposer;
+  if (!f.metrics_listen.empty()) {
+    ASSIGN_OR_RETURN(exposer, metrics::MetricsExposer::Start(f.metrics_listen));
+    o.address = exposer->address();
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<chief::TrainerWorker> worker, chief::TrainerWorker::Create(o));
+  std::shared_ptr<prometheus::Collectable> collector = TrainerCollector(
+      [w = worker.get()] { return w->stats().trainer; },
+      [w = worker.get()](metrics::FamilySet* set) {
+        const chief::TrainerWorkerStats ws = w->stats();
+        auto* units = set->Counter("brook_trainer_work_units_total",
+                                   "Work units this trainer finished or dropped (lease lost, job "
+                                   "cancelled)");
+        set->Add(units, {{"outcome", "completed"}}, static_cast<double>(ws.units_completed));
+        set->Add(units, {{"outcome", "dropped"}}, static_cast<double>(ws.units_dropped));
+        set->Add(set->Counter("brook_trainer_committed_examples_total",
+                              "Examples committed to the chief (pushes acknowledged)"),
+                 {}, static_cast<double>(ws.examples));
+      });
+  if (exposer) {
+    exposer->RegisterCollectable(collector);
+    std::cout << "brook trainer metrics on " << exposer->address() << std::endl;
+  }
+  std::cout << "brook trainer " << worker->node_id() << " working for the chief at " << f.chief
+            << std::endl;
+  std::thread signal_waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    worker->Stop();
+  });
+  absl::Status s = worker->Run();
+  if (!s.ok()) {
+    // Run ended on its own: wake the signal thread.
+    pthread_kill(signal_waiter.native_handle(), SIGTERM);
+  }
+  signal_waiter.join();
+  return s;
+}
+
 void RegisterTrainer(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<TrainerFlags>();
   CLI::App* cmd = app.add_subcommand("trainer", "Train a model on TFRecord data against PS shards");
   cmd->add_option("--ps", f->ps, "PS addresses host:port,... (shard order)")
       ->envname("BROOK_TRAINER_PS");
+  cmd->add_option("--chief", f->chief,
+                  "Work for the chief at host:port: train the work units of the jobs it assigns "
+                  "until SIGTERM (the job spec then comes from the chief; data/model flags are "
+                  "not used)")
+      ->envname("BROOK_TRAINER_CHIEF");
+  cmd->add_option("--node-id", f->node_id,
+                  "With --chief: this trainer's id (default trainer-<host>-<pid>)")
+      ->envname("BROOK_TRAINER_NODE_ID");
+  cmd->add_option("--cpu-threads", f->cpu_threads, "CPU backend threads (0 = every core)")
+      ->envname("BROOK_TRAINER_CPU_THREADS")
+      ->check(CLI::Range(0, 1024));
   cmd->add_option("--local-ps", f->local_ps, "Use N in-process PS shards instead of --ps")
       ->check(CLI::Range(0, 64));
   cmd->add_option("--data", f->data,
@@ -365,8 +443,13 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
     for (const CLI::Option* o : cmd->get_options()) {
       if (o->count() > 0) f->given.insert(o->get_name());
     }
-    absl::Status st = f->job.empty() ? absl::OkStatus() : ApplyJob(f.get());
-    if (st.ok()) st = RunTrainer(*f);
+    absl::Status st;
+    if (!f->chief.empty()) {
+      st = RunTrainerWorker(*f);
+    } else {
+      st = f->job.empty() ? absl::OkStatus() : ApplyJob(f.get());
+      if (st.ok()) st = RunTrainer(*f);
+    }
     if (!st.ok()) {
       std::cerr << "brook trainer: " << st.message() << "\n";
       *exit_code = absl::IsInvalidArgument(st) || absl::IsNotFound(st) ? kExitUsage : kExitFailed;

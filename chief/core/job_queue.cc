@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "brook/v1/chief.pb.h"
 #include "common/status_macros.h"
 
@@ -412,6 +413,29 @@ absl::Status JobQueue::ReportMetrics(const std::string& job_id, double loss, dou
   job->info.metrics =
       JobMetrics{.reported = true, .loss = loss, .auc = auc, .examples = examples, .time = now};
   ++job->version;
+  return absl::OkStatus();
+}
+
+absl::Status JobQueue::SetEval(const std::string& job_id, const JobEval& eval, absl::Time now) {
+  ASSIGN_OR_RETURN(Job * job, FindOrNotFound(job_id));
+  if (job->leases == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("job '", job_id, "' never started"));
+  }
+  job->info.eval = eval;
+  AddEvent(job, now,
+           absl::StrFormat("eval at step %d: %d examples, AUC %.4f, logloss %.4f", eval.step,
+                           eval.examples, eval.auc, eval.logloss));
+  return absl::OkStatus();
+}
+
+absl::Status JobQueue::SetExport(const std::string& job_id, const std::string& dir,
+                                 absl::Time now) {
+  ASSIGN_OR_RETURN(Job * job, FindOrNotFound(job_id));
+  if (job->leases == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("job '", job_id, "' never started"));
+  }
+  job->info.export_dir = dir;
+  AddEvent(job, now, absl::StrCat("exported to ", dir));
   return absl::OkStatus();
 }
 

@@ -79,6 +79,15 @@ struct JobMetrics {
   absl::Time time;
 };
 
+// An evaluation of the job's model on its eval data.
+struct JobEval {
+  bool done = false;
+  int64_t step = 0;
+  int64_t examples = 0;
+  double auc = 0, logloss = 0, accuracy = 0, calibration = 0;
+  absl::Time time;
+};
+
 struct JobEvent {
   absl::Time time;
   std::string text;
@@ -105,6 +114,8 @@ struct JobInfo {
   bool finalizing = false;
   std::vector<JobCheckpoint> checkpoints;
   JobMetrics metrics;
+  JobEval eval;            // the last evaluation
+  std::string export_dir;  // set once exported
   std::vector<JobEvent> events;  // oldest first, the last max_events_per_job
   uint64_t events_dropped = 0;
 };
@@ -196,6 +207,8 @@ class JobQueue {
   absl::Status ReportMetrics(const std::string& job_id, double loss, double auc,
                              uint64_t examples, absl::Time now);
   absl::Status LogEvent(const std::string& job_id, const std::string& text, absl::Time now);
+  absl::Status SetEval(const std::string& job_id, const JobEval& eval, absl::Time now);
+  absl::Status SetExport(const std::string& job_id, const std::string& dir, absl::Time now);
 
   // Persistence. Jobs in seq order; version() grows on every change of a job.
   std::vector<std::string> JobIds() const;

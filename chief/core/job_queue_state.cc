@@ -58,6 +58,16 @@ absl::StatusOr<v1::ChiefJobRecord> JobQueue::JobRecordToProto(const std::string&
   m->set_auc(i.metrics.auc);
   m->set_examples(i.metrics.examples);
   m->set_time_us(ToUs(i.metrics.time));
+  v1::ChiefEvalResult* ev = r.mutable_eval();
+  ev->set_done(i.eval.done);
+  ev->set_step(i.eval.step);
+  ev->set_examples(i.eval.examples);
+  ev->set_auc(i.eval.auc);
+  ev->set_logloss(i.eval.logloss);
+  ev->set_accuracy(i.eval.accuracy);
+  ev->set_calibration(i.eval.calibration);
+  ev->set_time_us(ToUs(i.eval.time));
+  r.set_export_dir(i.export_dir);
   for (const JobEvent& e : i.events) {
     v1::ChiefJobEvent* out = r.add_events();
     out->set_time_us(ToUs(e.time));
@@ -129,6 +139,11 @@ absl::StatusOr<std::unique_ptr<JobQueue::Job>> JobQueue::JobFromProto(
   const v1::ChiefJobMetrics& m = r.metrics();
   i.metrics = JobMetrics{.reported = m.reported(), .loss = m.loss(), .auc = m.auc(),
                          .examples = m.examples(), .time = FromUs(m.time_us())};
+  const v1::ChiefEvalResult& ev = r.eval();
+  i.eval = JobEval{.done = ev.done(), .step = ev.step(), .examples = ev.examples(),
+                   .auc = ev.auc(), .logloss = ev.logloss(), .accuracy = ev.accuracy(),
+                   .calibration = ev.calibration(), .time = FromUs(ev.time_us())};
+  i.export_dir = r.export_dir();
   for (const v1::ChiefJobEvent& e : r.events()) {
     i.events.push_back(JobEvent{.time = FromUs(e.time_us()), .text = e.text()});
   }

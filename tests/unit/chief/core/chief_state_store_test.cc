@@ -74,7 +74,8 @@ std::unique_ptr<JobQueue> NewQueueWithJobs(absl::Time now) {
 // Runs steps [from, to) while "train-1" runs, saving after each.
 int RunSteps(JobQueue* q, Driver* d, int from, int to, ChiefStateStore* store) {
   int i = from;
-  for (; i < to && q->Get("train-1")->state == JobState::kRunning; ++i) {
+  for (; i < to && q->Get("train-1")->state == JobState::kRunning && !q->Get("train-1")->finalizing;
+       ++i) {
     d->Step(q, i);
     if (store != nullptr) {
       EXPECT_TRUE(store->Save(*q).ok());

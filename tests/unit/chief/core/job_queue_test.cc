@@ -54,7 +54,7 @@ std::vector<std::string> ListIds(const JobQueue& q) {
 int RunToEnd(JobQueue* q, const std::string& job_id, const std::vector<std::string>& trainers,
              absl::Time now) {
   int calls = 0;
-  while (StateOf(*q, job_id) == JobState::kRunning && calls < 1000) {
+  while (StateOf(*q, job_id) == JobState::kRunning && !q->Get(job_id)->finalizing && calls < 1000) {
     for (const std::string& t : trainers) {
       auto lease = q->Acquire(t, now);
       if (!lease.ok() || !lease->has_value()) continue;

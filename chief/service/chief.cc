@@ -1,0 +1,645 @@
+#include "chief/service/chief.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "chief/export/model_export.h"
+#include "common/status_macros.h"
+#include "metrics/collector.h"
+#include "ps/client/prefixed_ps_client.h"
+#include "sharding/sharding.h"
+#include "storage/tfrecord.h"
+#include "trainer/input/pipeline.h"
+#include "trainer/model/model_spec.h"
+
+namespace brook::chief {
+namespace {
+
+int64_t ToUs(absl::Time t) {
+  return t == absl::InfinitePast() || t == absl::UnixEpoch() ? 0 : absl::ToUnixMicros(t);
+}
+
+// Every file the globs match, in glob order, each once.
+absl::StatusOr<std::vector<std::string>> ExpandGlobs(const JobSpec& spec, bool eval) {
+  ASSIGN_OR_RETURN(std::vector<JobSpec::GlobMatches> matches, spec.CheckData());
+  std::vector<std::string> files;
+  std::set<std::string> seen;
+  const std::string prefix = eval ? "data.eval" : "data.train";
+  for (const JobSpec::GlobMatches& m : matches) {
+    if (m.field.rfind(prefix + "[", 0) != 0) continue;
+    for (const std::string& f : m.files) {
+      if (seen.insert(f).second) files.push_back(f);
+    }
+  }
+  return files;
+}
+
+absl::StatusOr<uint64_t> CountRecords(const std::string& path, const JobSpec& spec) {
+  storage::TFRecordReaderOptions o;
+  o.compression = spec.data.compression.value_or(storage::CompressionFromPath(path));
+  o.verify_data_crc = false;  // counting frames; the trainer verifies what it reads
+  ASSIGN_OR_RETURN(auto reader, storage::TFRecordReader::Open(path, o));
+  std::string_view record;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool more, reader->Next(&record));
+    if (!more) return reader->record_index();
+  }
+}
+
+bool NeedsMoments(const trainer::ModelSpec& model) {
+  for (const trainer::DenseInputSpec& d : model.dense) {
+    if (d.transform == trainer::DenseTransform::kStandardize && !d.has_moments) return true;
+  }
+  return false;
+}
+
+// One pass over the training data for the standardize transforms, so every
+// trainer (and the export) uses the same moments.
+absl::Status ComputeMoments(const std::vector<std::string>& files, JobSpec* spec) {
+  input::PipelineOptions o;
+  o.files = files;
+  o.compression = spec->data.compression;
+  o.batch_size = 4096;
+  ASSIGN_OR_RETURN(auto scan, input::Pipeline::Create(spec->features, o));
+  trainer::MomentsAccumulator moments(spec->model, spec->features);
+  for (;;) {
+    ASSIGN_OR_RETURN(std::optional<input::Batch> b, scan->Next());
+    if (!b.has_value()) break;
+    RETURN_IF_ERROR(moments.Add(b->data));
+  }
+  return moments.Apply(&spec->model);
+}
+
+}  // namespace
+
+absl::Status ChiefOptions::Validate() const {
+  if (state_dir.empty()) return absl::InvalidArgumentError("state_dir is required");
+  if (lease_duration <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("lease_duration must be positive");
+  }
+  if (max_running_jobs < 1) return absl::InvalidArgumentError("max_running_jobs must be >= 1");
+  if (tick <= absl::ZeroDuration()) return absl::InvalidArgumentError("tick must be positive");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Chief>> Chief::Open(const ChiefOptions& options,
+                                                   ps::PsClient* ps) {
+  RETURN_IF_ERROR(options.Validate());
+  ASSIGN_OR_RETURN(std::unique_ptr<ChiefStateStore> store, ChiefStateStore::Open(options.state_dir));
+  JobQueueOptions qo;
+  qo.max_running_jobs = options.max_running_jobs;
+  qo.trainer_timeout = options.lease_duration;
+  ASSIGN_OR_RETURN(std::unique_ptr<JobQueue> queue, store->Load(qo, absl::Now()));
+  std::unique_ptr<Chief> chief(
+      new Chief(options, ps, std::move(store), std::move(queue)));
+  if (options.background) {
+    chief->housekeeping_ = std::thread([c = chief.get()] { c->HousekeepingLoop(); });
+    chief->worker_ = std::thread([c = chief.get()] { c->WorkerLoop(); });
+  }
+  return chief;
+}
+
+Chief::Chief(const ChiefOptions& options, ps::PsClient* ps, std::unique_ptr<ChiefStateStore> store,
+             std::unique_ptr<JobQueue> queue)
+    : options_(options), ps_(ps), store_(std::move(store)), queue_(std::move(queue)) {}
+
+Chief::~Chief() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  tasks_cv_.notify_all();
+  if (housekeeping_.joinable()) housekeeping_.join();
+  if (worker_.joinable()) worker_.join();
+}
+
+absl::Status Chief::SaveLocked() {
+  absl::Status s = store_->Save(*queue_);
+  if (!s.ok()) {
+    ++save_errors_;
+    return absl::InternalError(absl::StrCat("chief state not saved: ", s.message()));
+  }
+  return s;
+}
+
+absl::StatusOr<std::shared_ptr<const JobSpec>> Chief::SpecLocked(const JobInfo& info) {
+  JobRuntime& rt = runtime_[info.id];
+  if (rt.spec == nullptr) {
+    absl::StatusOr<JobSpec> spec = JobSpec::FromYaml(info.spec_json, "");
+    if (!spec.ok()) {
+      return absl::DataLossError(
+          absl::StrCat("job '", info.id, "': stored spec does not parse: ", spec.status().message()));
+    }
+    rt.spec = std::make_shared<const JobSpec>(*std::move(spec));
+  }
+  return rt.spec;
+}
+
+int64_t Chief::StepsLocked(const std::string& job_id) const {
+  auto it = runtime_.find(job_id);
+  if (it == runtime_.end()) return 0;
+  int64_t steps = 0;
+  for (const auto& [trainer, s] : it->second.trainer_steps) steps += s;
+  return steps;
+}
+
+v1::JobStatus Chief::StatusLocked(const JobInfo& i, bool with_events) {
+  v1::JobStatus s;
+  s.set_id(i.id);
+  s.set_name(i.name);
+  s.set_priority(i.priority);
+  s.set_state(std::string(JobStateName(i.state)));
+  s.set_message(i.message);
+  s.set_submit_time_us(ToUs(i.submit_time));
+  s.set_start_time_us(ToUs(i.start_time));
+  s.set_end_time_us(ToUs(i.end_time));
+  s.set_spec_hash(i.spec_hash);
+  s.set_epochs(i.epochs);
+  s.set_trainers_wanted(i.trainers_wanted);
+  for (const std::string& t : i.trainers) s.add_trainers(t);
+  s.set_finalizing(i.finalizing);
+  uint64_t examples = 0;
+  if (i.progress.has_value()) {
+    const WorkLeasesStats& p = *i.progress;
+    s.set_epoch(p.epoch);
+    s.set_units_total(p.units_total);
+    s.set_units_done(p.units_done);
+    s.set_units_leased(p.units_leased);
+    s.set_units_pending(p.units_pending);
+    for (uint64_t e : p.examples_per_epoch) {
+      s.add_examples_per_epoch(e);
+      examples += e;
+    }
+    for (uint64_t r : p.records_per_epoch) s.add_records_per_epoch(r);
+    if (p.epoch >= 1 && !p.records_per_epoch.empty()) {
+      s.set_records_per_epoch_estimate(p.records_per_epoch[0]);
+    }
+    s.set_releases(p.releases);
+    s.set_expired_trainers(p.expired_trainers);
+    double progress = 1;
+    if (!p.finished && i.epochs > 0 && p.units_total > 0) {
+      progress = (static_cast<double>(p.epoch) +
+                  static_cast<double>(p.units_done) / static_cast<double>(p.units_total)) /
+                 i.epochs;
+    } else if (!p.finished) {
+      progress = 0;
+    }
+    s.set_progress(std::clamp(progress, 0.0, 1.0));
+  }
+  s.set_examples_trained(examples);
+  if (i.metrics.reported) {
+    s.set_loss(i.metrics.loss);
+    s.set_train_auc(std::isnan(i.metrics.auc) ? 0 : i.metrics.auc);
+  }
+  auto rt = runtime_.find(i.id);
+  if (rt != runtime_.end() && rt->second.examples_samples.size() >= 2 &&
+      i.state == JobState::kRunning) {
+    const auto& first = rt->second.examples_samples.front();
+    const auto& last = rt->second.examples_samples.back();
+    const double dt = absl::ToDoubleSeconds(last.first - first.first);
+    if (dt > 0) s.set_examples_per_second(static_cast<double>(last.second - first.second) / dt);
+  }
+  for (const JobCheckpoint& c : i.checkpoints) {
+    v1::ChiefCheckpoint* out = s.add_checkpoints();
+    out->set_dir(c.dir);
+    out->set_step(c.step);
+    out->set_time_us(ToUs(c.time));
+  }
+  v1::ChiefEvalResult* ev = s.mutable_eval();
+  ev->set_done(i.eval.done);
+  ev->set_step(i.eval.step);
+  ev->set_examples(i.eval.examples);
+  ev->set_auc(i.eval.auc);
+  ev->set_logloss(i.eval.logloss);
+  ev->set_accuracy(i.eval.accuracy);
+  ev->set_calibration(i.eval.calibration);
+  ev->set_time_us(ToUs(i.eval.time));
+  s.set_export_dir(i.export_dir);
+  if (with_events) {
+    for (const JobEvent& e : i.events) {
+      v1::ChiefJobEvent* out = s.add_events();
+      out->set_time_us(ToUs(e.time));
+      out->set_text(e.text);
+    }
+    s.set_events_dropped(i.events_dropped);
+    s.set_spec_json(i.spec_json);
+  }
+  return s;
+}
+
+absl::StatusOr<v1::JobStatus> Chief::SubmitJob(const v1::SubmitJobRequest& request) {
+  // Parse, expand and scan outside the mutex: a big dataset's record count or
+  // moments pass must not stall the trainers' calls.
+  ASSIGN_OR_RETURN(JobSpec spec, JobSpec::FromYaml(request.spec_json(), ""));
+  if (spec.training.steps > 0) {
+    return absl::InvalidArgumentError(
+        "training.steps: the chief runs jobs bounded by training.epochs (a step-bounded job "
+        "has no end its work units can reach); give epochs instead");
+  }
+  ASSIGN_OR_RETURN(std::vector<std::string> train, ExpandGlobs(spec, /*eval=*/false));
+  std::vector<sharding::DataFile> files;
+  for (const std::string& f : train) {
+    sharding::DataFile d{.path = f};
+    if (spec.data.records_per_unit > 0) {
+      ASSIGN_OR_RETURN(d.records, CountRecords(f, spec));
+    }
+    files.push_back(std::move(d));
+  }
+  if (NeedsMoments(spec.model)) RETURN_IF_ERROR(ComputeMoments(train, &spec));
+
+  JobSubmission sub;
+  sub.name = spec.name;
+  sub.priority = spec.priority;
+  sub.spec_json = spec.CanonicalJson();
+  sub.spec_hash = spec.SpecHash();
+  sub.units = sharding::PlanWorkUnits(files, static_cast<uint64_t>(spec.data.records_per_unit));
+  sub.epochs = spec.training.epochs;
+  sub.trainers = spec.trainers;
+  sub.lease_duration = options_.lease_duration;
+
+  std::lock_guard<std::mutex> lock(mu_);
+  const absl::Time now = absl::Now();
+  ASSIGN_OR_RETURN(std::string id, queue_->Submit(sub, now));
+  runtime_[id].spec = std::make_shared<const JobSpec>(std::move(spec));
+  queue_->Schedule(now);
+  RETURN_IF_ERROR(SaveLocked());
+  ASSIGN_OR_RETURN(JobInfo info, queue_->Get(id));
+  return StatusLocked(info, false);
+}
+
+absl::StatusOr<v1::JobStatus> Chief::GetJob(const v1::GetJobRequest& request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(JobInfo info, queue_->Get(request.job_id()));
+  return StatusLocked(info, request.with_events());
+}
+
+absl::StatusOr<v1::ListJobsResponse> Chief::ListJobs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  v1::ListJobsResponse out;
+  for (const JobInfo& info : queue_->List()) *out.add_jobs() = StatusLocked(info, false);
+  return out;
+}
+
+absl::StatusOr<v1::JobStatus> Chief::CancelJob(const v1::CancelJobRequest& request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const absl::Time now = absl::Now();
+  RETURN_IF_ERROR(queue_->Cancel(request.job_id(),
+                                 request.reason().empty() ? "cancelled by user" : request.reason(),
+                                 now));
+  queue_->Schedule(now);
+  RETURN_IF_ERROR(SaveLocked());
+  ASSIGN_OR_RETURN(JobInfo info, queue_->Get(request.job_id()));
+  return StatusLocked(info, false);
+}
+
+absl::StatusOr<v1::RegisterNodeResponse> Chief::RegisterNode(
+    const v1::RegisterNodeRequest& request) {
+  if (request.role() != v1::NODE_ROLE_TRAINER) {
+    return absl::InvalidArgumentError("role: only trainers register with the chief");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const absl::Time now = absl::Now();
+  RETURN_IF_ERROR(queue_->RegisterTrainer(request.node_id(), now));
+  queue_->Schedule(now);
+  RETURN_IF_ERROR(SaveLocked());
+  v1::RegisterNodeResponse out;
+  for (const std::string& a : options_.ps_addresses) out.add_ps_addresses(a);
+  out.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.lease_duration / 4));
+  return out;
+}
+
+absl::StatusOr<v1::HeartbeatResponse> Chief::Heartbeat(const v1::HeartbeatRequest& request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(queue_->Heartbeat(request.node_id(), absl::Now()));
+  v1::HeartbeatResponse out;
+  out.set_job_id(queue_->JobOfTrainer(request.node_id()).value_or(""));
+  return out;
+}
+
+absl::StatusOr<v1::AcquireWorkResponse> Chief::AcquireWork(const v1::AcquireWorkRequest& request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const absl::Time now = absl::Now();
+  v1::AcquireWorkResponse out;
+  out.set_retry_after_ms(absl::ToInt64Milliseconds(options_.retry_after));
+  if (request.node_id().empty()) return absl::InvalidArgumentError("node_id is required");
+  // An unknown node must register (it then learns its leases are gone).
+  if (!queue_->Heartbeat(request.node_id(), now).ok()) {
+    return absl::NotFoundError(
+        absl::StrCat("trainer '", request.node_id(), "' is not registered (or expired): register again"));
+  }
+  ASSIGN_OR_RETURN(std::optional<std::string> job, queue_->AssignTrainer(request.node_id(), now));
+  if (!job.has_value()) {
+    RETURN_IF_ERROR(SaveLocked());
+    return out;
+  }
+  absl::StatusOr<std::optional<JobLease>> lease = queue_->Acquire(request.node_id(), now);
+  if (absl::IsOutOfRange(lease.status())) return out;  // the job's data is done
+  if (!lease.ok()) return lease.status();
+  RETURN_IF_ERROR(SaveLocked());
+  if (!lease->has_value()) return out;
+  ASSIGN_OR_RETURN(JobInfo info, queue_->Get((*lease)->job_id));
+  const Lease& l = (*lease)->lease;
+  out.set_job_id(info.id);
+  out.set_spec_json(info.spec_json);
+  out.set_table_prefix(TablePrefix(info.id));
+  v1::ChiefWorkUnit* u = out.mutable_unit();
+  u->set_id(l.unit.id);
+  u->set_path(l.unit.path);
+  u->set_begin(l.unit.begin);
+  u->set_end(l.unit.end);
+  out.set_resume_offset(l.resume_offset);
+  out.set_data_epoch(l.epoch);
+  out.set_lease_epoch(l.lease_epoch);
+  return out;
+}
+
+absl::Status Chief::CompleteWork(const v1::CompleteWorkRequest& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const absl::Time now = absl::Now();
+  if (r.done()) {
+    RETURN_IF_ERROR(queue_->Complete(r.node_id(), r.job_id(), r.unit_id(), r.lease_epoch(),
+                                     r.offset(), r.examples(), now));
+  } else {
+    RETURN_IF_ERROR(queue_->Commit(r.node_id(), r.job_id(), r.unit_id(), r.lease_epoch(),
+                                   r.offset(), r.examples(), now));
+  }
+  RETURN_IF_ERROR(SaveLocked());
+  ASSIGN_OR_RETURN(JobInfo info, queue_->Get(r.job_id()));
+  uint64_t examples = 0;
+  if (info.progress.has_value()) {
+    for (uint64_t e : info.progress->examples_per_epoch) examples += e;
+  }
+  auto& samples = runtime_[r.job_id()].examples_samples;
+  samples.emplace_back(now, examples);
+  while (samples.size() > 2 && now - samples.front().first > absl::Minutes(1)) samples.pop_front();
+  return absl::OkStatus();
+}
+
+absl::Status Chief::ReportMetrics(const v1::ReportMetricsRequest& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const absl::Time now = absl::Now();
+  if (queue_->JobOfTrainer(r.node_id()) != r.job_id()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("trainer '", r.node_id(), "' does not serve job '", r.job_id(), "'"));
+  }
+  ASSIGN_OR_RETURN(JobInfo info, queue_->Get(r.job_id()));
+  uint64_t examples = 0;
+  if (info.progress.has_value()) {
+    for (uint64_t e : info.progress->examples_per_epoch) examples += e;
+  }
+  if (!r.error().empty()) {
+    RETURN_IF_ERROR(queue_->Fail(
+        r.job_id(), absl::StrCat("trainer '", r.node_id(), "': ", r.error()), now));
+    queue_->Schedule(now);
+    return SaveLocked();
+  }
+  runtime_[r.job_id()].trainer_steps[r.node_id()] = r.steps();
+  RETURN_IF_ERROR(queue_->ReportMetrics(r.job_id(), r.loss(), r.train_auc(), examples, now));
+  return SaveLocked();
+}
+
+void Chief::Enqueue(Task task) {
+  runtime_[task.job_id].task_queued = true;
+  tasks_.push_back(std::move(task));
+  tasks_cv_.notify_all();
+}
+
+void Chief::Tick(absl::Time now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::string& t : queue_->Expire(now)) {
+    std::cerr << "brook chief: trainer '" << t << "' missed its heartbeats; its work units go back\n";
+  }
+  queue_->Schedule(now);
+  for (const JobInfo& info : queue_->List()) {
+    if (info.state != JobState::kRunning) continue;
+    JobRuntime& rt = runtime_[info.id];
+    if (rt.task_queued) continue;
+    if (info.finalizing) {
+      Enqueue({Task::kFinalize, info.id});
+      continue;
+    }
+    absl::StatusOr<std::shared_ptr<const JobSpec>> spec = SpecLocked(info);
+    if (!spec.ok() || (*spec)->checkpoint.dir.empty() ||
+        (*spec)->checkpoint.interval_seconds <= 0 || ps_ == nullptr) {
+      continue;
+    }
+    absl::Time last = info.checkpoints.empty() ? info.start_time : info.checkpoints.back().time;
+    if (now - last >= absl::Seconds((*spec)->checkpoint.interval_seconds)) {
+      Enqueue({Task::kCheckpoint, info.id});
+    }
+  }
+  if (absl::Status s = SaveLocked(); !s.ok()) std::cerr << "brook chief: " << s.message() << "\n";
+}
+
+void Chief::HousekeepingLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    Tick(absl::Now());
+    lock.lock();
+    tasks_cv_.wait_for(lock, absl::ToChronoMilliseconds(options_.tick), [&] { return stopping_; });
+  }
+}
+
+void Chief::WorkerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    tasks_cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+    if (stopping_) return;
+    Task task = std::move(tasks_.front());
+    tasks_.pop_front();
+    lock.unlock();
+    RunTask(task);
+    lock.lock();
+    runtime_[task.job_id].task_queued = false;
+  }
+}
+
+void Chief::RunPendingWork() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!tasks_.empty()) {
+    Task task = std::move(tasks_.front());
+    tasks_.pop_front();
+    lock.unlock();
+    RunTask(task);
+    lock.lock();
+    runtime_[task.job_id].task_queued = false;
+  }
+}
+
+void Chief::RunTask(const Task& task) {
+  absl::Status s;
+  if (task.kind == Task::kFinalize) {
+    s = Finalize(task.job_id);
+  } else {
+    std::shared_ptr<const JobSpec> spec;
+    int64_t steps = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      absl::StatusOr<JobInfo> info = queue_->Get(task.job_id);
+      if (!info.ok() || info->state != JobState::kRunning) return;
+      absl::StatusOr<std::shared_ptr<const JobSpec>> got = SpecLocked(*info);
+      if (!got.ok()) {
+        s = got.status();
+      } else {
+        spec = *got;
+        steps = StepsLocked(task.job_id);
+      }
+    }
+    if (s.ok()) s = Checkpoint(task.job_id, *spec, steps, absl::StrCat("step-", steps));
+  }
+  if (!s.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++tasks_failed_;
+    std::cerr << "brook chief: job " << task.job_id << ": " << s.message() << "\n";
+    queue_->LogEvent(task.job_id, absl::StrCat("error: ", s.message()), absl::Now()).IgnoreError();
+    SaveLocked().IgnoreError();
+  }
+}
+
+absl::Status Chief::Checkpoint(const std::string& job_id, const JobSpec& spec, int64_t step,
+                               const std::string& name) {
+  const std::string dir = absl::StrCat(spec.checkpoint.dir, "/", job_id, "/", name);
+  ps::CheckpointOptions o;
+  o.dir = dir;
+  o.step = step;
+  absl::StatusOr<std::vector<ps::CheckpointInfo>> done = ps_->Checkpoint(o);
+  if (!done.ok()) {
+    return absl::Status(done.status().code(),
+                        absl::StrCat("checkpoint to ", dir, " failed: ", done.status().message()));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const absl::Time now = absl::Now();
+  RETURN_IF_ERROR(queue_->AddCheckpoint(job_id, dir, step, now));
+  // Keep the newest `keep`; older ones are deleted (they stay listed).
+  ASSIGN_OR_RETURN(JobInfo info, queue_->Get(job_id));
+  const int n = static_cast<int>(info.checkpoints.size());
+  for (int i = 0; i + spec.checkpoint.keep < n; ++i) {
+    std::error_code ec;
+    std::filesystem::remove_all(info.checkpoints[static_cast<size_t>(i)].dir, ec);
+  }
+  return SaveLocked();
+}
+
+absl::Status Chief::Finalize(const std::string& job_id) {
+  std::shared_ptr<const JobSpec> spec;
+  int64_t steps = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(JobInfo info, queue_->Get(job_id));
+    if (info.state != JobState::kRunning || !info.finalizing) return absl::OkStatus();
+    ASSIGN_OR_RETURN(spec, SpecLocked(info));
+    steps = StepsLocked(job_id);
+    if (ps_ == nullptr) {
+      RETURN_IF_ERROR(queue_->Finish(job_id, "trained; no PS client: not evaluated or exported",
+                                     absl::Now()));
+      return SaveLocked();
+    }
+  }
+  absl::Status s = [&]() -> absl::Status {
+    if (!spec->checkpoint.dir.empty()) RETURN_IF_ERROR(Checkpoint(job_id, *spec, steps, "final"));
+    ps::PrefixedPsClient job_ps(ps_, TablePrefix(job_id));
+    std::optional<trainer::EvalResult> eval;
+    std::vector<std::string> eval_files;
+    if (!spec->data.eval.empty()) {
+      ASSIGN_OR_RETURN(eval_files, ExpandGlobs(*spec, /*eval=*/true));
+      ASSIGN_OR_RETURN(eval, ScoreModel(&job_ps, *spec, eval_files));
+      std::lock_guard<std::mutex> lock(mu_);
+      RETURN_IF_ERROR(queue_->SetEval(
+          job_id,
+          JobEval{.done = true, .step = steps, .examples = eval->examples, .auc = eval->auc,
+                  .logloss = eval->logloss, .accuracy = eval->accuracy,
+                  .calibration = eval->calibration, .time = absl::Now()},
+          absl::Now()));
+      RETURN_IF_ERROR(SaveLocked());
+    }
+    std::string message = absl::StrCat("all ", spec->training.epochs, " epochs trained");
+    if (eval.has_value()) absl::StrAppendFormat(&message, "; eval AUC %.4f", eval->auc);
+    if (!spec->export_dir.empty()) {
+      ExportRequest req;
+      req.dir = absl::StrCat(spec->export_dir, "/", job_id);
+      req.job_id = job_id;
+      req.table_prefix = TablePrefix(job_id);
+      req.step = steps;
+      req.eval = eval;
+      ASSIGN_OR_RETURN(req.train_files, ExpandGlobs(*spec, /*eval=*/false));
+      req.eval_files = eval_files;
+      absl::StatusOr<ExportManifest> exported = WriteExport(ps_, *spec, req);
+      // A chief killed after the manifest landed redoes finalization: the
+      // export is already complete.
+      if (!exported.ok() &&
+          !(absl::IsAlreadyExists(exported.status()) && ReadExport(req.dir).ok())) {
+        return exported.status();
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      RETURN_IF_ERROR(queue_->SetExport(job_id, req.dir, absl::Now()));
+      absl::StrAppend(&message, "; exported to ", req.dir);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(queue_->Finish(job_id, message, absl::Now()));
+    return SaveLocked();
+  }();
+  if (!s.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    absl::StatusOr<JobInfo> info = queue_->Get(job_id);
+    if (info.ok() && info->state == JobState::kRunning) {
+      queue_->Fail(job_id, absl::StrCat("finalization failed: ", s.message()), absl::Now())
+          .IgnoreError();
+      SaveLocked().IgnoreError();
+    }
+  }
+  return s;
+}
+
+std::vector<prometheus::MetricFamily> Chief::CollectMetrics() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  metrics::FamilySet set;
+  auto* jobs = set.Gauge("brook_chief_jobs", "Jobs by state");
+  auto* units = set.Gauge("brook_chief_work_units", "Work units of the current data epoch, by job and state");
+  auto* examples = set.Counter("brook_chief_job_examples_total",
+                               "Examples committed by the job's trainers, all epochs");
+  auto* releases = set.Counter("brook_chief_work_unit_releases_total",
+                               "Work units taken back unfinished (trainer expiry or leave)");
+  auto* expired = set.Counter("brook_chief_expired_trainers_total",
+                              "Trainers dropped for missing heartbeats");
+  auto* trainers = set.Gauge("brook_chief_job_trainers", "Trainers assigned to the job");
+  auto* eval_auc = set.Gauge("brook_chief_job_eval_auc", "AUC of the job's last evaluation");
+  auto* checkpoints = set.Counter("brook_chief_job_checkpoints_total", "Checkpoints taken of the job");
+  std::map<std::string, int> by_state;
+  for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kSucceeded, JobState::kFailed,
+                     JobState::kCancelled}) {
+    by_state[std::string(JobStateName(s))] = 0;
+  }
+  for (const JobInfo& info : queue_->List()) {
+    ++by_state[std::string(JobStateName(info.state))];
+    if (!info.progress.has_value()) continue;
+    const metrics::Labels job = {{"job", info.id}};
+    const WorkLeasesStats& p = *info.progress;
+    set.Add(units, {{"job", info.id}, {"state", "done"}}, static_cast<double>(p.units_done));
+    set.Add(units, {{"job", info.id}, {"state", "leased"}}, static_cast<double>(p.units_leased));
+    set.Add(units, {{"job", info.id}, {"state", "pending"}}, static_cast<double>(p.units_pending));
+    uint64_t ex = 0;
+    for (uint64_t e : p.examples_per_epoch) ex += e;
+    set.Add(examples, job, static_cast<double>(ex));
+    set.Add(releases, job, static_cast<double>(p.releases));
+    set.Add(expired, job, static_cast<double>(p.expired_trainers));
+    set.Add(trainers, job, static_cast<double>(info.trainers.size()));
+    set.Add(checkpoints, job, static_cast<double>(info.checkpoints.size()));
+    if (info.eval.done) set.Add(eval_auc, job, info.eval.auc);
+  }
+  for (const auto& [state, n] : by_state) set.Add(jobs, {{"state", state}}, n);
+  set.Add(set.Counter("brook_chief_state_save_errors_total",
+                      "Failed writes of the job queue to the state store"),
+          {}, static_cast<double>(save_errors_));
+  set.Add(set.Counter("brook_chief_tasks_failed_total",
+                      "Checkpoints and finalizations that failed"),
+          {}, static_cast<double>(tasks_failed_));
+  return set.Take();
+}
+
+}  // namespace brook::chief

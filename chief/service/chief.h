@@ -1,0 +1,137 @@
+// The chief (DESIGN.md "Chief"): the job queue, its work-unit leases and its
+// RocksDB state store behind the Chief API, plus what the chief does on its
+// own -- checkpoints on an interval, and at the end of a job the final
+// checkpoint, evaluation on the eval data and the model export.
+//
+// Each API call is one method taking and returning the wire messages; the
+// gRPC service (chief_server.h) only adapts. Every call that changes a job
+// saves the queue before it returns, so a chief killed with -9 restarts
+// (Open over the same state_dir) where its last answer left it.
+//
+// Housekeeping runs on a background thread every `tick`: expire silent
+// trainers (their units go back), start queued jobs and assign idle
+// trainers, start checkpoints that are due, and finalize jobs whose data is
+// done. Checkpoints and finalization talk to the PS and run on a worker
+// thread of their own, outside the mutex, so API calls never wait on them.
+//
+// Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "brook/v1/chief.pb.h"
+#include "chief/core/chief_state_store.h"
+#include "chief/core/job_queue.h"
+#include "chief/job/job_spec.h"
+#include "prometheus/metric_family.h"
+#include "ps/client/ps_client.h"
+
+namespace brook::chief {
+
+struct ChiefOptions {
+  std::string state_dir;                  // required: RocksDB of the job queue
+  std::vector<std::string> ps_addresses;  // told to trainers at RegisterNode
+  // A trainer silent this long loses its leases; trainers heartbeat every
+  // lease_duration / 4.
+  absl::Duration lease_duration = absl::Seconds(10);
+  int max_running_jobs = 1;
+  absl::Duration tick = absl::Milliseconds(200);
+  // What AcquireWork tells a trainer with nothing to do.
+  absl::Duration retry_after = absl::Milliseconds(300);
+  // Start the housekeeping and worker threads (off: tests call Tick).
+  bool background = true;
+
+  absl::Status Validate() const;
+};
+
+class Chief {
+ public:
+  // Opens the state store and restores the queue. `ps` (not owned, may be
+  // null: then jobs are neither checkpointed, evaluated nor exported) is the
+  // whole PS cluster; it must outlive the chief.
+  static absl::StatusOr<std::unique_ptr<Chief>> Open(const ChiefOptions& options,
+                                                     ps::PsClient* ps);
+  ~Chief();  // stops the threads; a finalization in progress is abandoned (redone on restart)
+  Chief(const Chief&) = delete;
+  Chief& operator=(const Chief&) = delete;
+
+  // The Chief API (proto/brook/v1/chief.proto).
+  absl::StatusOr<v1::JobStatus> SubmitJob(const v1::SubmitJobRequest& request);
+  absl::StatusOr<v1::JobStatus> GetJob(const v1::GetJobRequest& request);
+  absl::StatusOr<v1::ListJobsResponse> ListJobs();
+  absl::StatusOr<v1::JobStatus> CancelJob(const v1::CancelJobRequest& request);
+  absl::StatusOr<v1::RegisterNodeResponse> RegisterNode(const v1::RegisterNodeRequest& request);
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+  absl::StatusOr<v1::AcquireWorkResponse> AcquireWork(const v1::AcquireWorkRequest& request);
+  absl::Status CompleteWork(const v1::CompleteWorkRequest& request);
+  absl::Status ReportMetrics(const v1::ReportMetricsRequest& request);
+
+  // One round of housekeeping at `now` (the background thread calls it).
+  void Tick(absl::Time now);
+  // Runs the checkpoints and finalizations Tick queued, on the calling thread
+  // (tests without background threads).
+  void RunPendingWork();
+
+  // brook_chief_* families for /metrics.
+  std::vector<prometheus::MetricFamily> CollectMetrics() const;
+
+ private:
+  // Work for the worker thread.
+  struct Task {
+    enum Kind { kCheckpoint, kFinalize } kind;
+    std::string job_id;
+  };
+  // Per-job things the chief keeps in memory only.
+  struct JobRuntime {
+    std::shared_ptr<const JobSpec> spec;
+    absl::Time last_checkpoint = absl::InfinitePast();
+    int64_t checkpoints = 0;
+    std::map<std::string, int64_t> trainer_steps;  // steps reported per trainer
+    std::deque<std::pair<absl::Time, uint64_t>> examples_samples;  // rate window
+    bool task_queued = false;
+  };
+
+  Chief(const ChiefOptions& options, ps::PsClient* ps, std::unique_ptr<ChiefStateStore> store,
+        std::unique_ptr<JobQueue> queue);
+  absl::Status SaveLocked();  // REQUIRES: mu_
+  absl::StatusOr<std::shared_ptr<const JobSpec>> SpecLocked(const JobInfo& info);
+  v1::JobStatus StatusLocked(const JobInfo& info, bool with_events);
+  int64_t StepsLocked(const std::string& job_id) const;
+  void Enqueue(Task task);  // REQUIRES: mu_
+  void RunTask(const Task& task);
+  absl::Status Checkpoint(const std::string& job_id, const JobSpec& spec, int64_t step,
+                          const std::string& name);
+  absl::Status Finalize(const std::string& job_id);
+  void HousekeepingLoop();
+  void WorkerLoop();
+
+  const ChiefOptions options_;
+  ps::PsClient* const ps_;
+
+  mutable std::mutex mu_;
+  std::unique_ptr<ChiefStateStore> store_;  // guarded by mu_
+  std::unique_ptr<JobQueue> queue_;         // guarded by mu_
+  std::map<std::string, JobRuntime> runtime_;  // guarded by mu_
+  std::deque<Task> tasks_;                     // guarded by mu_
+  std::condition_variable tasks_cv_;
+  bool stopping_ = false;  // guarded by mu_
+  uint64_t save_errors_ = 0;  // guarded by mu_
+  uint64_t tasks_failed_ = 0;  // guarded by mu_
+
+  std::thread housekeeping_, worker_;
+};
+
+}  // namespace brook::chief

@@ -1,0 +1,178 @@
+#include "chief/service/chief_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <functional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "brook/v1/chief.grpc.pb.h"
+#include "common/status_macros.h"
+#include "common/version.h"
+#include "metrics/collector.h"
+#include "metrics/exposer.h"
+#include "metrics/rpc_metrics.h"
+#include "ps/client/grpc_ps_client.h"
+#include "ps/rpc/status_mapping.h"
+
+namespace brook::chief {
+namespace {
+
+enum Method {
+  kHealth, kSubmitJob, kGetJob, kListJobs, kCancelJob, kRegisterNode, kHeartbeat, kAcquireWork,
+  kCompleteWork, kReportMetrics,
+};
+
+std::vector<std::string> MethodNames() {
+  return {"Health", "SubmitJob", "GetJob", "ListJobs", "CancelJob", "RegisterNode",
+          "Heartbeat", "AcquireWork", "CompleteWork", "ReportMetrics"};
+}
+
+std::string HostOf(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
+}  // namespace
+
+// The thin adapter: each RPC calls the Chief method of the same name and maps
+// its status (ps/rpc/status_mapping.h, the one seam for both services).
+class ChiefService final : public v1::Chief::Service {
+ public:
+  ChiefService(Chief* chief, metrics::RpcMetrics* metrics) : chief_(chief), metrics_(metrics) {}
+
+  grpc::Status Health(grpc::ServerContext*, const v1::HealthRequest*,
+                      v1::HealthResponse* resp) override {
+    return Run(kHealth, [&]() -> absl::Status {
+      resp->set_version(Version());
+      resp->set_commit(GitCommit());
+      resp->set_serving(true);
+      return absl::OkStatus();
+    });
+  }
+  grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* req,
+                         v1::SubmitJobResponse* resp) override {
+    return Run(kSubmitJob, [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(*resp->mutable_job(), chief_->SubmitJob(*req));
+      return absl::OkStatus();
+    });
+  }
+  grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest* req,
+                      v1::JobStatus* resp) override {
+    return Run(kGetJob, [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(*resp, chief_->GetJob(*req));
+      return absl::OkStatus();
+    });
+  }
+  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*,
+                        v1::ListJobsResponse* resp) override {
+    return Run(kListJobs, [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(*resp, chief_->ListJobs());
+      return absl::OkStatus();
+    });
+  }
+  grpc::Status CancelJob(grpc::ServerContext*, const v1::CancelJobRequest* req,
+                         v1::JobStatus* resp) override {
+    return Run(kCancelJob, [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(*resp, chief_->CancelJob(*req));
+      return absl::OkStatus();
+    });
+  }
+  grpc::Status RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* req,
+                            v1::RegisterNodeResponse* resp) override {
+    return Run(kRegisterNode, [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(*resp, chief_->RegisterNode(*req));
+      return absl::OkStatus();
+    });
+  }
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+                         v1::HeartbeatResponse* resp) override {
+    return Run(kHeartbeat, [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(*resp, chief_->Heartbeat(*req));
+      return absl::OkStatus();
+    });
+  }
+  grpc::Status AcquireWork(grpc::ServerContext*, const v1::AcquireWorkRequest* req,
+                           v1::AcquireWorkResponse* resp) override {
+    return Run(kAcquireWork, [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(*resp, chief_->AcquireWork(*req));
+      return absl::OkStatus();
+    });
+  }
+  grpc::Status CompleteWork(grpc::ServerContext*, const v1::CompleteWorkRequest* req,
+                            v1::CompleteWorkResponse*) override {
+    return Run(kCompleteWork, [&] { return chief_->CompleteWork(*req); });
+  }
+  grpc::Status ReportMetrics(grpc::ServerContext*, const v1::ReportMetricsRequest* req,
+                             v1::ReportMetricsResponse*) override {
+    return Run(kReportMetrics, [&] { return chief_->ReportMetrics(*req); });
+  }
+
+ private:
+  grpc::Status Run(Method method, const std::function<absl::Status()>& fn) {
+    const auto start = std::chrono::steady_clock::now();
+    const absl::Status s = fn();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    metrics_->Record(method, static_cast<int>(s.code()), seconds);
+    return ps::rpc::ToGrpcStatus(s);
+  }
+
+  Chief* const chief_;
+  metrics::RpcMetrics* const metrics_;
+};
+
+absl::StatusOr<std::unique_ptr<ChiefServer>> ChiefServer::Start(const ChiefServerOptions& options) {
+  std::unique_ptr<ChiefServer> s(new ChiefServer());
+  s->options_ = options;
+  std::shared_ptr<prometheus::Registry> registry;
+  if (!options.metrics_listen.empty()) {
+    ASSIGN_OR_RETURN(s->exposer_, metrics::MetricsExposer::Start(options.metrics_listen));
+    registry = s->exposer_->shared_registry();
+  } else {
+    registry = metrics::MetricsExposer::NewRegistry();
+  }
+  if (!options.chief.ps_addresses.empty()) {
+    ps::GrpcPsClientOptions po;
+    po.addresses = options.chief.ps_addresses;
+    ASSIGN_OR_RETURN(s->ps_, ps::GrpcPsClient::Create(po));
+  }
+  ASSIGN_OR_RETURN(s->chief_, Chief::Open(options.chief, s->ps_.get()));
+  s->rpc_metrics_ = std::make_unique<metrics::RpcMetrics>(*registry, "brook_chief", MethodNames());
+  s->collector_ = std::make_shared<metrics::FunctionCollector>(
+      [c = s->chief_.get()] { return c->CollectMetrics(); });
+  if (s->exposer_) s->exposer_->RegisterCollectable(s->collector_);
+  s->service_ = std::make_unique<ChiefService>(s->chief_.get(), s->rpc_metrics_.get());
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a taken port is an error
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.SetMaxSendMessageSize(64 << 20);
+  builder.RegisterService(s->service_.get());
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || s->port_ == 0) {
+    s->server_.reset();
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
+  }
+  return s;
+}
+
+ChiefServer::~ChiefServer() { Shutdown(absl::ZeroDuration()); }
+
+std::string ChiefServer::address() const {
+  return absl::StrCat(HostOf(options_.listen), ":", port_);
+}
+
+std::string ChiefServer::metrics_address() const { return exposer_ ? exposer_->address() : ""; }
+
+void ChiefServer::Shutdown(absl::Duration drain) {
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(drain));
+    server_->Wait();
+    server_.reset();
+  }
+}
+
+}  // namespace brook::chief

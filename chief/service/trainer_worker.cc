@@ -1,0 +1,378 @@
+#include "chief/service/trainer_worker.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <iostream>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "brook/v1/chief.pb.h"
+#include "chief/client/chief_client.h"
+#include "chief/job/job_spec.h"
+#include "common/status_macros.h"
+#include "ps/client/grpc_ps_client.h"
+#include "ps/client/prefixed_ps_client.h"
+#include "storage/tfrecord.h"
+#include "trainer/backend/backend_loader.h"
+#include "trainer/input/pipeline.h"
+#include "trainer/input/progress.h"
+
+namespace brook::chief {
+namespace {
+
+// Calls the chief until it answers with anything but "unreachable": a chief
+// restarting (kill -9, rollout) is waited out, not treated as an error.
+template <typename Fn>
+auto RetryUnavailable(const std::atomic<bool>& stopping, Fn fn) -> decltype(fn()) {
+  absl::Duration backoff = absl::Milliseconds(100);
+  for (;;) {
+    auto r = fn();
+    const absl::StatusCode code = r.status().code();
+    if ((code != absl::StatusCode::kUnavailable && code != absl::StatusCode::kDeadlineExceeded) ||
+        stopping.load()) {
+      return r;
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(2));
+  }
+}
+
+std::string DefaultNodeId() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return absl::StrCat("trainer-", host, "-", getpid());
+}
+
+absl::StatusOr<uint64_t> CountRecords(const std::string& path,
+                                      std::optional<storage::Compression> compression) {
+  storage::TFRecordReaderOptions o;
+  o.compression = compression.value_or(storage::CompressionFromPath(path));
+  o.verify_data_crc = false;
+  ASSIGN_OR_RETURN(auto reader, storage::TFRecordReader::Open(path, o));
+  std::string_view record;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool more, reader->Next(&record));
+    if (!more) return reader->record_index();
+  }
+}
+
+}  // namespace
+
+// The job being trained: its spec, its namespace on the PS, its Trainer.
+struct TrainerWorker::Job {
+  std::string id;
+  JobSpec spec;
+  std::unique_ptr<ps::PrefixedPsClient> ps;
+  std::unique_ptr<trainer::Backend> backend;
+  std::unique_ptr<trainer::Trainer> trainer;
+};
+
+TrainerWorker::TrainerWorker(const TrainerWorkerOptions& options)
+    : options_(options), node_id_(options.node_id.empty() ? DefaultNodeId() : options.node_id) {}
+
+TrainerWorker::~TrainerWorker() = default;
+
+absl::StatusOr<std::unique_ptr<TrainerWorker>> TrainerWorker::Create(
+    const TrainerWorkerOptions& options) {
+  if (options.chief.empty()) return absl::InvalidArgumentError("the chief's address is required");
+  std::unique_ptr<TrainerWorker> w(new TrainerWorker(options));
+  ChiefClientOptions co;
+  co.deadline = absl::Seconds(10);
+  ASSIGN_OR_RETURN(w->chief_, ChiefClient::Connect(options.chief, co));
+  return w;
+}
+
+void TrainerWorker::Stop() {
+  stopping_.store(true);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (active_ != nullptr) active_->Stop();
+}
+
+bool TrainerWorker::Sleep(absl::Duration d) {
+  const absl::Time end = absl::Now() + d;
+  while (!stopping_.load()) {
+    const absl::Duration left = end - absl::Now();
+    if (left <= absl::ZeroDuration()) return true;
+    absl::SleepFor(std::min(left, absl::Milliseconds(50)));
+  }
+  return false;
+}
+
+TrainerWorkerStats TrainerWorker::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  TrainerWorkerStats s = stats_;
+  if (job_ != nullptr && job_->trainer != nullptr) s.trainer = job_->trainer->stats();
+  return s;
+}
+
+absl::Status TrainerWorker::Register() {
+  v1::RegisterNodeRequest req;
+  req.set_role(v1::NODE_ROLE_TRAINER);
+  req.set_node_id(node_id_);
+  req.set_address(options_.address);
+  ASSIGN_OR_RETURN(v1::RegisterNodeResponse resp,
+                   RetryUnavailable(stopping_, [&] { return chief_->RegisterNode(req); }));
+  if (ps_ == nullptr) {
+    ps::GrpcPsClientOptions po;
+    po.addresses = options_.ps_addresses;
+    if (po.addresses.empty()) po.addresses.assign(resp.ps_addresses().begin(), resp.ps_addresses().end());
+    if (po.addresses.empty()) {
+      return absl::FailedPreconditionError("the chief knows no PS nodes and none were given");
+    }
+    ASSIGN_OR_RETURN(auto grpc, ps::GrpcPsClient::Create(po));
+    RETURN_IF_ERROR(grpc->WaitForReady(absl::Seconds(60)));
+    ps_ = std::move(grpc);
+  }
+  must_register_.store(false);
+  std::cerr << "brook trainer " << node_id_ << ": registered with the chief at " << options_.chief
+            << "\n";
+  return absl::OkStatus();
+}
+
+void TrainerWorker::HeartbeatLoop() {
+  const absl::Duration interval = std::max(options_.commit_interval, absl::Milliseconds(500));
+  while (Sleep(interval)) {
+    v1::HeartbeatRequest req;
+    req.set_node_id(node_id_);
+    absl::StatusOr<v1::HeartbeatResponse> resp = chief_->Heartbeat(req);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (absl::IsNotFound(resp.status())) {
+      // Expired (paused too long) or a chief that lost us: our leases are
+      // someone else's now. Stop, and register again.
+      must_register_.store(true);
+      if (active_ != nullptr) active_->Stop();
+    } else if (resp.ok()) {
+      serving_job_ = resp->job_id();
+      if (active_ != nullptr && serving_job_ != stats_.job_id) active_->Stop();
+    }
+  }
+}
+
+absl::StatusOr<TrainerWorker::Job*> TrainerWorker::JobFor(const std::string& job_id,
+                                                          const std::string& spec_json,
+                                                          const std::string& table_prefix) {
+  if (job_ != nullptr && job_->id == job_id) return job_.get();
+  auto job = std::make_unique<Job>();
+  job->id = job_id;
+  ASSIGN_OR_RETURN(job->spec, JobSpec::FromYaml(spec_json, ""));
+  job->ps = std::make_unique<ps::PrefixedPsClient>(ps_.get(), table_prefix);
+  trainer::CpuBackendOptions cpu;
+  cpu.num_threads = options_.cpu_threads;
+  ASSIGN_OR_RETURN(job->backend, trainer::CreateBackend(options_.device, cpu));
+  ASSIGN_OR_RETURN(job->trainer,
+                   trainer::Trainer::Create(job->ps.get(), job->spec.model, job->spec.features,
+                                            job->spec.ToTrainerOptions(), job->backend.get()));
+  RETURN_IF_ERROR(job->trainer->Setup());
+  std::lock_guard<std::mutex> lock(mu_);
+  job_ = std::move(job);
+  stats_.job_id = job_id;
+  std::cerr << "brook trainer " << node_id_ << ": training job " << job_id << "\n";
+  return job_.get();
+}
+
+absl::Status TrainerWorker::Commit(const v1::AcquireWorkResponse& lease, uint64_t offset,
+                                   uint64_t examples, bool done) {
+  v1::CompleteWorkRequest req;
+  req.set_node_id(node_id_);
+  req.set_job_id(lease.job_id());
+  req.set_unit_id(lease.unit().id());
+  req.set_lease_epoch(lease.lease_epoch());
+  req.set_offset(offset);
+  req.set_examples(examples);
+  req.set_done(done);
+  return RetryUnavailable(stopping_, [&] { return chief_->CompleteWork(req); }).status();
+}
+
+absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& lease) {
+  const JobSpec& spec = job->spec;
+  sharding::WorkUnit unit{.id = lease.unit().id(), .path = lease.unit().path(),
+                          .begin = lease.resume_offset(), .end = lease.unit().end()};
+  input::PipelineOptions o;
+  o.units = {unit};
+  o.compression = spec.data.compression;
+  o.batch_size = spec.training.batch_size;
+  o.parse_threads = options_.parse_threads;
+  o.shuffle_buffer = static_cast<size_t>(spec.training.shuffle_buffer);
+  // Reproducible per (job seed, data epoch, unit), different every epoch.
+  o.seed = spec.training.seed * 1000003u + static_cast<uint64_t>(lease.data_epoch()) * 7919u +
+           unit.id;
+  o.epochs = 1;
+  ASSIGN_OR_RETURN(auto pipeline, input::Pipeline::Create(spec.features, o));
+  input::UnitProgress progress(pipeline->units(), 0);
+
+  // Commits on a timer while the unit trains.
+  uint64_t reported = lease.resume_offset();
+  absl::Status lease_status;
+  std::mutex commit_mu;
+  std::condition_variable commit_cv;
+  bool training = true;
+  std::thread committer([&] {
+    std::unique_lock<std::mutex> lock(commit_mu);
+    absl::Time next_metrics = absl::Now() + options_.metrics_interval;
+    while (training) {
+      commit_cv.wait_for(lock, absl::ToChronoMilliseconds(options_.commit_interval));
+      if (!training) break;
+      const uint64_t committed = progress.Committed(unit.id);
+      if (committed > reported && lease_status.ok()) {
+        absl::Status s = Commit(lease, committed, committed - reported, false);
+        if (s.ok()) {
+          std::lock_guard<std::mutex> l(mu_);
+          stats_.examples += committed - reported;
+          reported = committed;
+        } else if (!absl::IsUnavailable(s) && !absl::IsDeadlineExceeded(s)) {
+          // The lease is gone (re-leased after we were presumed dead, or the
+          // job ended): stop; what we trained past `reported` is someone
+          // else's to redo, and the PS's dedup drops our duplicate pushes.
+          lease_status = s;
+          job->trainer->Stop();
+        }
+      }
+      if (absl::Now() >= next_metrics) {
+        next_metrics = absl::Now() + options_.metrics_interval;
+        const trainer::TrainerStats ts = job->trainer->stats();
+        v1::ReportMetricsRequest m;
+        m.set_node_id(node_id_);
+        m.set_job_id(job->id);
+        m.set_loss(ts.last_loss);
+        m.set_train_auc(ts.train_auc);
+        m.set_steps(ts.steps);
+        chief_->ReportMetrics(m).IgnoreError();  // best effort: the next one replaces it
+      }
+    }
+  });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    active_ = job->trainer.get();
+    if (stopping_.load() || must_register_.load() || serving_job_ != job->id) job->trainer->Stop();
+  }
+  absl::Status trained = job->trainer->Train(pipeline.get(), &progress);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    active_ = nullptr;
+  }
+  {
+    std::lock_guard<std::mutex> lock(commit_mu);
+    training = false;
+  }
+  commit_cv.notify_all();
+  committer.join();
+  if (!trained.ok()) return trained;
+  if (!lease_status.ok()) {
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.units_dropped;
+    return absl::OkStatus();
+  }
+
+  const uint64_t committed = progress.Committed(unit.id);
+  if (job->trainer->stopped()) {
+    // Stopped mid-unit: commit what the PS acknowledged, leave the rest to
+    // whoever gets the unit next.
+    if (committed > reported) Commit(lease, committed, committed - reported, false).IgnoreError();
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.units_dropped;
+    return absl::OkStatus();
+  }
+  uint64_t end = 0;
+  for (const input::UnitOffset& u : progress.Offsets()) {
+    if (u.unit_id == unit.id && u.complete) end = u.end;
+  }
+  if (end == 0) {
+    // Nothing left to read from resume_offset (the pipeline saw no record
+    // and so no end): the file's record count is the end.
+    if (unit.end != 0) {
+      end = unit.end;
+    } else {
+      ASSIGN_OR_RETURN(end, CountRecords(unit.path, spec.data.compression));
+    }
+  }
+  // The job's last metrics before the unit that may end it.
+  const trainer::TrainerStats ts = job->trainer->stats();
+  v1::ReportMetricsRequest m;
+  m.set_node_id(node_id_);
+  m.set_job_id(job->id);
+  m.set_loss(ts.last_loss);
+  m.set_train_auc(ts.train_auc);
+  m.set_steps(ts.steps);
+  chief_->ReportMetrics(m).IgnoreError();
+  absl::Status done = Commit(lease, end, end - reported, true);
+  std::lock_guard<std::mutex> l(mu_);
+  if (done.ok()) {
+    stats_.examples += end - reported;
+    ++stats_.units_completed;
+  } else {
+    ++stats_.units_dropped;
+    std::cerr << "brook trainer " << node_id_ << ": unit " << unit.id << " not completed: "
+              << done.message() << "\n";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainerWorker::Run() {
+  RETURN_IF_ERROR(Register());
+  std::thread heartbeat([this] { HeartbeatLoop(); });
+  absl::Status result;
+  while (!stopping_.load()) {
+    if (must_register_.load()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        job_.reset();
+      }
+      if (absl::Status s = Register(); !s.ok()) {
+        if (!stopping_.load()) result = s;
+        break;
+      }
+    }
+    v1::AcquireWorkRequest req;
+    req.set_node_id(node_id_);
+    absl::StatusOr<v1::AcquireWorkResponse> work =
+        RetryUnavailable(stopping_, [&] { return chief_->AcquireWork(req); });
+    if (stopping_.load()) break;
+    if (absl::IsNotFound(work.status())) {
+      must_register_.store(true);
+      continue;
+    }
+    if (!work.ok()) {
+      std::cerr << "brook trainer " << node_id_ << ": " << work.status().message() << "\n";
+      Sleep(absl::Seconds(1));
+      continue;
+    }
+    if (work->job_id().empty()) {
+      Sleep(absl::Milliseconds(std::max<int64_t>(work->retry_after_ms(), 50)));
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      serving_job_ = work->job_id();
+    }
+    absl::StatusOr<Job*> job = JobFor(work->job_id(), work->spec_json(), work->table_prefix());
+    absl::Status s = job.ok() ? TrainUnit(*job, *work) : job.status();
+    if (s.ok() && job_ != nullptr && job_->trainer->stopped()) {
+      // Stop is sticky: the next unit of this job gets a fresh Trainer.
+      std::lock_guard<std::mutex> lock(mu_);
+      job_.reset();
+    }
+    if (!s.ok() && !stopping_.load()) {
+      // This job cannot be trained here (bad data, a spec the backend cannot
+      // run): tell the chief, which fails the job, and go on with the next.
+      std::cerr << "brook trainer " << node_id_ << ": job " << work->job_id() << ": "
+                << s.message() << "\n";
+      v1::ReportMetricsRequest m;
+      m.set_node_id(node_id_);
+      m.set_job_id(work->job_id());
+      m.set_error(std::string(s.message()));
+      chief_->ReportMetrics(m).IgnoreError();
+      std::lock_guard<std::mutex> lock(mu_);
+      job_.reset();
+      stats_.job_id.clear();
+    }
+  }
+  stopping_.store(true);
+  heartbeat.join();
+  return result;
+}
+
+}  // namespace brook::chief

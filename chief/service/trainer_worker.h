@@ -1,0 +1,111 @@
+// A trainer under a chief (`brook trainer --chief HOST:PORT`): registers,
+// then loops -- acquire a work-unit lease, train on it, report -- for
+// whichever job the chief assigns, until stopped.
+//
+// - The job's spec comes with the lease (canonical JSON); its tables live on
+//   the PS under the job's prefix (a PrefixedPsClient). One Trainer per job,
+//   kept across its units so the step count and the learning-rate schedule
+//   run on.
+// - A unit is read from its resume offset. Every commit_interval the records
+//   whose pushes are all acknowledged (UnitProgress's low-water mark) are
+//   committed to the chief, and at the unit's end it is completed: a unit
+//   re-leased after this trainer dies resumes exactly after what the PS has.
+// - A heartbeat thread keeps the leases; when the chief says the trainer no
+//   longer serves the job (cancelled, or the leases expired while the
+//   trainer was paused), or refuses a commit as stale, training stops at
+//   the next step boundary and the work is dropped.
+// - The chief being away (restarting) is waited out: calls are retried with
+//   backoff, and commits resume with the offsets reached meanwhile.
+//
+// Thread-compatible: one Run at a time; stats() from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "trainer/trainer.h"
+
+namespace brook::v1 {
+class AcquireWorkResponse;
+}  // namespace brook::v1
+namespace brook::ps {
+class PsClient;
+}  // namespace brook::ps
+
+namespace brook::chief {
+
+class ChiefClient;
+
+struct TrainerWorkerOptions {
+  std::string chief;    // host:port
+  std::string node_id;  // "" = "trainer-<host>-<pid>"
+  std::string address;  // this trainer's metrics endpoint, told to the chief
+  std::string device = "cpu";
+  int cpu_threads = 0;  // CPU backend threads (0 = every core)
+  int parse_threads = 0;
+  // PS nodes; empty = the ones the chief names at registration.
+  std::vector<std::string> ps_addresses;
+  absl::Duration commit_interval = absl::Seconds(1);
+  absl::Duration metrics_interval = absl::Seconds(2);
+};
+
+struct TrainerWorkerStats {
+  std::string job_id;  // the job being trained, "" when idle
+  int64_t units_completed = 0;
+  int64_t units_dropped = 0;  // stopped mid-unit (lease lost, job cancelled)
+  uint64_t examples = 0;      // committed to the chief, all jobs
+  trainer::TrainerStats trainer;  // of the current (or last) job
+};
+
+class TrainerWorker {
+ public:
+  static absl::StatusOr<std::unique_ptr<TrainerWorker>> Create(const TrainerWorkerOptions& options);
+  ~TrainerWorker();
+  TrainerWorker(const TrainerWorker&) = delete;
+  TrainerWorker& operator=(const TrainerWorker&) = delete;
+
+  // Works until Stop(). Returns OK after a Stop, or the error that made the
+  // worker unable to go on (the PS unreachable for good, a bad device).
+  absl::Status Run();
+  // Any thread: ends Run (a unit in training is stopped at a step boundary
+  // and its acknowledged progress committed).
+  void Stop();
+
+  const std::string& node_id() const { return node_id_; }
+  TrainerWorkerStats stats() const;
+
+ private:
+  struct Job;
+  explicit TrainerWorker(const TrainerWorkerOptions& options);
+  absl::Status Register();
+  absl::StatusOr<Job*> JobFor(const std::string& job_id, const std::string& spec_json,
+                              const std::string& table_prefix);
+  absl::Status TrainUnit(Job* job, const v1::AcquireWorkResponse& lease);
+  // Retries a commit until the chief answers (it may be restarting).
+  absl::Status Commit(const v1::AcquireWorkResponse& lease, uint64_t offset, uint64_t examples,
+                      bool done);
+  void HeartbeatLoop();
+  bool Sleep(absl::Duration d);  // false when stopping
+
+  const TrainerWorkerOptions options_;
+  std::string node_id_;
+  std::unique_ptr<ChiefClient> chief_;
+  std::unique_ptr<ps::PsClient> ps_;
+  std::unique_ptr<Job> job_;
+
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> must_register_{false};
+  mutable std::mutex mu_;
+  std::string serving_job_;    // guarded by mu_: what the chief last said
+  TrainerWorkerStats stats_;   // guarded by mu_ (trainer filled in stats())
+  trainer::Trainer* active_ = nullptr;  // guarded by mu_: the Trainer in Train
+};
+
+}  // namespace brook::chief
