@@ -45,8 +45,8 @@ struct LocalFlags {
   int ps = 2;
   int trainers = 2;
   std::string work_dir;
-  std::string demo_train = "400000";
-  std::string demo_test = "50000";
+  std::string demo_train = "3000000";
+  std::string demo_test = "100000";
   double lease_seconds = 5;
   int cpu_threads = 1;
   double timeout_minutes = 60;

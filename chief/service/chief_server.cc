@@ -126,12 +126,11 @@ class ChiefService final : public v1::Chief::Service {
 absl::StatusOr<std::unique_ptr<ChiefServer>> ChiefServer::Start(const ChiefServerOptions& options) {
   std::unique_ptr<ChiefServer> s(new ChiefServer());
   s->options_ = options;
-  std::shared_ptr<prometheus::Registry> registry;
   if (!options.metrics_listen.empty()) {
     ASSIGN_OR_RETURN(s->exposer_, metrics::MetricsExposer::Start(options.metrics_listen));
-    registry = s->exposer_->shared_registry();
+    s->registry_ = s->exposer_->shared_registry();
   } else {
-    registry = metrics::MetricsExposer::NewRegistry();
+    s->registry_ = metrics::MetricsExposer::NewRegistry();
   }
   if (!options.chief.ps_addresses.empty()) {
     ps::GrpcPsClientOptions po;
@@ -139,7 +138,7 @@ absl::StatusOr<std::unique_ptr<ChiefServer>> ChiefServer::Start(const ChiefServe
     ASSIGN_OR_RETURN(s->ps_, ps::GrpcPsClient::Create(po));
   }
   ASSIGN_OR_RETURN(s->chief_, Chief::Open(options.chief, s->ps_.get()));
-  s->rpc_metrics_ = std::make_unique<metrics::RpcMetrics>(*registry, "brook_chief", MethodNames());
+  s->rpc_metrics_ = std::make_unique<metrics::RpcMetrics>(*s->registry_, "brook_chief", MethodNames());
   s->collector_ = std::make_shared<metrics::FunctionCollector>(
       [c = s->chief_.get()] { return c->CollectMetrics(); });
   if (s->exposer_) s->exposer_->RegisterCollectable(s->collector_);

@@ -16,6 +16,7 @@ class Server;
 }  // namespace grpc
 namespace prometheus {
 class Collectable;
+class Registry;
 }  // namespace prometheus
 namespace brook::metrics {
 class MetricsExposer;
@@ -59,6 +60,7 @@ class ChiefServer {
   std::unique_ptr<ps::GrpcPsClient> ps_;
   std::unique_ptr<Chief> chief_;
   std::unique_ptr<metrics::MetricsExposer> exposer_;
+  std::shared_ptr<prometheus::Registry> registry_;  // outlives rpc_metrics_
   std::unique_ptr<metrics::RpcMetrics> rpc_metrics_;
   std::shared_ptr<prometheus::Collectable> collector_;
   std::unique_ptr<ChiefService> service_;

@@ -1,0 +1,319 @@
+// The main job end to end on 127.0.0.1 (issue 6): `brook ps` shards, a
+// `brook chief` and `brook trainer --chief` processes, jobs submitted and
+// watched through the `brook` CLI, the export scored with `brook predict`;
+// trainers and the chief killed with -9 mid-job.
+#include <signal.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "brook/v1/chief.pb.h"
+#include "chief/client/chief_client.h"
+#include "tests/testing/process.h"
+#include "tests/testing/test_util.h"
+
+namespace brook {
+namespace {
+
+using testing::BrookBinary;
+using testing::ChildProcess;
+using testing::RunCommand;
+using namespace std::chrono_literals;
+
+constexpr uint64_t kAdultTrainRows = 32561;
+
+// Adult converted to TFRecord once for every test here.
+class ChiefE2eTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    data_ = new testing::TempDir();
+    const std::string shared = testing::SharedDataDir();
+    auto train = RunCommand({BrookBinary(), "data", "convert", "--schema", "adult", "--shards", "2",
+                             "--prefix", "train", "--out", data_->Join("train"),
+                             shared + "/adult/adult.train.csv"});
+    ASSERT_EQ(train.exit_code, 0) << train.output;
+    auto test = RunCommand({BrookBinary(), "data", "convert", "--schema", "adult", "--shards", "2",
+                            "--prefix", "test", "--out", data_->Join("test"),
+                            shared + "/adult/adult.test.csv"});
+    ASSERT_EQ(test.exit_code, 0) << test.output;
+  }
+  static void TearDownTestSuite() {
+    delete data_;
+    data_ = nullptr;
+  }
+
+  void TearDown() override {
+    trainers_.clear();
+    chief_.reset();
+    ps_.clear();
+  }
+
+  // A job spec of Wide & Deep on Adult.
+  std::string JobYaml(const std::string& name, int priority, int epochs, int batch_size,
+                      int records_per_unit, int trainers, const std::string& extra = "") {
+    return absl::StrCat(
+        "name: ", name, "\npriority: ", priority, "\n",
+        "data:\n  train: [", data_->Join("train/train-*.tfrecord"), "]\n  eval: [",
+        data_->Join("test/test-*.tfrecord"), "]\n  records_per_unit: ", records_per_unit, "\n",
+        "features: ", data_->Join("train/feature_spec.yaml"), "\n",
+        "model_file: ", testing::SourceDir(), "/examples/adult/wide_deep.yaml\n",
+        "optimizer:\n  embedding: {type: adagrad, learning_rate: 0.1, initial_accumulator: 0.1}\n"
+        "  dense: {type: adam, learning_rate: 0.003}\n",
+        "training: {batch_size: ", batch_size, ", epochs: ", epochs, ", staleness: 2, seed: 1}\n",
+        "trainers: ", trainers, "\n",
+        "checkpoint: {dir: ", dir_.Join("ckpt"), ", interval_seconds: 600, keep: 2}\n",
+        "export: {dir: ", dir_.Join("export"), "}\n", extra);
+  }
+  std::string WriteJob(const std::string& file, const std::string& yaml) {
+    const std::string path = dir_.Join(file);
+    testing::WriteFileOrDie(path, yaml);
+    return path;
+  }
+
+  void StartPs(int n) {
+    for (int i = 0; i < n; ++i) {
+      std::string error;
+      auto ps = testing::StartBrookPs(i, n, {}, 30s, &error);
+      ASSERT_TRUE(ps.has_value()) << error;
+      ps_addresses_.push_back(ps->address);
+      ps_.push_back(std::move(ps->process));
+    }
+  }
+  // `port` 0: a free one (remembered, so a restart can take it again).
+  void StartChief(int port = 0) {
+    std::string error;
+    std::string ps;
+    for (const std::string& a : ps_addresses_) ps += (ps.empty() ? "" : ",") + a;
+    chief_ = ChildProcess::Start(
+        {BrookBinary(), "chief", "--listen", absl::StrCat("127.0.0.1:", port), "--metrics-listen",
+         "", "--state-dir", dir_.Join("chief-state"), "--ps", ps, "--lease-seconds", "2"},
+        &error);
+    ASSERT_NE(chief_, nullptr) << error;
+    auto line = chief_->WaitForLine("brook chief listening on", 30s);
+    ASSERT_TRUE(line.has_value()) << "no listening line from brook chief";
+    chief_address_ = line->substr(std::string("brook chief listening on ").size());
+    chief_address_ = chief_address_.substr(0, chief_address_.find(' '));
+    auto client = chief::ChiefClient::Connect(chief_address_);
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = std::move(*client);
+  }
+  void StartTrainer(const std::string& id) {
+    std::string error;
+    auto t = ChildProcess::Start({BrookBinary(), "trainer", "--chief", chief_address_, "--node-id",
+                                  id, "--cpu-threads", "1", "--parse-threads", "1"},
+                                 &error);
+    ASSERT_NE(t, nullptr) << error;
+    ASSERT_TRUE(t->WaitForLine("brook trainer", 30s).has_value());
+    trainers_[id] = std::move(t);
+  }
+
+  testing::CommandResult Cli(std::vector<std::string> args, int timeout_seconds = 120) {
+    args.insert(args.begin(), BrookBinary());
+    args.push_back("--chief");
+    args.push_back(chief_address_);
+    return RunCommand(args, timeout_seconds);
+  }
+
+  v1::JobStatus Job(const std::string& id) {
+    v1::GetJobRequest r;
+    r.set_job_id(id);
+    auto s = client_->GetJob(r);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *s : v1::JobStatus();
+  }
+  // Polls until `pred` holds (true) or `timeout` passes (false).
+  template <typename Pred>
+  bool WaitFor(const std::string& id, Pred pred, std::chrono::seconds timeout) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < end) {
+      v1::GetJobRequest r;
+      r.set_job_id(id);
+      auto s = client_->GetJob(r);
+      if (s.ok() && pred(*s)) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+
+  static void ExpectEveryEpochCountsTheDataOnce(const v1::JobStatus& job, int epochs) {
+    ASSERT_EQ(job.examples_per_epoch_size(), epochs) << job.DebugString();
+    for (int e = 0; e < epochs; ++e) {
+      EXPECT_EQ(job.examples_per_epoch(e), kAdultTrainRows) << "epoch " << e;
+      EXPECT_EQ(job.records_per_epoch(e), kAdultTrainRows) << "epoch " << e;
+    }
+  }
+
+  static testing::TempDir* data_;
+  testing::TempDir dir_;
+  std::vector<std::unique_ptr<ChildProcess>> ps_;
+  std::vector<std::string> ps_addresses_;
+  std::unique_ptr<ChildProcess> chief_;
+  std::string chief_address_;
+  std::unique_ptr<chief::ChiefClient> client_;
+  std::map<std::string, std::unique_ptr<ChildProcess>> trainers_;
+};
+
+testing::TempDir* ChiefE2eTest::data_ = nullptr;
+
+TEST_F(ChiefE2eTest, AdultJobThroughTheCliCompletesAndItsExportScoresAbove090) {
+  StartPs(2);
+  StartChief();
+  StartTrainer("t0");
+  StartTrainer("t1");
+  const std::string job = WriteJob("adult.yaml", JobYaml("adult", 0, 4, 256, 5000, 2));
+
+  auto submit = Cli({"submit", job});
+  ASSERT_EQ(submit.exit_code, 0) << submit.output;
+  EXPECT_NE(submit.output.find("adult-1"), std::string::npos) << submit.output;
+  auto watch = Cli({"status", "adult-1", "--watch", "--interval", "0.5"}, 300);
+  ASSERT_EQ(watch.exit_code, 0) << watch.output;
+
+  auto status = Cli({"status", "adult-1", "--output", "json"});
+  ASSERT_EQ(status.exit_code, 0) << status.output;
+  const nlohmann::json j = nlohmann::json::parse(status.output);
+  EXPECT_EQ(j["state"], "SUCCEEDED");
+  const v1::JobStatus s = Job("adult-1");
+  ExpectEveryEpochCountsTheDataOnce(s, 4);
+  ASSERT_TRUE(s.eval().done());
+  EXPECT_GE(s.eval().auc(), 0.90);
+  EXPECT_GT(s.checkpoints_size(), 0);
+  ASSERT_FALSE(s.export_dir().empty());
+
+  // The export reproduces the trained model: same AUC on the test split.
+  auto predict = RunCommand({BrookBinary(), "predict", "--model", s.export_dir(), "--data",
+                             data_->Join("test/test-*.tfrecord")});
+  ASSERT_EQ(predict.exit_code, 0) << predict.output;
+  const nlohmann::json p = nlohmann::json::parse(predict.output.substr(predict.output.find('{')));
+  EXPECT_GE(p["auc"].get<double>(), 0.90);
+  EXPECT_NEAR(p["auc"].get<double>(), s.eval().auc(), 1e-9);
+  EXPECT_EQ(p["examples"].get<int64_t>(), s.eval().examples());
+
+  auto list = Cli({"list"});
+  ASSERT_EQ(list.exit_code, 0) << list.output;
+  EXPECT_NE(list.output.find("SUCCEEDED"), std::string::npos) << list.output;
+  auto logs = Cli({"logs", "adult-1"});
+  ASSERT_EQ(logs.exit_code, 0) << logs.output;
+  EXPECT_NE(logs.output.find("exported to"), std::string::npos) << logs.output;
+}
+
+TEST_F(ChiefE2eTest, JobsRunByPriorityCancelFreesTrainersAndBadSpecsAreRefused) {
+  StartPs(1);
+  StartChief();
+  StartTrainer("t0");
+  ASSERT_EQ(Cli({"submit", WriteJob("blocker.yaml", JobYaml("blocker", 0, 1000, 256, 0, 1))})
+                .exit_code,
+            0);
+  ASSERT_TRUE(WaitFor("blocker-1", [](const v1::JobStatus& j) { return j.examples_trained() > 0; },
+                      60s));
+  ASSERT_EQ(Cli({"submit", WriteJob("low.yaml", JobYaml("low", 0, 1, 256, 0, 1))}).exit_code, 0);
+  ASSERT_EQ(Cli({"submit", WriteJob("high.yaml", JobYaml("high", 5, 1, 256, 0, 1))}).exit_code, 0);
+  EXPECT_EQ(Job("low-2").state(), "QUEUED");
+  EXPECT_EQ(Job("high-3").state(), "QUEUED");
+
+  // `brook list`: running first, then queued by priority.
+  auto list = Cli({"list", "--output", "json"});
+  ASSERT_EQ(list.exit_code, 0) << list.output;
+  std::vector<std::string> order;
+  for (const auto& line : absl::StrSplit(list.output, '\n')) {
+    if (line.empty() || line[0] != '{') continue;
+    const nlohmann::json j = nlohmann::json::parse(std::string(line));
+    if (j.contains("jobs")) {
+      for (const auto& job : j["jobs"]) order.push_back(job["id"]);
+    } else {
+      order.push_back(j["id"]);
+    }
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"blocker-1", "high-3", "low-2"})) << list.output;
+
+  // Cancelling the running job frees its trainer for the higher-priority job.
+  auto cancel = Cli({"cancel", "blocker-1"});
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.output;
+  ASSERT_TRUE(WaitFor("high-3", [](const v1::JobStatus& j) {
+    return j.state() == "RUNNING" && j.trainers_size() == 1 && j.trainers(0) == "t0";
+  }, 30s)) << Job("high-3").DebugString();
+  EXPECT_EQ(Job("low-2").state(), "QUEUED");
+  EXPECT_EQ(Job("blocker-1").state(), "CANCELLED");
+  EXPECT_EQ(Cli({"status", "blocker-1"}).exit_code, 1);  // ended, not succeeded
+  EXPECT_EQ(Cli({"status", "no-such-job-7"}).exit_code, 3);
+
+  // Invalid specs: refused before anything is queued, the field named.
+  auto bad = Cli({"submit", WriteJob("bad.yaml", JobYaml("bad", 0, 1, 0, 0, 1))});
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("training.batch_size"), std::string::npos) << bad.output;
+  const std::string steps_yaml = absl::StrReplaceAll(JobYaml("steps", 0, 1, 64, 0, 1),
+                                                     {{"epochs: 1", "steps: 100"}});
+  auto steps = Cli({"submit", WriteJob("steps.yaml", steps_yaml)});
+  EXPECT_EQ(steps.exit_code, 1) << steps.output;
+  EXPECT_NE(steps.output.find("training.steps"), std::string::npos) << steps.output;
+  v1::ListJobsRequest lr;
+  auto all = client_->ListJobs(lr);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->jobs_size(), 3);
+
+  EXPECT_EQ(Cli({"cancel", "high-3"}).exit_code, 0);
+  EXPECT_EQ(Cli({"cancel", "low-2"}).exit_code, 0);
+}
+
+TEST_F(ChiefE2eTest, TrainerKilledMidJobItsUnitsAreReleasedAndEveryExampleCountsOnce) {
+  StartPs(2);
+  StartChief();
+  StartTrainer("t0");
+  StartTrainer("t1");
+  ASSERT_EQ(Cli({"submit", WriteJob("kill.yaml", JobYaml("kill", 0, 3, 64, 2000, 2))}).exit_code, 0);
+  // Kill t0 once it has committed something and holds a lease.
+  ASSERT_TRUE(WaitFor("kill-1", [](const v1::JobStatus& j) {
+    return j.units_done() >= 2 && j.units_leased() == 2;
+  }, 60s));
+  trainers_["t0"]->Signal(SIGKILL);
+  ASSERT_TRUE(trainers_["t0"]->Wait(10s).has_value());
+
+  ASSERT_TRUE(WaitFor("kill-1", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
+                      240s))
+      << Job("kill-1").DebugString();
+  const v1::JobStatus s = Job("kill-1");
+  ExpectEveryEpochCountsTheDataOnce(s, 3);
+  EXPECT_GE(s.releases(), 1u);
+  EXPECT_GE(s.expired_trainers(), 1u);
+  EXPECT_GE(s.eval().auc(), 0.88);
+}
+
+TEST_F(ChiefE2eTest, ChiefKilledAndRestartedMidJobResumesAndCompletes) {
+  StartPs(2);
+  StartChief();
+  const int port = std::stoi(chief_address_.substr(chief_address_.rfind(':') + 1));
+  StartTrainer("t0");
+  StartTrainer("t1");
+  ASSERT_EQ(Cli({"submit", WriteJob("resume.yaml", JobYaml("resume", 0, 3, 64, 2000, 2))})
+                .exit_code,
+            0);
+  ASSERT_TRUE(WaitFor("resume-1", [](const v1::JobStatus& j) { return j.units_done() >= 3; }, 60s));
+  const uint64_t before = Job("resume-1").examples_trained();
+  chief_->Signal(SIGKILL);
+  ASSERT_TRUE(chief_->Wait(10s).has_value());
+  std::this_thread::sleep_for(500ms);  // the trainers keep training, and retry the chief
+  StartChief(port);
+
+  const v1::JobStatus resumed = Job("resume-1");
+  EXPECT_EQ(resumed.state(), "RUNNING");
+  EXPECT_GE(resumed.examples_trained(), before);  // nothing acknowledged was forgotten
+  ASSERT_TRUE(WaitFor("resume-1", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
+                      240s))
+      << Job("resume-1").DebugString();
+  const v1::JobStatus s = Job("resume-1");
+  ExpectEveryEpochCountsTheDataOnce(s, 3);
+  EXPECT_GE(s.eval().auc(), 0.88);
+  EXPECT_FALSE(s.export_dir().empty());
+}
+
+}  // namespace
+}  // namespace brook
