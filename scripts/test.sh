@@ -29,9 +29,10 @@ ninja -C build-asan -j"$JOBS"
 step "unit + integration tests under ASan + UBSan"
 # The quality bars that train for minutes ("Quality" in the name) run in the
 # optimized tier only: at -O0 they cost minutes of arithmetic and reach no
-# code the Adult and unit tests do not.
+# code the Adult and unit tests do not. The same holds for the `brook local`
+# demo: its child processes are the chief e2e tests' under ASan.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900 -E Quality
+  ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900 -E "Quality|LocalDemoTest.Demo"
 
 step "TSan build of the concurrent PS core"
 # -Werror stays off here only: GCC's -Wtsan flags Boost.Asio's fences, which

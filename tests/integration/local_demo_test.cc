@@ -1,0 +1,71 @@
+// `brook local`: the whole cluster as child processes on 127.0.0.1, the
+// built-in demo (generated Criteo-shaped data, DeepFM) at a small size, and
+// a user's job file; every child is gone when it returns.
+#include <signal.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "tests/testing/test_util.h"
+
+namespace brook {
+namespace {
+
+using testing::BrookBinary;
+using testing::RunCommand;
+
+// Processes whose command line mentions `needle` (children left behind).
+int ProcessesMentioning(const std::string& needle) {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    FILE* f = std::fopen((entry.path() / "cmdline").c_str(), "r");
+    if (f == nullptr) continue;
+    char buf[4096];
+    const size_t len = std::fread(buf, 1, sizeof(buf), f);
+    std::fclose(f);
+    std::string cmd(buf, len);
+    for (char& c : cmd) c = c == '\0' ? ' ' : c;
+    if (cmd.find(needle) != std::string::npos) ++n;
+  }
+  return n;
+}
+
+TEST(LocalDemoTest, DemoTrainsDeepFmAndPrintsItsAucBesideTheBayesOptimal) {
+  testing::TempDir dir;
+  auto r = RunCommand({BrookBinary(), "local", "--work-dir", dir.path(), "--demo-train", "150000",
+                       "--demo-test", "20000", "--ps", "2", "--trainers", "2"},
+                      600);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m,
+                                std::regex(R"(test AUC ([0-9.]+) .*Bayes-optimal AUC ([0-9.]+))")))
+      << r.output;
+  const double auc = std::stod(m[1]), bayes = std::stod(m[2]);
+  EXPECT_GT(auc, 0.70) << r.output;  // learned something real at this small size
+  EXPECT_LT(auc, bayes + 0.005) << r.output;
+  EXPECT_NE(r.output.find("SUCCEEDED"), std::string::npos);
+  EXPECT_TRUE(std::filesystem::exists(dir.Join("export/demo-deepfm-1/manifest.json"))) << r.output;
+  // Logs of every child are kept; no child outlives `brook local`.
+  EXPECT_TRUE(std::filesystem::exists(dir.Join("logs/chief.err")));
+  EXPECT_TRUE(std::filesystem::exists(dir.Join("logs/trainer-1.err")));
+  EXPECT_EQ(ProcessesMentioning(dir.path() + "/chief-state"), 0);
+  EXPECT_EQ(ProcessesMentioning(dir.path() + "/ps-0"), 0);
+}
+
+TEST(LocalDemoTest, AJobFileThatFailsValidationExitsNonZeroNamingTheField) {
+  testing::TempDir dir;
+  testing::WriteFileOrDie(dir.Join("job.yaml"), "name: Not_A_Dns_Label\n");
+  auto r = RunCommand({BrookBinary(), "local", dir.Join("job.yaml"), "--work-dir", dir.Join("w")});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("name"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace brook

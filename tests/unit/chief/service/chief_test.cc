@@ -1,0 +1,207 @@
+// The chief core in process (no gRPC, no threads: Tick and RunPendingWork by
+// hand): the API calls a trainer makes, finalization, state that survives a
+// restart over the same state directory, and its metrics.
+#include "chief/service/chief.h"
+
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "tests/testing/test_util.h"
+
+namespace brook::chief {
+namespace {
+
+class ChiefTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Work units need only the files to exist (records_per_unit 0: whole files).
+    for (int i = 0; i < 3; ++i) {
+      testing::WriteFileOrDie(dir_.Join(absl::StrCat("train-", i, ".tfrecord")), "");
+    }
+  }
+  std::string Spec(const std::string& name, int priority = 0, int epochs = 2) {
+    return absl::StrCat(
+        "name: ", name, "\npriority: ", priority, "\n", "data: {train: [", dir_.path(),
+        "/train-*.tfrecord]}\n",
+        "features:\n  label: {name: label, type: float}\n  features:\n"
+        "    - {name: C1, type: int64}\n",
+        "model: {type: lr}\nsparse:\n  - {feature: C1}\n",
+        "training: {batch_size: 8, epochs: ", epochs, "}\n");
+  }
+  std::unique_ptr<Chief> Open() {
+    ChiefOptions o;
+    o.state_dir = dir_.Join("state");
+    o.ps_addresses = {"127.0.0.1:7070"};
+    o.background = false;
+    auto c = Chief::Open(o, nullptr);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+  static v1::SubmitJobRequest Submit(const std::string& spec) {
+    v1::SubmitJobRequest r;
+    r.set_spec_json(spec);
+    return r;
+  }
+  static v1::AcquireWorkRequest Acquire(const std::string& node) {
+    v1::AcquireWorkRequest r;
+    r.set_node_id(node);
+    return r;
+  }
+  static v1::CompleteWorkRequest Report(const std::string& node, const v1::AcquireWorkResponse& w,
+                                        uint64_t offset, bool done) {
+    v1::CompleteWorkRequest r;
+    r.set_node_id(node);
+    r.set_job_id(w.job_id());
+    r.set_unit_id(w.unit().id());
+    r.set_lease_epoch(w.lease_epoch());
+    r.set_offset(offset);
+    r.set_examples(offset - w.resume_offset());
+    r.set_done(done);
+    return r;
+  }
+  void RegisterTrainer(Chief* c, const std::string& node) {
+    v1::RegisterNodeRequest r;
+    r.set_role(v1::NODE_ROLE_TRAINER);
+    r.set_node_id(node);
+    auto resp = c->RegisterNode(r);
+    ASSERT_TRUE(resp.ok()) << resp.status();
+    EXPECT_EQ(resp->ps_addresses_size(), 1);
+    EXPECT_GT(resp->heartbeat_interval_ms(), 0);
+  }
+  v1::JobStatus Get(Chief* c, const std::string& id) {
+    v1::GetJobRequest r;
+    r.set_job_id(id);
+    r.set_with_events(true);
+    auto s = c->GetJob(r);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *s : v1::JobStatus();
+  }
+
+  testing::TempDir dir_;
+};
+
+TEST_F(ChiefTest, TrainersWorkThroughEveryUnitOfEveryEpochThenTheJobFinalizes) {
+  auto c = Open();
+  auto job = c->SubmitJob(Submit(Spec("lr")));
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->id(), "lr-1");
+  EXPECT_EQ(job->state(), "RUNNING");
+  RegisterTrainer(c.get(), "t0");
+
+  int leases = 0;
+  for (;;) {
+    auto w = c->AcquireWork(Acquire("t0"));
+    ASSERT_TRUE(w.ok()) << w.status();
+    if (w->job_id().empty()) break;
+    ++leases;
+    EXPECT_EQ(w->table_prefix(), "lr-1/");
+    EXPECT_FALSE(w->spec_json().empty());
+    // A commit halfway, then the end (files of 10 records).
+    ASSERT_TRUE(c->CompleteWork(Report("t0", *w, 4, false)).ok());
+    v1::CompleteWorkRequest done = Report("t0", *w, 10, true);
+    done.set_examples(6);
+    ASSERT_TRUE(c->CompleteWork(done).ok());
+  }
+  EXPECT_EQ(leases, 6);  // 3 files x 2 epochs
+  v1::JobStatus s = Get(c.get(), "lr-1");
+  EXPECT_TRUE(s.finalizing());
+  EXPECT_EQ(s.examples_trained(), 60u);
+  ASSERT_EQ(s.examples_per_epoch_size(), 2);
+  EXPECT_EQ(s.examples_per_epoch(0), 30u);
+
+  c->Tick(absl::Now());
+  c->RunPendingWork();
+  s = Get(c.get(), "lr-1");
+  EXPECT_EQ(s.state(), "SUCCEEDED");
+  EXPECT_NE(s.message().find("not evaluated"), std::string::npos) << s.message();
+  EXPECT_DOUBLE_EQ(s.progress(), 1.0);
+}
+
+TEST_F(ChiefTest, StateSurvivesARestartAndAStaleLeaseIsRefused) {
+  v1::AcquireWorkResponse held;
+  {
+    auto c = Open();
+    ASSERT_TRUE(c->SubmitJob(Submit(Spec("resume"))).ok());
+    RegisterTrainer(c.get(), "t0");
+    auto w = c->AcquireWork(Acquire("t0"));
+    ASSERT_TRUE(w.ok() && !w->job_id().empty());
+    held = *w;
+    ASSERT_TRUE(c->CompleteWork(Report("t0", held, 5, false)).ok());
+  }  // the chief goes away without a goodbye
+  auto c = Open();
+  v1::JobStatus s = Get(c.get(), "resume-1");
+  EXPECT_EQ(s.state(), "RUNNING");
+  EXPECT_EQ(s.examples_trained(), 5u);
+  EXPECT_EQ(s.units_leased(), 1u);
+  // The trainer carries on under its lease after the restart.
+  v1::CompleteWorkRequest more = Report("t0", held, 7, false);
+  more.set_examples(2);
+  {
+    const absl::Status st = c->CompleteWork(more);
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
+  // t0 falls silent; its unit goes to t1, which resumes at the committed offset.
+  c->Tick(absl::Now() + absl::Seconds(60));
+  RegisterTrainer(c.get(), "t1");
+  auto w = c->AcquireWork(Acquire("t1"));
+  ASSERT_TRUE(w.ok() && !w->job_id().empty()) << w.status() << Get(c.get(), "resume-1").DebugString();
+  EXPECT_EQ(w->unit().id(), held.unit().id());
+  EXPECT_EQ(w->resume_offset(), 7u);
+  EXPECT_GT(w->lease_epoch(), held.lease_epoch());
+  // t0's late report (old lease epoch) changes nothing.
+  v1::CompleteWorkRequest late_report = Report("t0", held, 9, false);
+  late_report.set_examples(2);
+  auto late = c->CompleteWork(late_report);
+  EXPECT_FALSE(late.ok());
+  EXPECT_EQ(Get(c.get(), "resume-1").examples_trained(), 7u);
+}
+
+TEST_F(ChiefTest, BadSpecsAndUnknownJobsAreRefusedNamingWhatIsWrong) {
+  auto c = Open();
+  auto bad = c->SubmitJob(Submit("name: x\n"));
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  std::string steps_spec = Spec("steps");
+  steps_spec.replace(steps_spec.find("epochs: 2"), 9, "steps: 10");
+  auto steps = c->SubmitJob(Submit(steps_spec));
+  EXPECT_EQ(steps.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(steps.status().message().find("training.steps"), std::string::npos);
+  auto nodata = c->SubmitJob(Submit(absl::StrCat(
+      "name: nodata\ndata: {train: [", dir_.path(), "/none-*.tfrecord]}\n",
+      "features:\n  label: {name: label, type: float}\n  features:\n"
+      "    - {name: C1, type: int64}\n",
+      "model: {type: lr}\nsparse:\n  - {feature: C1}\n", "training: {epochs: 1}\n")));
+  EXPECT_EQ(nodata.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(nodata.status().message().find("data.train[0]"), std::string::npos)
+      << nodata.status();
+  v1::GetJobRequest get;
+  get.set_job_id("nope-1");
+  EXPECT_EQ(c->GetJob(get).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(c->ListJobs()->jobs_size(), 0);
+  // An unregistered trainer is told to register.
+  EXPECT_EQ(c->AcquireWork(Acquire("ghost")).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ChiefTest, MetricsCountJobsByStateAndUnitsByJob) {
+  auto c = Open();
+  ASSERT_TRUE(c->SubmitJob(Submit(Spec("m", 0, 1))).ok());
+  ASSERT_TRUE(c->SubmitJob(Submit(Spec("q", 0, 1))).ok());
+  std::map<std::string, double> samples;
+  for (const auto& family : c->CollectMetrics()) {
+    for (const auto& metric : family.metric) {
+      std::string key = family.name;
+      for (const auto& l : metric.label) key += "," + l.name + "=" + l.value;
+      samples[key] = family.type == prometheus::MetricType::Counter ? metric.counter.value
+                                                                    : metric.gauge.value;
+    }
+  }
+  EXPECT_EQ(samples["brook_chief_jobs,state=RUNNING"], 1);
+  EXPECT_EQ(samples["brook_chief_jobs,state=QUEUED"], 1);
+  EXPECT_EQ(samples["brook_chief_work_units,job=m-1,state=pending"], 3);
+  EXPECT_EQ(samples.count("brook_chief_state_save_errors_total"), 1u);
+}
+
+}  // namespace
+}  // namespace brook::chief
