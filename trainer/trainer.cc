@@ -108,7 +108,9 @@ ps::TableOptions TableFor(const TableSpec& t, const TrainerOptions& o) {
   table.name = t.name;
   table.dim = t.dim;
   table.seed = o.seed ^ std::hash<std::string>{}(t.name);
-  table.optimizer = o.embedding_optimizer;
+  auto per_table = o.table_optimizers.find(t.name);
+  table.optimizer =
+      per_table == o.table_optimizers.end() ? o.embedding_optimizer : per_table->second;
   table.initializer = o.embedding_init;
   // Wide (dim-1) weights start at zero, as a linear model's do.
   if (t.dim == 1) table.initializer.kind = ps::InitializerKind::kZeros;

@@ -36,6 +36,7 @@
 #include <atomic>
 #include <limits>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -81,6 +82,9 @@ struct TrainerOptions {
     i.high = 0.05f;
     return i;
   }();
+  // Per-table overrides of embedding_optimizer, by the model's table name
+  // (e.g. "C1_wide"), as a job spec's optimizer.tables gives them.
+  std::map<std::string, ps::OptimizerOptions> table_optimizers;
   uint64_t table_memory_budget_bytes = 1ull << 30;
   uint64_t seed = 1;
   // Micro-batches per optimizer step (>= 1).

@@ -1,17 +1,26 @@
-// `brook submit JOB.yaml --dry-run`: validates a job spec (every field, the
-// embedded feature and model specs, and that every data glob matches files),
-// then prints the canonical spec as one JSON line on stdout and a one-line
-// summary on stderr. An invalid spec exits with kExitUsage and the error,
-// which names the field and its line, on stderr.
+// `brook submit JOB.yaml`: validates a job spec (every field, the embedded
+// feature and model specs, and that every data glob matches files), then
+// sends its canonical JSON to the chief (--chief HOST:PORT, else
+// $BROOK_CHIEF, else TF_CONFIG's cluster.chief) and prints the new job's id
+// (or, with --output json, its JobStatus). An invalid spec exits with
+// kExitUsage and the error, which names the field and its line, on stderr.
+// Exit codes after that are job_exit_codes.h's: the chief refusing the job
+// (INVALID_ARGUMENT, ALREADY_EXISTS an active job of that name) 1, no chief
+// address 2, the chief unreachable 4.
 //
-// Without --dry-run the job would go to the chief's gRPC service, which is
-// not built yet (TODO(#6): send the canonical spec to --chief HOST:PORT).
+// --dry-run stops after validation and prints the canonical spec as one JSON
+// line on stdout and a one-line summary on stderr; nothing is sent.
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "chief/cli/commands.h"
+#include "chief/cli/job_exit_codes.h"
+#include "chief/client/chief_client.h"
+#include "chief/client/cluster_spec.h"
+#include "chief/client/job_format.h"
 #include "chief/job/job_spec.h"
 
 namespace brook::cli {
@@ -20,7 +29,49 @@ namespace {
 struct SubmitFlags {
   std::string job;
   bool dry_run = false;
+  std::string chief;
+  std::string output = "table";
+  double timeout_seconds = 10;
 };
+
+// Sends the validated spec to the chief.
+int Submit(const SubmitFlags& f, const chief::JobSpec& spec) {
+  absl::StatusOr<std::string> address = chief::ChiefAddress(f.chief);
+  if (!address.ok()) {
+    std::cerr << "brook submit: " << address.status().message() << "\n";
+    return job_exit::kUsage;
+  }
+  chief::ChiefClientOptions options;
+  options.deadline = absl::Seconds(f.timeout_seconds);
+  absl::StatusOr<std::unique_ptr<chief::ChiefClient>> client =
+      chief::ChiefClient::Connect(*address, options);
+  if (!client.ok()) {
+    std::cerr << "brook submit: " << client.status().message() << "\n";
+    return job_exit::kUsage;
+  }
+  v1::SubmitJobRequest request;
+  request.set_spec_json(spec.CanonicalJson());
+  absl::StatusOr<v1::SubmitJobResponse> reply = (*client)->SubmitJob(request);
+  if (!reply.ok()) {
+    const int rc = job_exit::ForError(reply.status());
+    if (rc == job_exit::kUnreachable) {
+      std::cerr << "brook submit: " << reply.status().message() << "\n";
+      return rc;
+    }
+    std::cerr << "brook submit: the chief at " << *address << " refused job " << spec.name << ": "
+              << reply.status().message() << "\n";
+    return job_exit::kFailed;
+  }
+  if (f.output == "json") {
+    std::cout << chief::ToJson(reply->job()) << std::endl;
+  } else {
+    std::cout << reply->job().id() << std::endl;
+    std::cerr << absl::StrFormat("brook submit: job %s submitted to %s (%s, priority %d)\n",
+                                 reply->job().id(), *address, reply->job().state(),
+                                 reply->job().priority());
+  }
+  return job_exit::kOk;
+}
 
 int RunSubmit(const SubmitFlags& f) {
   absl::StatusOr<chief::JobSpec> spec = chief::JobSpec::FromYamlFile(f.job);
@@ -33,10 +84,7 @@ int RunSubmit(const SubmitFlags& f) {
     std::cerr << "brook submit: " << f.job << ": " << data.status().message() << "\n";
     return kExitUsage;
   }
-  if (!f.dry_run) {
-    std::cerr << "brook submit: the chief service is not built yet; use --dry-run\n";
-    return kExitFailed;
-  }
+  if (!f.dry_run) return Submit(f, *spec);
   size_t train_files = 0, eval_files = 0;
   for (const chief::JobSpec::GlobMatches& m : *data) {
     std::cerr << absl::StrFormat("brook submit: %s \"%s\": %d files\n", m.field, m.pattern,
@@ -64,6 +112,14 @@ void RegisterSubmit(CLI::App& app, int* exit_code) {
   cmd->add_option("job", f->job, "Job spec YAML")->required();
   cmd->add_flag("--dry-run", f->dry_run,
                 "Only validate (spec and data globs) and print the canonical spec as JSON");
+  cmd->add_option("--chief", f->chief,
+                  "Chief HOST:PORT (default: $BROOK_CHIEF, else TF_CONFIG's cluster.chief)");
+  cmd->add_option("-o,--output", f->output, "table (the job id) or json (its status)")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  cmd->add_option("--timeout", f->timeout_seconds, "Seconds to wait for the chief's reply")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->callback([f, exit_code] { *exit_code = RunSubmit(*f); });
 }
 

@@ -84,12 +84,6 @@ bool Use(const TrainerFlags& f, const std::string& flag) {
 // Loads --job and writes its values into every flag not given explicitly.
 absl::Status ApplyJob(TrainerFlags* f) {
   ASSIGN_OR_RETURN(chief::JobSpec job, chief::JobSpec::FromYamlFile(f->job));
-  if (!job.table_optimizers.empty()) {
-    // TODO(#6): TrainerOptions has one embedding optimizer for every table.
-    return absl::InvalidArgumentError(
-        absl::StrCat(f->job, ": optimizer.tables (per-table optimizers) is not supported by "
-                             "`brook trainer` yet; remove it or run the job through the chief"));
-  }
   ASSIGN_OR_RETURN(std::vector<chief::JobSpec::GlobMatches> matches, job.CheckData());
   for (const chief::JobSpec::GlobMatches& m : matches) {
     auto* files = m.field.rfind("data.train", 0) == 0 ? &f->data_files : &f->eval_files;

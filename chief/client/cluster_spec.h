@@ -53,10 +53,9 @@ absl::StatusOr<ClusterSpec> ClusterFromEnvironment();
 // The addresses of a StatefulSet's `replicas` pods behind the headless
 // Service `service` in namespace `ns`:
 //   "<statefulset>-<i>.<service>.<ns>.svc.<cluster_domain>:<port>", i = 0..replicas-1.
-std::vector<std::string> HeadlessServiceAddresses(const std::string& statefulset,
-                                                  const std::string& service,
-                                                  const std::string& ns, int replicas, int port,
-                                                  const std::string& cluster_domain = "cluster.local");
+std::vector<std::string> HeadlessServiceAddresses(
+    const std::string& statefulset, const std::string& service, const std::string& ns, int replicas,
+    int port, const std::string& cluster_domain = "cluster.local");
 
 // The chief the CLI talks to: `flag` (--chief) if set, else $BROOK_CHIEF,
 // else TF_CONFIG's cluster.chief. InvalidArgument for a malformed address

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "absl/types/span.h"
 #include "brook/v1/chief.pb.h"
 
 namespace brook::chief {
@@ -18,7 +17,7 @@ namespace brook::chief {
 bool IsFinishedState(std::string_view state);
 
 // "42s", "3m05s", "2h07m", "3d04h". Negative durations count as zero.
-std::string FormatDuration(absl::Duration d);
+std::string ShortDuration(absl::Duration d);
 // "999", "12.3k", "1.23M", "4.56G".
 std::string FormatCount(double n);
 
@@ -49,7 +48,8 @@ std::string RenderTable(const std::vector<std::string>& header,
 
 // `brook list`: ID NAME STATE PRIORITY PROGRESS EXAMPLES AUC AGE. AUC is the
 // eval AUC once evaluated, else the train AUC, else "-"; AGE is since submit.
-std::string JobsTable(absl::Span<const v1::JobStatus> jobs, absl::Time now);
+std::string JobsTable(const google::protobuf::RepeatedPtrField<v1::JobStatus>& jobs,
+                      absl::Time now);
 
 // `brook logs`: one "TIME  TEXT" line per event (UTC, RFC 3339 with ms),
 // after a note when older events were dropped.

@@ -102,8 +102,7 @@ struct JobSpec {
   // prefixed with `path`.
   static absl::StatusOr<JobSpec> FromYamlFile(const std::string& path);
 
-  // What a trainer of this job runs with. Per-table optimizers are not in
-  // TrainerOptions: look them up with OptimizerForTable.
+  // What a trainer of this job runs with (per-table optimizers included).
   trainer::TrainerOptions ToTrainerOptions() const;
   // table_optimizers[table] if given, else embedding_optimizer.
   const ps::OptimizerOptions& OptimizerForTable(const std::string& table) const;

@@ -209,6 +209,7 @@ trainer::TrainerOptions JobSpec::ToTrainerOptions() const {
   o.dense_refresh_steps = training.dense_refresh_steps;
   o.max_steps = training.steps;  // 0 in epochs mode: until the data ends
   o.embedding_optimizer = embedding_optimizer;
+  o.table_optimizers = table_optimizers;
   o.embedding_init = embedding_init;
   o.seed = training.seed;
   o.accumulation_steps = training.accumulation_steps;

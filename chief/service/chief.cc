@@ -424,6 +424,16 @@ void Chief::Tick(absl::Time now) {
       continue;
     }
     absl::StatusOr<std::shared_ptr<const JobSpec>> spec = SpecLocked(info);
+    if (spec.ok() && ps_ != nullptr && (*spec)->eval_every_steps > 0 && !(*spec)->data.eval.empty()) {
+      const int64_t every = (*spec)->eval_every_steps;
+      const int64_t steps = StepsLocked(info.id);
+      if (rt.next_eval_step == 0) rt.next_eval_step = (info.eval.step / every + 1) * every;
+      if (steps >= rt.next_eval_step) {
+        rt.next_eval_step = (steps / every + 1) * every;
+        Enqueue({Task::kEval, info.id});
+        continue;
+      }
+    }
     if (!spec.ok() || (*spec)->checkpoint.dir.empty() ||
         (*spec)->checkpoint.interval_seconds <= 0 || ps_ == nullptr) {
       continue;
@@ -491,7 +501,11 @@ void Chief::RunTask(const Task& task) {
         steps = StepsLocked(task.job_id);
       }
     }
-    if (s.ok()) s = Checkpoint(task.job_id, *spec, steps, absl::StrCat("step-", steps));
+    if (s.ok() && task.kind == Task::kEval) {
+      s = Evaluate(task.job_id, *spec, steps).status();
+    } else if (s.ok()) {
+      s = Checkpoint(task.job_id, *spec, steps, absl::StrCat("step-", steps));
+    }
   }
   if (!s.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -526,6 +540,25 @@ absl::Status Chief::Checkpoint(const std::string& job_id, const JobSpec& spec, i
   return SaveLocked();
 }
 
+absl::StatusOr<std::optional<trainer::EvalResult>> Chief::Evaluate(const std::string& job_id,
+                                                                   const JobSpec& spec,
+                                                                   int64_t step) {
+  if (spec.data.eval.empty()) return std::optional<trainer::EvalResult>();
+  ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandGlobs(spec, /*eval=*/true));
+  ps::PrefixedPsClient job_ps(ps_, TablePrefix(job_id));
+  ASSIGN_OR_RETURN(trainer::EvalResult eval, ScoreModel(&job_ps, spec, files));
+  std::lock_guard<std::mutex> lock(mu_);
+  const absl::Time now = absl::Now();
+  RETURN_IF_ERROR(queue_->SetEval(
+      job_id,
+      JobEval{.done = true, .step = step, .examples = eval.examples, .auc = eval.auc,
+              .logloss = eval.logloss, .accuracy = eval.accuracy,
+              .calibration = eval.calibration, .time = now},
+      now));
+  RETURN_IF_ERROR(SaveLocked());
+  return std::optional<trainer::EvalResult>(eval);
+}
+
 absl::Status Chief::Finalize(const std::string& job_id) {
   std::shared_ptr<const JobSpec> spec;
   int64_t steps = 0;
@@ -543,20 +576,10 @@ absl::Status Chief::Finalize(const std::string& job_id) {
   }
   absl::Status s = [&]() -> absl::Status {
     if (!spec->checkpoint.dir.empty()) RETURN_IF_ERROR(Checkpoint(job_id, *spec, steps, "final"));
-    ps::PrefixedPsClient job_ps(ps_, TablePrefix(job_id));
-    std::optional<trainer::EvalResult> eval;
+    ASSIGN_OR_RETURN(std::optional<trainer::EvalResult> eval, Evaluate(job_id, *spec, steps));
     std::vector<std::string> eval_files;
-    if (!spec->data.eval.empty()) {
+    if (eval.has_value()) {
       ASSIGN_OR_RETURN(eval_files, ExpandGlobs(*spec, /*eval=*/true));
-      ASSIGN_OR_RETURN(eval, ScoreModel(&job_ps, *spec, eval_files));
-      std::lock_guard<std::mutex> lock(mu_);
-      RETURN_IF_ERROR(queue_->SetEval(
-          job_id,
-          JobEval{.done = true, .step = steps, .examples = eval->examples, .auc = eval->auc,
-                  .logloss = eval->logloss, .accuracy = eval->accuracy,
-                  .calibration = eval->calibration, .time = absl::Now()},
-          absl::Now()));
-      RETURN_IF_ERROR(SaveLocked());
     }
     std::string message = absl::StrCat("all ", spec->training.epochs, " epochs trained");
     if (eval.has_value()) absl::StrAppendFormat(&message, "; eval AUC %.4f", eval->auc);

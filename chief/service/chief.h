@@ -11,7 +11,8 @@
 // Housekeeping runs on a background thread every `tick`: expire silent
 // trainers (their units go back), start queued jobs and assign idle
 // trainers, start checkpoints that are due, and finalize jobs whose data is
-// done. Checkpoints and finalization talk to the PS and run on a worker
+// done, and evaluations every eval.every_steps. Checkpoints, evaluations and
+// finalization talk to the PS and run on a worker
 // thread of their own, outside the mutex, so API calls never wait on them.
 //
 // Thread-safe.
@@ -91,14 +92,13 @@ class Chief {
  private:
   // Work for the worker thread.
   struct Task {
-    enum Kind { kCheckpoint, kFinalize } kind;
+    enum Kind { kCheckpoint, kEval, kFinalize } kind;
     std::string job_id;
   };
   // Per-job things the chief keeps in memory only.
   struct JobRuntime {
     std::shared_ptr<const JobSpec> spec;
-    absl::Time last_checkpoint = absl::InfinitePast();
-    int64_t checkpoints = 0;
+    int64_t next_eval_step = 0;  // eval.every_steps: the next step to evaluate at
     std::map<std::string, int64_t> trainer_steps;  // steps reported per trainer
     std::deque<std::pair<absl::Time, uint64_t>> examples_samples;  // rate window
     bool task_queued = false;
@@ -114,6 +114,10 @@ class Chief {
   void RunTask(const Task& task);
   absl::Status Checkpoint(const std::string& job_id, const JobSpec& spec, int64_t step,
                           const std::string& name);
+  // Scores the job's model as the PS holds it now on its eval data and
+  // records it (SetEval). nullopt when the job has no eval data.
+  absl::StatusOr<std::optional<trainer::EvalResult>> Evaluate(const std::string& job_id,
+                                                              const JobSpec& spec, int64_t step);
   absl::Status Finalize(const std::string& job_id);
   void HousekeepingLoop();
   void WorkerLoop();

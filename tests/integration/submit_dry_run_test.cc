@@ -1,7 +1,8 @@
 // `brook submit --dry-run` with the real binary: the shipped Adult job spec
 // validates against data made by `brook data convert` (in a temp dir laid
 // out as the example's comment says), and a broken spec fails with exit
-// code 2 and an error naming the field and its line.
+// code 2 and an error naming the field and its line. Without --dry-run and
+// no chief listening, submit exits 4 naming the address.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -92,10 +93,13 @@ TEST_F(SubmitDryRunTest, GlobWithoutFilesExitsWithUsageError) {
   EXPECT_NE(r.output.find("matches no file"), std::string::npos) << r.output;
 }
 
-TEST_F(SubmitDryRunTest, WithoutDryRunSaysTheChiefIsNotBuiltYet) {
-  auto r = RunCommand({BrookBinary(), "submit", dir_->Join("job.yaml")});
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("use --dry-run"), std::string::npos) << r.output;
+// Without --dry-run the valid spec goes to the chief; with nothing listening
+// at --chief the exit code is 4 and the message names the address.
+TEST_F(SubmitDryRunTest, WithoutDryRunAndNoChiefExitsUnreachable) {
+  auto r = RunCommand({BrookBinary(), "submit", dir_->Join("job.yaml"), "--chief", "127.0.0.1:1"});
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  EXPECT_NE(r.output.find("chief at 127.0.0.1:1 unreachable"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("{\""), std::string::npos) << r.output;
 }
 
 // The same spec drives `brook trainer --job` (here cut short by an explicit

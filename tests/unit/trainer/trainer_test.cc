@@ -272,3 +272,38 @@ TEST_F(TrainerTest, APsErrorStopsTrainingWithThatError) {
 
 }  // namespace
 }  // namespace brook::trainer
+
+namespace brook::trainer {
+namespace {
+
+TEST_F(TrainerTest, PerTableOptimizersOverrideTheEmbeddingOptimizer) {
+  Cluster cluster(1);
+  TrainerOptions o;
+  ps::OptimizerOptions ftrl;
+  ftrl.kind = ps::OptimizerKind::kFtrl;
+  ftrl.learning_rate = 0.05f;
+  o.table_optimizers["c_wide"] = ftrl;
+  auto t = MakeTrainer(cluster, "wide_deep", 0, o);
+  ASSERT_NE(t, nullptr);
+  // The tables exist with their own optimizers: re-creating one with the
+  // same options is a no-op, with other options a conflict.
+  auto table_like = [&](const std::string& name, int dim, const ps::OptimizerOptions& opt) {
+    ps::TableOptions table;
+    table.name = name;
+    table.dim = dim;
+    table.seed = o.seed ^ std::hash<std::string>{}(name);
+    table.optimizer = opt;
+    table.initializer = dim == 1 ? ps::InitializerOptions{} : o.embedding_init;
+    if (dim == 1) table.initializer.kind = ps::InitializerKind::kZeros;
+    table.memory_budget_bytes = o.table_memory_budget_bytes;
+    return cluster.client->CreateTable(table);
+  };
+  ps::OptimizerOptions deep = o.embedding_optimizer;
+  deep.learning_rate = 0.1f;  // MakeTrainer's
+  EXPECT_TRUE(table_like("c_wide", 1, ftrl).ok());
+  EXPECT_EQ(table_like("c_wide", 1, deep).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_TRUE(table_like("c", 4, deep).ok());
+}
+
+}  // namespace
+}  // namespace brook::trainer
