@@ -434,14 +434,23 @@ void Chief::Tick(absl::Time now) {
         continue;
       }
     }
-    if (!spec.ok() || (*spec)->checkpoint.dir.empty() ||
-        (*spec)->checkpoint.interval_seconds <= 0 || ps_ == nullptr) {
-      continue;
+    if (!spec.ok() || (*spec)->checkpoint.dir.empty() || ps_ == nullptr) continue;
+    const JobCheckpointSpec& ckpt = (*spec)->checkpoint;
+    bool due = false;
+    if (ckpt.interval_steps > 0) {
+      const int64_t steps = StepsLocked(info.id);
+      const int64_t last_step = info.checkpoints.empty() ? 0 : info.checkpoints.back().step;
+      if (rt.next_checkpoint_step == 0) {
+        rt.next_checkpoint_step = (last_step / ckpt.interval_steps + 1) * ckpt.interval_steps;
+      }
+      if (steps >= rt.next_checkpoint_step) {
+        rt.next_checkpoint_step = (steps / ckpt.interval_steps + 1) * ckpt.interval_steps;
+        due = true;
+      }
     }
-    absl::Time last = info.checkpoints.empty() ? info.start_time : info.checkpoints.back().time;
-    if (now - last >= absl::Seconds((*spec)->checkpoint.interval_seconds)) {
-      Enqueue({Task::kCheckpoint, info.id});
-    }
+    const absl::Time last = info.checkpoints.empty() ? info.start_time : info.checkpoints.back().time;
+    if (ckpt.interval_seconds > 0 && now - last >= absl::Seconds(ckpt.interval_seconds)) due = true;
+    if (due) Enqueue({Task::kCheckpoint, info.id});
   }
   if (absl::Status s = SaveLocked(); !s.ok()) std::cerr << "brook chief: " << s.message() << "\n";
 }

@@ -98,7 +98,8 @@ class Chief {
   // Per-job things the chief keeps in memory only.
   struct JobRuntime {
     std::shared_ptr<const JobSpec> spec;
-    int64_t next_eval_step = 0;  // eval.every_steps: the next step to evaluate at
+    int64_t next_eval_step = 0;        // eval.every_steps: the next step to evaluate at
+    int64_t next_checkpoint_step = 0;  // checkpoint.interval_steps: the next step to save at
     std::map<std::string, int64_t> trainer_steps;  // steps reported per trainer
     std::deque<std::pair<absl::Time, uint64_t>> examples_samples;  // rate window
     bool task_queued = false;

@@ -53,7 +53,7 @@ struct TrainerWorkerOptions {
   // PS nodes; empty = the ones the chief names at registration.
   std::vector<std::string> ps_addresses;
   absl::Duration commit_interval = absl::Seconds(1);
-  absl::Duration metrics_interval = absl::Seconds(2);
+  absl::Duration metrics_interval = absl::Seconds(1);
 };
 
 struct TrainerWorkerStats {

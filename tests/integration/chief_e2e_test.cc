@@ -269,7 +269,10 @@ TEST_F(ChiefE2eTest, TrainerKilledMidJobItsUnitsAreReleasedAndEveryExampleCounts
   StartChief();
   StartTrainer("t0");
   StartTrainer("t1");
-  ASSERT_EQ(Cli({"submit", WriteJob("kill.yaml", JobYaml("kill", 0, 3, 64, 2000, 2))}).exit_code, 0);
+  ASSERT_EQ(Cli({"submit", WriteJob("kill.yaml", JobYaml("kill", 0, 3, 64, 2000, 2,
+                                                         "eval: {every_steps: 150}\n"))})
+                .exit_code,
+            0);
   // Kill t0 once it has committed something and holds a lease.
   ASSERT_TRUE(WaitFor("kill-1", [](const v1::JobStatus& j) {
     return j.units_done() >= 2 && j.units_leased() == 2;
@@ -285,6 +288,15 @@ TEST_F(ChiefE2eTest, TrainerKilledMidJobItsUnitsAreReleasedAndEveryExampleCounts
   EXPECT_GE(s.releases(), 1u);
   EXPECT_GE(s.expired_trainers(), 1u);
   EXPECT_GE(s.eval().auc(), 0.88);
+  // Evaluated every 150 steps while training, and at the end.
+  v1::GetJobRequest with_events;
+  with_events.set_job_id("kill-1");
+  with_events.set_with_events(true);
+  auto logged = client_->GetJob(with_events);
+  ASSERT_TRUE(logged.ok());
+  int evals = 0;
+  for (const auto& e : logged->events()) evals += e.text().rfind("eval at step", 0) == 0 ? 1 : 0;
+  EXPECT_GE(evals, 2) << logged->DebugString();
 }
 
 TEST_F(ChiefE2eTest, ChiefKilledAndRestartedMidJobResumesAndCompletes) {
