@@ -107,12 +107,17 @@ std::string TransformName(trainer::DenseTransform t) {
 // The model with every default resolved (table names, dims), so that two
 // specs that train the same model hash the same.
 Json ModelJson(const trainer::ModelSpec& m) {
+  // Only the keys the type takes, so the text parses back (JSON is YAML)
+  // into the same spec: lr has no embeddings, tower or dropout.
+  const bool lr = m.type == trainer::ModelType::kLr;
   Json model = {{"type", S(trainer::ModelTypeName(m.type))},
-                {"embedding_dim", m.embedding_dim},
-                {"activation", S(trainer::ActivationName(m.activation))},
-                {"dropout", F(m.dropout)},
                 {"loss", S(trainer::LossName(m.loss))},
                 {"seed", m.seed}};
+  if (!lr) {
+    model["embedding_dim"] = m.embedding_dim;
+    model["activation"] = S(trainer::ActivationName(m.activation));
+    model["dropout"] = F(m.dropout);
+  }
   if (m.type == trainer::ModelType::kDlrm) {
     model["bottom"] = m.bottom;
     model["top"] = m.top;
@@ -121,10 +126,11 @@ Json ModelJson(const trainer::ModelSpec& m) {
   }
   Json sparse = Json::array();
   for (const trainer::SparseInputSpec& s : m.sparse) {
-    sparse.push_back({{"feature", s.feature},
-                      {"table", s.table.empty() ? s.feature : s.table},
-                      {"dim", m.SparseDim(s)},
-                      {"combiner", S(trainer::CombinerName(s.combiner))}});
+    Json j = {{"feature", s.feature},
+              {"table", s.table.empty() ? s.feature : s.table},
+              {"combiner", S(trainer::CombinerName(s.combiner))}};
+    if (!lr) j["dim"] = m.SparseDim(s);
+    sparse.push_back(std::move(j));
   }
   Json dense = Json::array();
   for (const trainer::DenseInputSpec& d : m.dense) {
@@ -135,7 +141,7 @@ Json ModelJson(const trainer::ModelSpec& m) {
     }
     if (d.transform == trainer::DenseTransform::kBucketize) {
       j["boundaries"] = d.boundaries;
-      j["dim"] = m.BucketDim(d);
+      if (!lr) j["dim"] = m.BucketDim(d);
     }
     dense.push_back(std::move(j));
   }

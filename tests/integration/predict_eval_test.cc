@@ -1,0 +1,239 @@
+// `brook predict` and `brook eval` on real exports: UCI Adult (../shared/data)
+// converted with `brook data convert`, logistic regression trained for one
+// epoch in this process against an in-process PS shared by two "jobs" (a
+// trained one and an untrained one, each under its table prefix), exported
+// with chief/export, then scored by the real binary.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "chief/export/model_export.h"
+#include "chief/job/job_spec.h"
+#include "ps/client/local_ps_client.h"
+#include "ps/client/prefixed_ps_client.h"
+#include "tests/testing/test_util.h"
+#include "trainer/backend/cpu_backend.h"
+#include "trainer/input/pipeline.h"
+#include "trainer/trainer.h"
+
+namespace brook {
+namespace {
+
+using testing::BrookBinary;
+using testing::RunCommand;
+
+// The last line of `output` that is a JSON object (stderr is interleaved).
+nlohmann::json LastJson(const std::string &output) {
+  size_t end = output.size();
+  while (end > 0) {
+    size_t start = output.rfind('\n', end - 1);
+    start = start == std::string::npos ? 0 : start + 1;
+    if (output.compare(start, 2, "{\"") == 0) {
+      auto json = nlohmann::json::parse(output.substr(start, end - start),
+                                        nullptr, false);
+      if (!json.is_discarded())
+        return json;
+    }
+    if (start == 0)
+      break;
+    end = start - 1;
+  }
+  ADD_FAILURE() << "no JSON in: " << output;
+  return {};
+}
+
+class PredictEvalTest : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    const std::string adult = testing::SharedDataDir() + "/adult";
+    for (const char *split : {"train", "test"}) {
+      auto r =
+          RunCommand({BrookBinary(), "data", "convert", "--schema", "adult",
+                      "--shards", "2", "--prefix", split, "--out",
+                      dir_->Join(split), adult + "/adult." + split + ".csv"},
+                     300);
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+    }
+    // lr.yaml with the standardize moments of the training split.
+    std::string model = testing::ReadFileOrDie(testing::SourceDir() +
+                                               "/examples/adult/lr.yaml");
+    const std::string from = "{feature: education-num, transform: standardize}";
+    ASSERT_NE(model.find(from), std::string::npos);
+    model.replace(
+        model.find(from), from.size(),
+        "{feature: education-num, transform: standardize, mean: 10.0807, "
+        "stddev: 2.5727}");
+    const std::string yaml =
+        "name: adult-lr\n"
+        "data:\n"
+        "  train: [" +
+        dir_->Join("train") +
+        "/train-*.tfrecord]\n"
+        "  eval: [" +
+        dir_->Join("test") +
+        "/test-*.tfrecord]\n"
+        "features: " +
+        dir_->Join("train") + "/feature_spec.yaml\n" + model +
+        "optimizer: {embedding: {type: adagrad, learning_rate: 0.1}}\n"
+        "training: {batch_size: 128, epochs: 1, staleness: 0}\n";
+    auto spec = chief::JobSpec::FromYaml(yaml, "");
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    auto matches = spec->CheckData();
+    ASSERT_TRUE(matches.ok()) << matches.status();
+    std::vector<std::string> train, eval;
+    for (const auto &m : *matches) {
+      std::vector<std::string> &files =
+          m.field.rfind("data.train", 0) == 0 ? train : eval;
+      files.insert(files.end(), m.files.begin(), m.files.end());
+    }
+    eval_files_ = new std::vector<std::string>(eval);
+
+    // One PS, two jobs: "good" trains one epoch, "bad" is only declared
+    // (every wide weight 0: AUC 0.5).
+    ps::LocalPsCluster cluster(2);
+    auto backend = trainer::CreateCpuBackend({});
+    ASSERT_TRUE(backend.ok());
+    for (const std::string job : {"good", "bad"}) {
+      ps::PrefixedPsClient client(cluster.client.get(), job + "/");
+      auto t =
+          trainer::Trainer::Create(&client, spec->model, spec->features,
+                                   spec->ToTrainerOptions(), backend->get());
+      ASSERT_TRUE(t.ok()) << t.status();
+      ASSERT_TRUE((*t)->Setup().ok());
+      if (job == "good") {
+        input::PipelineOptions o;
+        o.files = train;
+        o.batch_size = spec->training.batch_size;
+        o.shuffle_buffer = 10000;
+        auto p = input::Pipeline::Create(spec->features, o);
+        ASSERT_TRUE(p.ok()) << p.status();
+        ASSERT_TRUE((*t)->Train(p->get()).ok());
+      }
+      auto score = chief::ScoreModel(&client, *spec, eval);
+      ASSERT_TRUE(score.ok()) << score.status();
+      chief::ExportRequest req;
+      req.dir = dir_->Join(job);
+      req.job_id = job;
+      req.table_prefix = job + "/";
+      req.step = (*t)->stats().steps;
+      req.eval = *score;
+      req.train_files = train;
+      req.eval_files = eval;
+      auto m = chief::WriteExport(cluster.client.get(), *spec, req);
+      ASSERT_TRUE(m.ok()) << m.status();
+      std::cout << job << ": step " << req.step << ", AUC " << score->auc
+                << "\n";
+    }
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    delete eval_files_;
+  }
+
+  static std::string Export(const std::string &job) { return dir_->Join(job); }
+  static std::string TestGlob() {
+    return dir_->Join("test") + "/test-*.tfrecord";
+  }
+
+  static testing::TempDir *dir_;
+  static std::vector<std::string> *eval_files_;
+};
+
+testing::TempDir *PredictEvalTest::dir_ = nullptr;
+std::vector<std::string> *PredictEvalTest::eval_files_ = nullptr;
+
+TEST_F(PredictEvalTest, PredictPrintsTheInProcessScore) {
+  auto in_process = chief::ScoreExport(Export("good"), *eval_files_);
+  ASSERT_TRUE(in_process.ok()) << in_process.status();
+  auto r = RunCommand({BrookBinary(), "predict", "--model", Export("good"),
+                       "--data", TestGlob()});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json j = LastJson(r.output);
+  std::cout << j.dump() << "\n";
+  EXPECT_EQ(j["job_id"], "good");
+  EXPECT_EQ(j["examples"].get<int64_t>(), 16281);
+  EXPECT_GE(j["auc"].get<double>(), 0.85) << j.dump();
+  EXPECT_EQ(j["auc"].get<double>(), in_process->auc);
+  EXPECT_EQ(j["logloss"].get<double>(), in_process->logloss);
+  // The export recorded the live PS's score on the same files: the same.
+  EXPECT_EQ(j["recorded_auc"].get<double>(), in_process->auc);
+  for (const char *k : {"accuracy", "calibration", "mean_loss", "step"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+
+  // Without --data: the eval files the export recorded.
+  auto dflt = RunCommand({BrookBinary(), "predict", "--model", Export("good")});
+  ASSERT_EQ(dflt.exit_code, 0) << dflt.output;
+  EXPECT_EQ(LastJson(dflt.output)["auc"].get<double>(), in_process->auc);
+}
+
+TEST_F(PredictEvalTest, PredictRefusesBadPathsWithUsageExit) {
+  auto no_dir = RunCommand({BrookBinary(), "predict", "--model",
+                            dir_->Join("nope"), "--data", TestGlob()});
+  EXPECT_EQ(no_dir.exit_code, 2) << no_dir.output;
+  EXPECT_NE(no_dir.output.find(dir_->Join("nope")), std::string::npos)
+      << no_dir.output;
+
+  // A directory without manifest.json is not an export.
+  auto not_export = RunCommand({BrookBinary(), "predict", "--model",
+                                dir_->Join("train"), "--data", TestGlob()});
+  EXPECT_EQ(not_export.exit_code, 2) << not_export.output;
+  EXPECT_NE(not_export.output.find("not a Brook export"), std::string::npos)
+      << not_export.output;
+
+  const std::string glob = dir_->Join("test") + "/nothing-*.tfrecord";
+  auto no_match = RunCommand(
+      {BrookBinary(), "predict", "--model", Export("good"), "--data", glob});
+  EXPECT_EQ(no_match.exit_code, 2) << no_match.output;
+  EXPECT_NE(no_match.output.find(glob), std::string::npos) << no_match.output;
+
+  // Scoring data that does not fit the feature spec fails while scoring.
+  testing::WriteFileOrDie(dir_->Join("junk.tfrecord"),
+                          "this is not a TFRecord file");
+  auto junk = RunCommand({BrookBinary(), "predict", "--model", Export("good"),
+                          "--data", dir_->Join("junk.tfrecord")});
+  EXPECT_EQ(junk.exit_code, 1) << junk.output;
+}
+
+TEST_F(PredictEvalTest, EvalGatesOnTheBaseline) {
+  // The same model as its own baseline: no difference, passes.
+  auto same = RunCommand({BrookBinary(), "eval", "--model", Export("good"),
+                          "--baseline", Export("good"), "--data", TestGlob()});
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  nlohmann::json j = LastJson(same.output);
+  EXPECT_EQ(j["verdict"], "ok");
+  EXPECT_EQ(j["difference"]["auc"].get<double>(), 0.0);
+  EXPECT_GE(j["model"]["auc"].get<double>(), 0.85);
+
+  // An untrained model against the trained baseline: worse, exit 1.
+  auto worse = RunCommand({BrookBinary(), "eval", "--model", Export("bad"),
+                           "--baseline", Export("good"), "--data", TestGlob()});
+  EXPECT_EQ(worse.exit_code, 1) << worse.output;
+  j = LastJson(worse.output);
+  std::cout << j.dump() << "\n";
+  EXPECT_EQ(j["verdict"], "worse");
+  EXPECT_LT(j["difference"]["auc"].get<double>(), -0.3);
+  EXPECT_NE(worse.output.find("worse than the baseline"), std::string::npos);
+
+  // By logloss too; and the other way round it passes.
+  auto by_logloss =
+      RunCommand({BrookBinary(), "eval", "--model", Export("bad"), "--baseline",
+                  Export("good"), "--metric", "logloss"});
+  EXPECT_EQ(by_logloss.exit_code, 1) << by_logloss.output;
+  auto better = RunCommand({BrookBinary(), "eval", "--model", Export("good"),
+                            "--baseline", Export("bad"), "--data", TestGlob(),
+                            "--margin", "0"});
+  EXPECT_EQ(better.exit_code, 0) << better.output;
+
+  auto bad_baseline =
+      RunCommand({BrookBinary(), "eval", "--model", Export("good"),
+                  "--baseline", dir_->Join("nope"), "--data", TestGlob()});
+  EXPECT_EQ(bad_baseline.exit_code, 2) << bad_baseline.output;
+  EXPECT_NE(bad_baseline.output.find(dir_->Join("nope")), std::string::npos);
+}
+
+} // namespace
+} // namespace brook
