@@ -130,4 +130,18 @@ absl::StatusOr<std::unique_ptr<TFRecordWriter>> TFRecordWriter::Open(
   return std::make_unique<TFRecordWriterImpl>(std::move(stream));
 }
 
+absl::StatusOr<uint64_t> CountTFRecords(const std::string& path, Compression compression) {
+  TFRecordReaderOptions o;
+  o.compression = compression;
+  o.verify_data_crc = false;
+  absl::StatusOr<std::unique_ptr<TFRecordReader>> reader = TFRecordReader::Open(path, o);
+  if (!reader.ok()) return reader.status();
+  std::string_view record;
+  for (;;) {
+    absl::StatusOr<bool> more = (*reader)->Next(&record);
+    if (!more.ok()) return more.status();
+    if (!*more) return (*reader)->record_index();
+  }
+}
+
 }  // namespace brook::storage

@@ -26,6 +26,11 @@ std::string_view CompressionName(Compression c);
 // Guesses from the file name: ".gz"/".gzip" -> GZIP, ".zlib"/".zz" -> ZLIB.
 Compression CompressionFromPath(std::string_view path);
 
+// Records in a TFRecord file, counted by their frames (length CRCs checked,
+// data CRCs not: counting is for planning, readers verify what they read).
+// DATA_LOSS naming the file and offset for broken framing.
+absl::StatusOr<uint64_t> CountTFRecords(const std::string& path, Compression compression);
+
 struct TFRecordReaderOptions {
   Compression compression = Compression::kNone;
   // A length field above this is treated as corruption before any allocation,

@@ -40,6 +40,9 @@
 #include "sharding/sharding.h"
 
 namespace brook::v1 {
+class ChiefCheckpoint;
+class ChiefEvalResult;
+class ChiefJobEvent;
 class ChiefJobRecord;
 }  // namespace brook::v1
 
@@ -129,6 +132,11 @@ struct JobQueueOptions {
 
   absl::Status Validate() const;
 };
+
+// Their wire form (the persisted record and the Chief API share it).
+void ToProto(const JobCheckpoint& checkpoint, v1::ChiefCheckpoint* out);
+void ToProto(const JobEval& eval, v1::ChiefEvalResult* out);
+void ToProto(const JobEvent& event, v1::ChiefJobEvent* out);
 
 // A lease of a job's work unit, as the queue hands it to a trainer.
 struct JobLease {

@@ -17,6 +17,28 @@ absl::Time FromUs(int64_t us) { return us == 0 ? absl::InfinitePast() : absl::Fr
 
 }  // namespace
 
+void ToProto(const JobCheckpoint& c, v1::ChiefCheckpoint* out) {
+  out->set_dir(c.dir);
+  out->set_step(c.step);
+  out->set_time_us(ToUs(c.time));
+}
+
+void ToProto(const JobEval& e, v1::ChiefEvalResult* out) {
+  out->set_done(e.done);
+  out->set_step(e.step);
+  out->set_examples(e.examples);
+  out->set_auc(e.auc);
+  out->set_logloss(e.logloss);
+  out->set_accuracy(e.accuracy);
+  out->set_calibration(e.calibration);
+  out->set_time_us(ToUs(e.time));
+}
+
+void ToProto(const JobEvent& e, v1::ChiefJobEvent* out) {
+  out->set_time_us(ToUs(e.time));
+  out->set_text(e.text);
+}
+
 absl::StatusOr<v1::ChiefJobRecord> JobQueue::JobRecordToProto(const std::string& job_id) const {
   ASSIGN_OR_RETURN(Job * job, FindOrNotFound(job_id));
   const JobInfo& i = job->info;
@@ -46,33 +68,16 @@ absl::StatusOr<v1::ChiefJobRecord> JobQueue::JobRecordToProto(const std::string&
   if (job->leases != nullptr) {
     *r.mutable_leases() = job->leases->ToProto();
   }
-  for (const JobCheckpoint& c : i.checkpoints) {
-    v1::ChiefCheckpoint* out = r.add_checkpoints();
-    out->set_dir(c.dir);
-    out->set_step(c.step);
-    out->set_time_us(ToUs(c.time));
-  }
+  for (const JobCheckpoint& c : i.checkpoints) ToProto(c, r.add_checkpoints());
   v1::ChiefJobMetrics* m = r.mutable_metrics();
   m->set_reported(i.metrics.reported);
   m->set_loss(i.metrics.loss);
   m->set_auc(i.metrics.auc);
   m->set_examples(i.metrics.examples);
   m->set_time_us(ToUs(i.metrics.time));
-  v1::ChiefEvalResult* ev = r.mutable_eval();
-  ev->set_done(i.eval.done);
-  ev->set_step(i.eval.step);
-  ev->set_examples(i.eval.examples);
-  ev->set_auc(i.eval.auc);
-  ev->set_logloss(i.eval.logloss);
-  ev->set_accuracy(i.eval.accuracy);
-  ev->set_calibration(i.eval.calibration);
-  ev->set_time_us(ToUs(i.eval.time));
+  ToProto(i.eval, r.mutable_eval());
   r.set_export_dir(i.export_dir);
-  for (const JobEvent& e : i.events) {
-    v1::ChiefJobEvent* out = r.add_events();
-    out->set_time_us(ToUs(e.time));
-    out->set_text(e.text);
-  }
+  for (const JobEvent& e : i.events) ToProto(e, r.add_events());
   r.set_events_dropped(i.events_dropped);
   return r;
 }

@@ -39,18 +39,6 @@ absl::StatusOr<std::vector<std::string>> ExpandGlobs(const JobSpec& spec, bool e
   return files;
 }
 
-absl::StatusOr<uint64_t> CountRecords(const std::string& path, const JobSpec& spec) {
-  storage::TFRecordReaderOptions o;
-  o.compression = spec.data.compression.value_or(storage::CompressionFromPath(path));
-  o.verify_data_crc = false;  // counting frames; the trainer verifies what it reads
-  ASSIGN_OR_RETURN(auto reader, storage::TFRecordReader::Open(path, o));
-  std::string_view record;
-  for (;;) {
-    ASSIGN_OR_RETURN(bool more, reader->Next(&record));
-    if (!more) return reader->record_index();
-  }
-}
-
 bool NeedsMoments(const trainer::ModelSpec& model) {
   for (const trainer::DenseInputSpec& d : model.dense) {
     if (d.transform == trainer::DenseTransform::kStandardize && !d.has_moments) return true;
@@ -204,28 +192,11 @@ v1::JobStatus Chief::StatusLocked(const JobInfo& i, bool with_events) {
     const double dt = absl::ToDoubleSeconds(last.first - first.first);
     if (dt > 0) s.set_examples_per_second(static_cast<double>(last.second - first.second) / dt);
   }
-  for (const JobCheckpoint& c : i.checkpoints) {
-    v1::ChiefCheckpoint* out = s.add_checkpoints();
-    out->set_dir(c.dir);
-    out->set_step(c.step);
-    out->set_time_us(ToUs(c.time));
-  }
-  v1::ChiefEvalResult* ev = s.mutable_eval();
-  ev->set_done(i.eval.done);
-  ev->set_step(i.eval.step);
-  ev->set_examples(i.eval.examples);
-  ev->set_auc(i.eval.auc);
-  ev->set_logloss(i.eval.logloss);
-  ev->set_accuracy(i.eval.accuracy);
-  ev->set_calibration(i.eval.calibration);
-  ev->set_time_us(ToUs(i.eval.time));
+  for (const JobCheckpoint& c : i.checkpoints) ToProto(c, s.add_checkpoints());
+  ToProto(i.eval, s.mutable_eval());
   s.set_export_dir(i.export_dir);
   if (with_events) {
-    for (const JobEvent& e : i.events) {
-      v1::ChiefJobEvent* out = s.add_events();
-      out->set_time_us(ToUs(e.time));
-      out->set_text(e.text);
-    }
+    for (const JobEvent& e : i.events) ToProto(e, s.add_events());
     s.set_events_dropped(i.events_dropped);
     s.set_spec_json(i.spec_json);
   }
@@ -246,7 +217,9 @@ absl::StatusOr<v1::JobStatus> Chief::SubmitJob(const v1::SubmitJobRequest& reque
   for (const std::string& f : train) {
     sharding::DataFile d{.path = f};
     if (spec.data.records_per_unit > 0) {
-      ASSIGN_OR_RETURN(d.records, CountRecords(f, spec));
+      ASSIGN_OR_RETURN(d.records,
+                       storage::CountTFRecords(f, spec.data.compression.value_or(
+                                                      storage::CompressionFromPath(f))));
     }
     files.push_back(std::move(d));
   }
@@ -470,25 +443,22 @@ void Chief::WorkerLoop() {
   for (;;) {
     tasks_cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
     if (stopping_) return;
-    Task task = std::move(tasks_.front());
-    tasks_.pop_front();
-    lock.unlock();
-    RunTask(task);
-    lock.lock();
-    runtime_[task.job_id].task_queued = false;
+    RunFirstTask(lock);
   }
 }
 
 void Chief::RunPendingWork() {
   std::unique_lock<std::mutex> lock(mu_);
-  while (!tasks_.empty()) {
-    Task task = std::move(tasks_.front());
-    tasks_.pop_front();
-    lock.unlock();
-    RunTask(task);
-    lock.lock();
-    runtime_[task.job_id].task_queued = false;
-  }
+  while (!tasks_.empty()) RunFirstTask(lock);
+}
+
+void Chief::RunFirstTask(std::unique_lock<std::mutex>& lock) {
+  Task task = std::move(tasks_.front());
+  tasks_.pop_front();
+  lock.unlock();
+  RunTask(task);
+  lock.lock();
+  runtime_[task.job_id].task_queued = false;
 }
 
 void Chief::RunTask(const Task& task) {

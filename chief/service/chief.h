@@ -113,6 +113,8 @@ class Chief {
   int64_t StepsLocked(const std::string& job_id) const;
   void Enqueue(Task task);  // REQUIRES: mu_
   void RunTask(const Task& task);
+  // Pops the first task and runs it with `lock` (on mu_) released.
+  void RunFirstTask(std::unique_lock<std::mutex>& lock);
   absl::Status Checkpoint(const std::string& job_id, const JobSpec& spec, int64_t step,
                           const std::string& name);
   // Scores the job's model as the PS holds it now on its eval data and

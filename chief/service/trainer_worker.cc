@@ -47,19 +47,6 @@ std::string DefaultNodeId() {
   return absl::StrCat("trainer-", host, "-", getpid());
 }
 
-absl::StatusOr<uint64_t> CountRecords(const std::string& path,
-                                      std::optional<storage::Compression> compression) {
-  storage::TFRecordReaderOptions o;
-  o.compression = compression.value_or(storage::CompressionFromPath(path));
-  o.verify_data_crc = false;
-  ASSIGN_OR_RETURN(auto reader, storage::TFRecordReader::Open(path, o));
-  std::string_view record;
-  for (;;) {
-    ASSIGN_OR_RETURN(bool more, reader->Next(&record));
-    if (!more) return reader->record_index();
-  }
-}
-
 }  // namespace
 
 // The job being trained: its spec, its namespace on the PS, its Trainer.
@@ -174,6 +161,17 @@ absl::StatusOr<TrainerWorker::Job*> TrainerWorker::JobFor(const std::string& job
   return job_.get();
 }
 
+void TrainerWorker::ReportMetrics(const Job& job) {
+  const trainer::TrainerStats ts = job.trainer->stats();
+  v1::ReportMetricsRequest m;
+  m.set_node_id(node_id_);
+  m.set_job_id(job.id);
+  m.set_loss(ts.last_loss);
+  m.set_train_auc(ts.train_auc);
+  m.set_steps(ts.steps);
+  chief_->ReportMetrics(m).IgnoreError();
+}
+
 absl::Status TrainerWorker::Commit(const v1::AcquireWorkResponse& lease, uint64_t offset,
                                    uint64_t examples, bool done) {
   v1::CompleteWorkRequest req;
@@ -233,14 +231,7 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
       }
       if (absl::Now() >= next_metrics) {
         next_metrics = absl::Now() + options_.metrics_interval;
-        const trainer::TrainerStats ts = job->trainer->stats();
-        v1::ReportMetricsRequest m;
-        m.set_node_id(node_id_);
-        m.set_job_id(job->id);
-        m.set_loss(ts.last_loss);
-        m.set_train_auc(ts.train_auc);
-        m.set_steps(ts.steps);
-        chief_->ReportMetrics(m).IgnoreError();  // best effort: the next one replaces it
+        ReportMetrics(*job);  // best effort: the next one replaces it
       }
     }
   });
@@ -286,18 +277,11 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
     if (unit.end != 0) {
       end = unit.end;
     } else {
-      ASSIGN_OR_RETURN(end, CountRecords(unit.path, spec.data.compression));
+      ASSIGN_OR_RETURN(end, storage::CountTFRecords(unit.path, spec.data.compression.value_or(
+                                                                   storage::CompressionFromPath(unit.path))));
     }
   }
-  // The job's last metrics before the unit that may end it.
-  const trainer::TrainerStats ts = job->trainer->stats();
-  v1::ReportMetricsRequest m;
-  m.set_node_id(node_id_);
-  m.set_job_id(job->id);
-  m.set_loss(ts.last_loss);
-  m.set_train_auc(ts.train_auc);
-  m.set_steps(ts.steps);
-  chief_->ReportMetrics(m).IgnoreError();
+  ReportMetrics(*job);  // the job's last metrics before the unit that may end it
   absl::Status done = Commit(lease, end, end - reported, true);
   std::lock_guard<std::mutex> l(mu_);
   if (done.ok()) {

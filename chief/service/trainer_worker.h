@@ -92,6 +92,7 @@ class TrainerWorker {
   absl::Status Commit(const v1::AcquireWorkResponse& lease, uint64_t offset, uint64_t examples,
                       bool done);
   void HeartbeatLoop();
+  void ReportMetrics(const Job& job);  // best effort
   bool Sleep(absl::Duration d);  // false when stopping
 
   const TrainerWorkerOptions options_;
