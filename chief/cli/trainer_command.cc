@@ -13,6 +13,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <thread>
 #include <cmath>
@@ -27,6 +28,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "chief/cli/commands.h"
+#include "chief/client/cluster_spec.h"
 #include "chief/job/job_spec.h"
 #include "chief/service/trainer_worker.h"
 #include "common/status_macros.h"
@@ -438,6 +440,18 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
       if (o->count() > 0) f->given.insert(o->get_name());
     }
     absl::Status st;
+    // Under a TFJob (TF_CONFIG) or with BROOK_CHIEF set, a trainer given no
+    // data of its own works for the chief.
+    if (f->chief.empty() && f->data.empty() && f->job.empty() && f->local_ps == 0 &&
+        (std::getenv("TF_CONFIG") != nullptr || std::getenv("BROOK_CHIEF") != nullptr)) {
+      absl::StatusOr<std::string> chief = chief::ChiefAddress("");
+      if (!chief.ok()) {
+        std::cerr << "brook trainer: " << chief.status().message() << "\n";
+        *exit_code = kExitUsage;
+        return;
+      }
+      f->chief = *chief;
+    }
     if (!f->chief.empty()) {
       st = RunTrainerWorker(*f);
     } else {

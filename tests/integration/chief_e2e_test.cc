@@ -3,6 +3,7 @@
 // watched through the `brook` CLI, the export scored with `brook predict`;
 // trainers and the chief killed with -9 mid-job.
 #include <signal.h>
+#include <stdlib.h>
 
 #include <chrono>
 #include <map>
@@ -107,11 +108,24 @@ class ChiefE2eTest : public ::testing::Test {
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = std::move(*client);
   }
-  void StartTrainer(const std::string& id) {
+  // `tf_config`: find the chief through TF_CONFIG, as a TFJob's pod does,
+  // instead of --chief.
+  void StartTrainer(const std::string& id, bool tf_config = false) {
     std::string error;
-    auto t = ChildProcess::Start({BrookBinary(), "trainer", "--chief", chief_address_, "--node-id",
-                                  id, "--cpu-threads", "1", "--parse-threads", "1"},
-                                 &error);
+    std::vector<std::string> argv = {BrookBinary(), "trainer", "--node-id", id, "--cpu-threads",
+                                     "1", "--parse-threads", "1"};
+    if (tf_config) {
+      setenv("TF_CONFIG",
+             absl::StrCat(R"({"cluster": {"chief": [")", chief_address_, R"("], "ps": [")",
+                          ps_addresses_[0], R"("], "worker": ["127.0.0.1:1"]},)",
+                          R"( "task": {"type": "worker", "index": 0}})")
+                 .c_str(),
+             1);
+    } else {
+      argv.insert(argv.begin() + 2, {"--chief", chief_address_});
+    }
+    auto t = ChildProcess::Start(argv, &error);
+    unsetenv("TF_CONFIG");
     ASSERT_NE(t, nullptr) << error;
     ASSERT_TRUE(t->WaitForLine("brook trainer", 30s).has_value());
     trainers_[id] = std::move(t);
@@ -209,7 +223,7 @@ TEST_F(ChiefE2eTest, AdultJobThroughTheCliCompletesAndItsExportScoresAbove090) {
 TEST_F(ChiefE2eTest, JobsRunByPriorityCancelFreesTrainersAndBadSpecsAreRefused) {
   StartPs(1);
   StartChief();
-  StartTrainer("t0");
+  StartTrainer("t0", /*tf_config=*/true);
   ASSERT_EQ(Cli({"submit", WriteJob("blocker.yaml", JobYaml("blocker", 0, 1000, 256, 0, 1))})
                 .exit_code,
             0);
