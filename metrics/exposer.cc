@@ -1,5 +1,7 @@
 #include "metrics/exposer.h"
 
+#include <sys/resource.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -8,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -17,6 +20,7 @@
 #include "common/version.h"
 #include "prometheus/exposer.h"
 #include "prometheus/gauge.h"
+#include "metrics/collector.h"
 #include "prometheus/registry.h"
 
 namespace brook::metrics {
@@ -52,6 +56,56 @@ bool ReadProcStartTime(double* out) {
   if (btime == 0 || ticks_per_second <= 0) return false;
   *out = static_cast<double>(btime) + static_cast<double>(start_ticks) / ticks_per_second;
   return true;
+}
+
+// Fields 3.. of /proc/self/stat (after the command name, which may hold
+// spaces); empty on failure.
+std::vector<std::string> ProcStatFields() {
+  std::ifstream stat("/proc/self/stat");
+  std::string line;
+  std::vector<std::string> fields;
+  if (!std::getline(stat, line)) return fields;
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos || close + 2 > line.size()) return fields;
+  std::istringstream rest(line.substr(close + 2));
+  for (std::string f; rest >> f;) fields.push_back(f);
+  return fields;
+}
+
+// The process_* families every Prometheus client library exports, read at
+// scrape time: CPU seconds, resident and virtual memory, open and max fds.
+std::vector<prometheus::MetricFamily> CollectProcessMetrics() {
+  FamilySet set;
+  const std::vector<std::string> f = ProcStatFields();  // f[0] is field 3
+  const long ticks = sysconf(_SC_CLK_TCK);
+  const long page = sysconf(_SC_PAGESIZE);
+  uint64_t utime = 0, stime = 0, vsize = 0, rss_pages = 0;
+  if (f.size() > 21 && ticks > 0 && absl::SimpleAtoi(f[11], &utime) &&
+      absl::SimpleAtoi(f[12], &stime) && absl::SimpleAtoi(f[20], &vsize) &&
+      absl::SimpleAtoi(f[21], &rss_pages)) {
+    set.Add(set.Counter("process_cpu_seconds_total", "Total user and system CPU time spent in seconds"),
+            {}, static_cast<double>(utime + stime) / static_cast<double>(ticks));
+    set.Add(set.Gauge("process_virtual_memory_bytes", "Virtual memory size in bytes"), {},
+            static_cast<double>(vsize));
+    set.Add(set.Gauge("process_resident_memory_bytes", "Resident memory size in bytes"), {},
+            static_cast<double>(rss_pages) * static_cast<double>(page));
+  }
+  std::error_code ec;
+  size_t fds = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++fds;
+  }
+  if (!ec) {
+    set.Add(set.Gauge("process_open_fds", "Number of open file descriptors"), {},
+            static_cast<double>(fds));
+  }
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    set.Add(set.Gauge("process_max_fds", "Maximum number of open file descriptors"), {},
+            static_cast<double>(limit.rlim_cur));
+  }
+  return set.Take();
 }
 
 bool SplitHostPort(const std::string& address, std::string* host, int* port) {
@@ -133,6 +187,8 @@ absl::StatusOr<std::unique_ptr<MetricsExposer>> MetricsExposer::Start(
   }
   m->port_ = ports.front();
   m->exposer_->RegisterCollectable(m->registry_);
+  m->process_collector_ = std::make_shared<FunctionCollector>(CollectProcessMetrics);
+  m->exposer_->RegisterCollectable(m->process_collector_);
   return m;
 }
 

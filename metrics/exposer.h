@@ -1,7 +1,8 @@
 // The Prometheus endpoint of one Brook node (PS, trainer, chief): a registry
 // plus an HTTP exposer serving it at /metrics on its own port. Every node
-// exports brook_build_info{version,commit} = 1 and process_start_time_seconds
-// from here, so dashboards can join on them.
+// exports brook_build_info{version,commit} = 1, process_start_time_seconds
+// and the process_* families (CPU seconds, resident/virtual memory, open/max
+// fds) from here, so dashboards can join on them.
 //
 // Thread-safe: registry() and RegisterCollectable() may be used from any
 // thread; scrapes run on the exposer's own (civetweb) threads.
@@ -57,6 +58,7 @@ class MetricsExposer {
   std::string host_;
   int port_ = 0;
   std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<prometheus::Collectable> process_collector_;  // process_* at scrape time
   std::unique_ptr<prometheus::Exposer> exposer_;
 };
 

@@ -224,6 +224,8 @@ class JobQueue {
   absl::StatusOr<uint64_t> Seq(const std::string& job_id) const;
   absl::StatusOr<v1::ChiefJobRecord> JobRecordToProto(const std::string& job_id) const;
   uint64_t next_seq() const { return next_seq_; }
+  // Trainers in the pool (registered and not expired), idle or assigned.
+  size_t num_trainers() const { return trainers_.size(); }
   const JobQueueOptions& options() const { return options_; }
 
  private:

@@ -385,6 +385,7 @@ void Chief::Enqueue(Task task) {
 void Chief::Tick(absl::Time now) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const std::string& t : queue_->Expire(now)) {
+    ++expired_trainers_;
     std::cerr << "brook chief: trainer '" << t << "' missed its heartbeats; its work units go back\n";
   }
   queue_->Schedule(now);
@@ -602,16 +603,19 @@ std::vector<prometheus::MetricFamily> Chief::CollectMetrics() const {
   std::lock_guard<std::mutex> lock(mu_);
   metrics::FamilySet set;
   auto* jobs = set.Gauge("brook_chief_jobs", "Jobs by state");
-  auto* units = set.Gauge("brook_chief_work_units", "Work units of the current data epoch, by job and state");
+  auto* units = set.Gauge("brook_chief_job_work_units", "Work units of the current data epoch, by job and state");
   auto* examples = set.Counter("brook_chief_job_examples_total",
                                "Examples committed by the job's trainers, all epochs");
-  auto* releases = set.Counter("brook_chief_work_unit_releases_total",
+  auto* releases = set.Counter("brook_chief_job_work_unit_releases_total",
                                "Work units taken back unfinished (trainer expiry or leave)");
-  auto* expired = set.Counter("brook_chief_expired_trainers_total",
+  auto* expired = set.Counter("brook_chief_job_expired_trainers_total",
                               "Trainers dropped for missing heartbeats");
   auto* trainers = set.Gauge("brook_chief_job_trainers", "Trainers assigned to the job");
   auto* eval_auc = set.Gauge("brook_chief_job_eval_auc", "AUC of the job's last evaluation");
   auto* checkpoints = set.Counter("brook_chief_job_checkpoints_total", "Checkpoints taken of the job");
+  auto* checkpoint_age = set.Gauge("brook_chief_job_checkpoint_age_seconds",
+                                   "Seconds since the job's last checkpoint (running jobs that have one)");
+  const absl::Time now = absl::Now();
   std::map<std::string, int> by_state;
   for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kSucceeded, JobState::kFailed,
                      JobState::kCancelled}) {
@@ -633,8 +637,16 @@ std::vector<prometheus::MetricFamily> Chief::CollectMetrics() const {
     set.Add(trainers, job, static_cast<double>(info.trainers.size()));
     set.Add(checkpoints, job, static_cast<double>(info.checkpoints.size()));
     if (info.eval.done) set.Add(eval_auc, job, info.eval.auc);
+    if (info.state == JobState::kRunning && !info.checkpoints.empty()) {
+      set.Add(checkpoint_age, job, absl::ToDoubleSeconds(now - info.checkpoints.back().time));
+    }
   }
   for (const auto& [state, n] : by_state) set.Add(jobs, {{"state", state}}, n);
+  set.Add(set.Gauge("brook_chief_trainers", "Trainers registered and heartbeating, idle or assigned"),
+          {}, static_cast<double>(queue_->num_trainers()));
+  set.Add(set.Counter("brook_chief_missed_heartbeats_total",
+                      "Trainers dropped for missing their heartbeats (their units are re-leased)"),
+          {}, static_cast<double>(expired_trainers_));
   set.Add(set.Counter("brook_chief_state_save_errors_total",
                       "Failed writes of the job queue to the state store"),
           {}, static_cast<double>(save_errors_));

@@ -137,6 +137,7 @@ class Chief {
   bool stopping_ = false;  // guarded by mu_
   uint64_t save_errors_ = 0;  // guarded by mu_
   uint64_t tasks_failed_ = 0;  // guarded by mu_
+  uint64_t expired_trainers_ = 0;  // guarded by mu_: missed heartbeats, all jobs
 
   std::thread housekeeping_, worker_;
 };

@@ -15,11 +15,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "brook/v1/chief.pb.h"
 #include "chief/client/chief_client.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/process.h"
 #include "tests/testing/test_util.h"
 
@@ -87,6 +89,7 @@ class ChiefE2eTest : public ::testing::Test {
       auto ps = testing::StartBrookPs(i, n, {}, 30s, &error);
       ASSERT_TRUE(ps.has_value()) << error;
       ps_addresses_.push_back(ps->address);
+      metrics_["ps-" + std::to_string(i)] = ps->metrics_address;
       ps_.push_back(std::move(ps->process));
     }
   }
@@ -97,12 +100,13 @@ class ChiefE2eTest : public ::testing::Test {
     for (const std::string& a : ps_addresses_) ps += (ps.empty() ? "" : ",") + a;
     chief_ = ChildProcess::Start(
         {BrookBinary(), "chief", "--listen", absl::StrCat("127.0.0.1:", port), "--metrics-listen",
-         "", "--state-dir", dir_.Join("chief-state"), "--ps", ps, "--lease-seconds", "2"},
+         "127.0.0.1:0", "--state-dir", dir_.Join("chief-state"), "--ps", ps, "--lease-seconds", "2"},
         &error);
     ASSERT_NE(chief_, nullptr) << error;
     auto line = chief_->WaitForLine("brook chief listening on", 30s);
     ASSERT_TRUE(line.has_value()) << "no listening line from brook chief";
     chief_address_ = line->substr(std::string("brook chief listening on ").size());
+    metrics_["chief"] = line->substr(line->rfind(' ') + 1);
     chief_address_ = chief_address_.substr(0, chief_address_.find(' '));
     auto client = chief::ChiefClient::Connect(chief_address_);
     ASSERT_TRUE(client.ok()) << client.status();
@@ -113,7 +117,8 @@ class ChiefE2eTest : public ::testing::Test {
   void StartTrainer(const std::string& id, bool tf_config = false) {
     std::string error;
     std::vector<std::string> argv = {BrookBinary(), "trainer", "--node-id", id, "--cpu-threads",
-                                     "1", "--parse-threads", "1"};
+                                     "1", "--parse-threads", "1", "--metrics-listen",
+                                     "127.0.0.1:0"};
     if (tf_config) {
       setenv("TF_CONFIG",
              absl::StrCat(R"({"cluster": {"chief": [")", chief_address_, R"("], "ps": [")",
@@ -127,6 +132,9 @@ class ChiefE2eTest : public ::testing::Test {
     auto t = ChildProcess::Start(argv, &error);
     unsetenv("TF_CONFIG");
     ASSERT_NE(t, nullptr) << error;
+    auto metrics_line = t->WaitForLine("brook trainer metrics on", 30s);
+    ASSERT_TRUE(metrics_line.has_value());
+    metrics_["trainer-" + id] = metrics_line->substr(metrics_line->rfind(' ') + 1);
     ASSERT_TRUE(t->WaitForLine("brook trainer", 30s).has_value());
     trainers_[id] = std::move(t);
   }
@@ -175,6 +183,7 @@ class ChiefE2eTest : public ::testing::Test {
   std::string chief_address_;
   std::unique_ptr<chief::ChiefClient> client_;
   std::map<std::string, std::unique_ptr<ChildProcess>> trainers_;
+  std::map<std::string, std::string> metrics_;  // node -> its /metrics host:port
 };
 
 testing::TempDir* ChiefE2eTest::data_ = nullptr;
@@ -218,6 +227,41 @@ TEST_F(ChiefE2eTest, AdultJobThroughTheCliCompletesAndItsExportScoresAbove090) {
   auto logs = Cli({"logs", "adult-1"});
   ASSERT_EQ(logs.exit_code, 0) << logs.output;
   EXPECT_NE(logs.output.find("exported to"), std::string::npos) << logs.output;
+
+  // Every node's /metrics: promtool-clean, and every family documented.
+  const std::string docs = testing::ReadFileOrDie(testing::SourceDir() + "/docs/metrics.md");
+  const bool have_promtool = !testing::FindPromtool().empty();
+  if (!have_promtool) std::printf("SKIPPED promtool half: promtool not installed\n");
+  std::map<std::string, std::string> must_have = {
+      {"ps-0", "brook_ps_rows_pulled_total"},
+      {"chief", "brook_chief_job_examples_total"},
+      {"trainer-t0", "brook_trainer_committed_examples_total"}};
+  ASSERT_EQ(metrics_.size(), 5u);
+  for (const auto& [node, address] : metrics_) {
+    SCOPED_TRACE(node);
+    std::string error;
+    auto scrape = testing::HttpGet(address, "/metrics", 5000, &error);
+    ASSERT_TRUE(scrape.has_value()) << error;
+    ASSERT_EQ(scrape->status, 200);
+    for (const char* common : {"brook_build_info{", "process_resident_memory_bytes ",
+                               "process_cpu_seconds_total ", "process_open_fds "}) {
+      EXPECT_NE(scrape->body.find(common), std::string::npos) << common;
+    }
+    if (must_have.count(node)) {
+      EXPECT_NE(scrape->body.find(must_have[node]), std::string::npos) << must_have[node];
+    }
+    if (have_promtool) {
+      std::string output;
+      EXPECT_EQ(testing::PromtoolCheckMetrics(scrape->body, &output), 0) << output;
+    }
+    for (const auto& line : absl::StrSplit(scrape->body, '\n')) {
+      if (!absl::StartsWith(line, "# TYPE ")) continue;
+      const std::vector<std::string> words = absl::StrSplit(line, ' ');
+      ASSERT_GE(words.size(), 3u);
+      EXPECT_NE(docs.find("`" + words[2] + "`"), std::string::npos)
+          << words[2] << " is not in docs/metrics.md";
+    }
+  }
 }
 
 TEST_F(ChiefE2eTest, JobsRunByPriorityCancelFreesTrainersAndBadSpecsAreRefused) {

@@ -199,7 +199,7 @@ TEST_F(ChiefTest, MetricsCountJobsByStateAndUnitsByJob) {
   }
   EXPECT_EQ(samples["brook_chief_jobs,state=RUNNING"], 1);
   EXPECT_EQ(samples["brook_chief_jobs,state=QUEUED"], 1);
-  EXPECT_EQ(samples["brook_chief_work_units,job=m-1,state=pending"], 3);
+  EXPECT_EQ(samples["brook_chief_job_work_units,job=m-1,state=pending"], 3);
   EXPECT_EQ(samples.count("brook_chief_state_save_errors_total"), 1u);
 }
 
