@@ -3,6 +3,10 @@
 // watched through the `brook` CLI, the export scored with `brook predict`;
 // trainers and the chief killed with -9 mid-job.
 #include <signal.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
 #include <stdlib.h>
 
 #include <chrono>
@@ -383,6 +387,100 @@ TEST_F(ChiefE2eTest, ChiefKilledAndRestartedMidJobResumesAndCompletes) {
   ExpectEveryEpochCountsTheDataOnce(s, 3);
   EXPECT_GE(s.eval().auc(), 0.88);
   EXPECT_FALSE(s.export_dir().empty());
+}
+
+
+// A real Prometheus server scrapes every node of a cluster running a job;
+// its HTTP API then has a series from each node type and a rate that shows
+// training progressing.
+TEST_F(ChiefE2eTest, PrometheusScrapesEveryNodeAndSeesTrainingProgress) {
+  const std::string prometheus = "/usr/bin/prometheus";
+  if (access(prometheus.c_str(), X_OK) != 0) {
+    GTEST_SKIP() << "SKIPPED: no Prometheus server (Debian package 'prometheus')";
+  }
+  StartPs(1);
+  StartChief();
+  StartTrainer("t0");
+  // A job long enough to be scraped several times while it trains.
+  ASSERT_EQ(Cli({"submit", WriteJob("prom.yaml", JobYaml("prom", 0, 40, 64, 4000, 1))}).exit_code,
+            0);
+
+  std::string targets;
+  for (const auto& [node, address] : metrics_) {
+    targets += absl::StrCat("      - targets: ['", address, "']\n        labels: {node: '", node,
+                            "'}\n");
+  }
+  testing::WriteFileOrDie(dir_.Join("prometheus.yml"),
+                          absl::StrCat("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+                                       "scrape_configs:\n  - job_name: brook\n"
+                                       "    static_configs:\n",
+                                       targets));
+  // A free port for Prometheus's web API: bind :0, read it, close.
+  int port = 0;
+  {
+    std::string error;
+    auto probe = ChildProcess::Start(
+        {"/usr/bin/python3", "-c",
+         "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])"},
+        &error);
+    ASSERT_NE(probe, nullptr) << error;
+    auto line = probe->WaitForLine("", 10s);
+    ASSERT_TRUE(line.has_value());
+    port = std::stoi(*line);
+  }
+  std::string error;
+  auto server = ChildProcess::Start(
+      {prometheus, "--config.file=" + dir_.Join("prometheus.yml"),
+       "--storage.tsdb.path=" + dir_.Join("tsdb"),
+       absl::StrCat("--web.listen-address=127.0.0.1:", port), "--log.level=warn"},
+      &error);
+  ASSERT_NE(server, nullptr) << error;
+  const std::string api = absl::StrCat("127.0.0.1:", port);
+  // Prometheus's query API, URL-encoded query; the JSON reply's data.result.
+  auto query = [&](const std::string& promql) -> nlohmann::json {
+    std::string encoded;
+    for (unsigned char c : promql) {
+      if (std::isalnum(c) || c == '_') {
+        encoded += static_cast<char>(c);
+      } else {
+        char buf[4];
+        std::snprintf(buf, sizeof(buf), "%%%02X", c);
+        encoded += buf;
+      }
+    }
+    std::string err;
+    auto r = testing::HttpGet(api, "/api/v1/query?query=" + encoded, 5000, &err);
+    if (!r.has_value() || r->status != 200) return nlohmann::json::array();
+    auto j = nlohmann::json::parse(r->body, nullptr, false);
+    if (j.is_discarded() || j.value("status", "") != "success") return nlohmann::json::array();
+    return j["data"]["result"];
+  };
+  // Every target up (the first scrape lands ~5 s after start).
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  size_t up = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    up = 0;
+    for (const auto& r : query("up == 1")) up += r.is_object() ? 1 : 0;
+    if (up == metrics_.size()) break;
+    std::this_thread::sleep_for(500ms);
+  }
+  ASSERT_EQ(up, metrics_.size()) << "targets up in Prometheus";
+  // A series from each node type, and training progressing as a rate.
+  bool progressing = false;
+  while (std::chrono::steady_clock::now() < deadline + 30s && !progressing) {
+    const auto rate = query("rate(brook_chief_job_examples_total[5s]) > 0");
+    const auto trainer_rate = query("rate(brook_trainer_examples_total[5s]) > 0");
+    progressing = !rate.empty() && !trainer_rate.empty();
+    if (!progressing) std::this_thread::sleep_for(500ms);
+  }
+  EXPECT_TRUE(progressing) << "no positive examples rate in Prometheus";
+  EXPECT_FALSE(query("brook_ps_rows_pulled_total > 0").empty());
+  EXPECT_FALSE(query("brook_chief_jobs{state=\"RUNNING\"} == 1").empty());
+  EXPECT_FALSE(query("brook_trainer_steps_total > 0").empty());
+  EXPECT_EQ(query("brook_build_info").size(), metrics_.size());
+  EXPECT_EQ(Cli({"cancel", "prom-1"}).exit_code, 0);
+  server->Signal(SIGTERM);
+  server->Wait(10s);
 }
 
 }  // namespace
