@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test tier: the warnings-as-errors build with unit + integration
-# tests, the same tests under ASan+UBSan, the concurrent PS core under TSan,
+# tests and the Helm chart checks, the same tests under ASan+UBSan, the concurrent PS core under TSan,
 # and a short libFuzzer run of each fuzz target. Usage: scripts/test.sh [--quick]  (--quick: main tier only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +19,9 @@ ninja -C build -j"$JOBS"
 
 step "unit + integration tests"
 ctest --test-dir build --output-on-failure -j"$JOBS" --timeout 600
+
+step "Helm chart (real helm, Kubernetes schemas, every container through --check-config) and Dockerfiles"
+BROOK_BINARY="$PWD/build/chief/brook" bash scripts/helm_test.sh
 
 if ((QUICK)); then exit 0; fi
 

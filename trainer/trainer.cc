@@ -361,7 +361,10 @@ absl::Status Trainer::Train(input::Pipeline* pipeline, input::UnitProgress* prog
       }
       if (refresh) params = std::move(fresh);
       item->params = params;
-      if (first_micro) ++steps_started;
+      if (first_micro) {
+        ++steps_started;
+        steps_pulled_.fetch_add(1, std::memory_order_relaxed);
+      }
       if (++micro == k) {
         micro = 0;
         ++step;
@@ -501,7 +504,9 @@ absl::StatusOr<EvalResult> Trainer::Evaluate(input::Pipeline* pipeline) {
 
 TrainerStats Trainer::stats() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
-  return stats_;
+  TrainerStats s = stats_;
+  s.in_flight_steps = std::max<int64_t>(0, steps_pulled_.load(std::memory_order_relaxed) - s.steps);
+  return s;
 }
 
 }  // namespace brook::trainer

@@ -105,6 +105,8 @@ struct TrainerOptions {
 struct TrainerStats {
   int64_t steps = 0;          // optimizer steps whose pushes were acknowledged
   int64_t micro_batches = 0;  // batches computed (steps x accumulation_steps)
+  // Steps pulled whose pushes are not all acknowledged yet (<= staleness + 1).
+  int64_t in_flight_steps = 0;
   int64_t examples = 0;
   float learning_rate_scale = 1;  // of the last push
   // Progressive AUC (each prediction made before its example's update) over
@@ -178,6 +180,7 @@ class Trainer {
   std::unique_ptr<Model> model_;
 
   std::atomic<bool> stop_requested_{false};
+  std::atomic<int64_t> steps_pulled_{0};  // optimizer steps whose first pull was sent
   mutable std::mutex stats_mu_;
   TrainerStats stats_;  // guarded by stats_mu_
   // train_auc's window: the examples since the last roll, and the window

@@ -140,8 +140,26 @@ void RegisterChief(CLI::App& app, int* exit_code) {
       ->envname("BROOK_CHIEF_MAX_RUNNING_JOBS")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  cmd->callback([flags, exit_code, listen] {
+  auto check_config = std::make_shared<bool>(false);
+  cmd->add_flag("--check-config", *check_config,
+                "Validate the flags as the command would (state dir given, PS list resolves), "
+                "print `config ok` and exit 0 (2 on an error) without binding or opening anything");
+  cmd->callback([flags, exit_code, listen, check_config] {
     flags->listen_given = listen->count() > 0 || std::getenv("BROOK_CHIEF_LISTEN") != nullptr;
+    if (*check_config) {
+      ChiefFlags resolved = *flags;
+      absl::Status s = resolved.server.chief.state_dir.empty()
+                           ? absl::InvalidArgumentError("--state-dir is empty")
+                           : ResolvePs(&resolved);
+      if (!s.ok()) {
+        std::cerr << "brook chief: " << s.message() << "\n";
+        *exit_code = kExitUsage;
+        return;
+      }
+      std::cout << "config ok" << std::endl;
+      *exit_code = kExitOk;
+      return;
+    }
     *exit_code = RunChief(*flags);
   });
 }

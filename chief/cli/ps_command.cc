@@ -24,6 +24,7 @@ struct PsFlags {
   double evict_interval_seconds = 10;
   int max_message_mib = 64;
   int rocksdb_cache_mib = 256;
+  bool no_wal = false;
 };
 
 int RunPs(const PsFlags& flags) {
@@ -36,6 +37,7 @@ int RunPs(const PsFlags& flags) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   ps::rpc::PsServerOptions options = flags.server;
+  options.ps.wal = !flags.no_wal;
   options.max_message_bytes = flags.max_message_mib << 20;
   options.evict_interval = absl::Seconds(flags.evict_interval_seconds);
   options.ps.rocksdb.block_cache_bytes = static_cast<uint64_t>(flags.rocksdb_cache_mib) << 20;
@@ -112,7 +114,10 @@ void RegisterPs(CLI::App& app, int* exit_code) {
                   "serves what was acknowledged. Empty: memory only")
       ->envname("BROOK_PS_DATA_DIR")
       ->capture_default_str();
-  cmd->add_flag("!--no-wal", flags->server.ps.wal,
+  // A plain flag, not CLI11's "!--no-wal" into `wal`: CLI11 applies the
+  // environment variable of a negated flag the wrong way round
+  // (BROOK_PS_NO_WAL=true kept the WAL on).
+  cmd->add_flag("--no-wal", flags->no_wal,
                 "With --data-dir: do not log pushes (a crash returns to the last checkpoint)")
       ->envname("BROOK_PS_NO_WAL");
   cmd->add_flag("--wal-fsync", flags->server.ps.wal_fsync,
@@ -128,7 +133,25 @@ void RegisterPs(CLI::App& app, int* exit_code) {
       ->envname("BROOK_PS_DRAIN_SECONDS")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->callback([flags, exit_code] { *exit_code = RunPs(*flags); });
+  auto check_config = std::make_shared<bool>(false);
+  cmd->add_flag("--check-config", *check_config,
+                "Validate the flags as the command would, print `config ok` and exit 0 (2 on an "
+                "error) without binding ports or opening the data dir");
+  cmd->callback([flags, exit_code, check_config] {
+    if (*check_config) {
+      ps::rpc::PsServerOptions options = flags->server;
+      options.max_message_bytes = flags->max_message_mib << 20;
+      if (absl::Status s = options.Validate(); !s.ok()) {
+        std::cerr << "brook ps: " << s.message() << "\n";
+        *exit_code = kExitUsage;
+        return;
+      }
+      std::cout << "config ok" << std::endl;
+      *exit_code = kExitOk;
+      return;
+    }
+    *exit_code = RunPs(*flags);
+  });
 }
 
 }  // namespace brook::cli

@@ -129,6 +129,9 @@ std::shared_ptr<prometheus::Collectable> TrainerCollector(
     set.Add(set.Counter("brook_trainer_micro_batches_total",
                         "Batches computed (steps x accumulation steps)"),
             {}, static_cast<double>(s.micro_batches));
+    set.Add(set.Gauge("brook_trainer_in_flight_steps",
+                      "Steps pulled whose pushes are not all acknowledged (bounded by staleness + 1)"),
+            {}, static_cast<double>(s.in_flight_steps));
     set.Add(set.Gauge("brook_trainer_learning_rate_scale",
                       "Multiplier of the base learning rates sent with the last push"),
             {}, s.learning_rate_scale);
@@ -435,7 +438,11 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
       ->envname("BROOK_TRAINER_DEVICE");
   cmd->add_option("--metrics-listen", f->metrics_listen, "Prometheus /metrics host:port")
       ->envname("BROOK_TRAINER_METRICS_LISTEN");
-  cmd->callback([f, cmd, exit_code] {
+  auto check_config = std::make_shared<bool>(false);
+  cmd->add_flag("--check-config", *check_config,
+                "Validate the flags as the command would, print `config ok` and exit 0 (2 on an "
+                "error) without connecting or starting anything");
+  cmd->callback([f, cmd, exit_code, check_config] {
     for (const CLI::Option* o : cmd->get_options()) {
       if (o->count() > 0) f->given.insert(o->get_name());
     }
@@ -451,6 +458,11 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
         return;
       }
       f->chief = *chief;
+    }
+    if (*check_config) {
+      std::cout << "config ok" << std::endl;
+      *exit_code = kExitOk;
+      return;
     }
     if (!f->chief.empty()) {
       st = RunTrainerWorker(*f);

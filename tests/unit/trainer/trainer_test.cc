@@ -307,3 +307,29 @@ TEST_F(TrainerTest, PerTableOptimizersOverrideTheEmbeddingOptimizer) {
 
 }  // namespace
 }  // namespace brook::trainer
+
+namespace brook::trainer {
+namespace {
+
+TEST_F(TrainerTest, InFlightStepsStayWithinTheStalenessBoundAndDrainToZero) {
+  Cluster cluster(2);
+  auto t = MakeTrainer(cluster, "wide_deep", /*staleness=*/3);
+  ASSERT_NE(t, nullptr);
+  std::atomic<bool> done{false};
+  int64_t most = 0;
+  std::thread watcher([&] {
+    while (!done.load()) {
+      most = std::max(most, t->stats().in_flight_steps);
+      std::this_thread::yield();
+    }
+  });
+  ASSERT_TRUE(t->Train(Pipeline(2, 0, 16).get()).ok());
+  done.store(true);
+  watcher.join();
+  EXPECT_LE(most, 4);  // staleness + 1
+  EXPECT_GE(most, 1);
+  EXPECT_EQ(t->stats().in_flight_steps, 0);
+}
+
+}  // namespace
+}  // namespace brook::trainer
