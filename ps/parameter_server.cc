@@ -336,6 +336,7 @@ ServerStats ParameterServer::Stats() const {
   std::sort(s.dense.begin(), s.dense.end(),
             [](const DenseStats& a, const DenseStats& b) { return a.name < b.name; });
   s.checkpoints = Checkpoints();
+  if (state_->db != nullptr) s.rocksdb = state_->db->GetStats();
   return s;
 }
 

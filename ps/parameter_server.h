@@ -172,6 +172,9 @@ struct ServerStats {
   std::vector<TableStats> tables;
   std::vector<DenseStats> dense;
   std::vector<CheckpointInfo> checkpoints;  // ParameterServer::Checkpoints()
+  // The RocksDB row tier (block cache, compaction debt, stalls); nullopt
+  // without a data dir.
+  std::optional<storage::RocksDb::Stats> rocksdb;
 };
 
 class ParameterServer {

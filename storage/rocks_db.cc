@@ -524,6 +524,7 @@ RocksDb::Stats RocksDb::GetStats() const {
                      statistics_->getTickerCount(rocksdb::NUMBER_MULTIGET_BYTES_READ) +
                      statistics_->getTickerCount(rocksdb::ITER_BYTES_READ);
   stats.bytes_written = statistics_->getTickerCount(rocksdb::BYTES_WRITTEN);
+  stats.stall_micros = statistics_->getTickerCount(rocksdb::STALL_MICROS);
   std::vector<HandlePtr> owned;
   {
     std::shared_lock lock(mu_);
@@ -534,6 +535,9 @@ RocksDb::Stats RocksDb::GetStats() const {
     uint64_t bytes = 0;
     if (db_->GetIntProperty(h.get(), "rocksdb.total-sst-files-size", &bytes)) {
       stats.sst_bytes += bytes;
+    }
+    if (db_->GetIntProperty(h.get(), "rocksdb.estimate-pending-compaction-bytes", &bytes)) {
+      stats.pending_compaction_bytes += bytes;
     }
   }
   return stats;

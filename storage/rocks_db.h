@@ -120,6 +120,10 @@ class RocksDb {
     uint64_t bytes_read = 0;          // values returned by Get/MultiGet + iterator bytes
     uint64_t bytes_written = 0;       // bytes of keys+values issued by Write
     uint64_t sst_bytes = 0;           // "rocksdb.total-sst-files-size", all families
+    // "rocksdb.estimate-pending-compaction-bytes", all families: what
+    // compaction still has to rewrite; RocksDB slows then stops writes as it grows.
+    uint64_t pending_compaction_bytes = 0;
+    uint64_t stall_micros = 0;        // STALL_MICROS: writes held back by a write stall
   };
   Stats GetStats() const;
 

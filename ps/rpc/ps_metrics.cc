@@ -111,6 +111,27 @@ std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServ
       set.Add(dense_rejected, labels, static_cast<double>(d.rejected_gradients));
       set.Add(dense_floats, labels, static_cast<double>(d.num_floats));
     }
+
+    if (stats.rocksdb.has_value()) {
+      const storage::RocksDb::Stats& r = *stats.rocksdb;
+      auto* cache = set.Counter("brook_ps_rocksdb_block_cache_lookups_total",
+                                "RocksDB block cache lookups by result (hit ratio = hit / all)");
+      set.Add(cache, {{"result", "hit"}}, static_cast<double>(r.block_cache_hits));
+      set.Add(cache, {{"result", "miss"}}, static_cast<double>(r.block_cache_misses));
+      set.Add(set.Counter("brook_ps_rocksdb_read_bytes_total", "Bytes RocksDB returned to reads"),
+              {}, static_cast<double>(r.bytes_read));
+      set.Add(set.Counter("brook_ps_rocksdb_written_bytes_total", "Bytes written to RocksDB"), {},
+              static_cast<double>(r.bytes_written));
+      set.Add(set.Gauge("brook_ps_rocksdb_sst_bytes", "Bytes of RocksDB's SST files"), {},
+              static_cast<double>(r.sst_bytes));
+      set.Add(set.Gauge("brook_ps_rocksdb_pending_compaction_bytes",
+                        "Bytes RocksDB estimates compaction still has to rewrite; writes slow "
+                        "down and then stall as it grows"),
+              {}, static_cast<double>(r.pending_compaction_bytes));
+      set.Add(set.Counter("brook_ps_rocksdb_stall_seconds_total",
+                          "Time writes to RocksDB were held back by write stalls"),
+              {}, static_cast<double>(r.stall_micros) * 1e-6);
+    }
     return set.Take();
   });
 }

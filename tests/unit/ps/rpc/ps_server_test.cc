@@ -128,6 +128,10 @@ TEST(PsServerTest, MetricsPageHasRequestAndTableMetrics) {
   has("brook_ps_shard_info{num_shards=\"1\",shard_index=\"0\"} 1");
   has("brook_build_info{commit=");
   has("process_start_time_seconds ");
+  has("process_resident_memory_bytes ");
+  has("process_open_fds ");
+  // Memory only: no RocksDB tier, no RocksDB families.
+  EXPECT_EQ(body.find("brook_ps_rocksdb_"), std::string::npos);
 }
 
 TEST(PsServerTest, MetricsPagePassesPromtool) {
@@ -189,6 +193,13 @@ TEST(PsServerTest, DataDirServerExportsTierAndCheckpointMetricsThatPassPromtool)
   has("brook_ps_last_checkpoint_bytes{kind=\"full\"}");
   has("brook_ps_last_checkpoint_age_seconds ");
   has("brook_ps_requests_total{code=\"OK\",method=\"Checkpoint\"} 1");
+  // The RocksDB tier's own health (every row stayed hot here, so the values
+  // are RocksDB's idle ones; the families are what is checked).
+  has("brook_ps_rocksdb_block_cache_lookups_total{result=\"hit\"}");
+  has("brook_ps_rocksdb_block_cache_lookups_total{result=\"miss\"}");
+  has("brook_ps_rocksdb_pending_compaction_bytes ");
+  has("brook_ps_rocksdb_stall_seconds_total ");
+  has("brook_ps_rocksdb_written_bytes_total ");
   const std::string promtool = brook::testing::FindPromtool();
   if (promtool.empty()) {
     std::printf("SKIPPED promtool half: promtool not installed\n");
