@@ -2,6 +2,7 @@
 // real `brook` binary, and reading files.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,20 @@ std::string BrookBinary();
 std::string SourceDir();
 // ../shared/data relative to the repo root.
 std::string SharedDataDir();
+
+// Sets (or, with nullopt, unsets) an environment variable for one scope and
+// restores it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, std::optional<std::string> value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
 
 std::string ReadFileOrDie(const std::string& path);
 void WriteFileOrDie(const std::string& path, const std::string& contents);

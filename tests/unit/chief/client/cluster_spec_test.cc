@@ -1,4 +1,5 @@
 #include "chief/client/cluster_spec.h"
+#include "tests/testing/test_util.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,30 +14,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-// Sets (or, with nullopt, unsets) an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) {
-      setenv(name, value->c_str(), 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 constexpr char kKubeflowConfig[] = R"({
   "cluster": {
@@ -171,31 +148,31 @@ TEST(HeadlessServiceAddressesTest, StatefulSetPodNames) {
 
 TEST(ClusterFromEnvironmentTest, ReadsTfConfig) {
   {
-    ScopedEnv tf("TF_CONFIG", std::nullopt);
+    testing::ScopedEnv tf("TF_CONFIG", std::nullopt);
     EXPECT_TRUE(absl::IsNotFound(ClusterFromEnvironment().status()));
   }
-  ScopedEnv tf("TF_CONFIG", kKubeflowConfig);
+  testing::ScopedEnv tf("TF_CONFIG", kKubeflowConfig);
   absl::StatusOr<ClusterSpec> spec = ClusterFromEnvironment();
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->ps.size(), 2u);
 }
 
 TEST(ChiefAddressTest, FlagThenEnvThenTfConfig) {
-  ScopedEnv env("BROOK_CHIEF", "env-chief:7000");
-  ScopedEnv tf("TF_CONFIG", kKubeflowConfig);
+  testing::ScopedEnv env("BROOK_CHIEF", "env-chief:7000");
+  testing::ScopedEnv tf("TF_CONFIG", kKubeflowConfig);
   EXPECT_EQ(ChiefAddress("flag-chief:7001").value(), "flag-chief:7001");
   EXPECT_EQ(ChiefAddress("").value(), "env-chief:7000");
   {
-    ScopedEnv no_env("BROOK_CHIEF", std::nullopt);
+    testing::ScopedEnv no_env("BROOK_CHIEF", std::nullopt);
     EXPECT_EQ(ChiefAddress("").value(), "mnist-chief-0.default.svc:2222");
-    ScopedEnv empty_env("BROOK_CHIEF", "");
+    testing::ScopedEnv empty_env("BROOK_CHIEF", "");
     EXPECT_EQ(ChiefAddress("").value(), "mnist-chief-0.default.svc:2222");
   }
 }
 
 TEST(ChiefAddressTest, NoneSaysHowToSetIt) {
-  ScopedEnv env("BROOK_CHIEF", std::nullopt);
-  ScopedEnv tf("TF_CONFIG", std::nullopt);
+  testing::ScopedEnv env("BROOK_CHIEF", std::nullopt);
+  testing::ScopedEnv tf("TF_CONFIG", std::nullopt);
   absl::StatusOr<std::string> address = ChiefAddress("");
   ASSERT_FALSE(address.ok());
   EXPECT_TRUE(absl::IsNotFound(address.status()));
@@ -203,23 +180,23 @@ TEST(ChiefAddressTest, NoneSaysHowToSetIt) {
   EXPECT_THAT(std::string(address.status().message()), HasSubstr("BROOK_CHIEF"));
 
   // A TF_CONFIG without a chief gives the same answer.
-  ScopedEnv tf_ps_only("TF_CONFIG", R"({"cluster": {"ps": ["p:1"]}})");
+  testing::ScopedEnv tf_ps_only("TF_CONFIG", R"({"cluster": {"ps": ["p:1"]}})");
   EXPECT_TRUE(absl::IsNotFound(ChiefAddress("").status()));
 }
 
 TEST(ChiefAddressTest, BadAddressNamesItsSource) {
-  ScopedEnv tf("TF_CONFIG", std::nullopt);
+  testing::ScopedEnv tf("TF_CONFIG", std::nullopt);
   absl::StatusOr<std::string> address = ChiefAddress("nohost");
   ASSERT_FALSE(address.ok());
   EXPECT_THAT(std::string(address.status().message()), HasSubstr("--chief: \"nohost\""));
   {
-    ScopedEnv env("BROOK_CHIEF", "h:0");
+    testing::ScopedEnv env("BROOK_CHIEF", "h:0");
     address = ChiefAddress("");
     ASSERT_FALSE(address.ok());
     EXPECT_THAT(std::string(address.status().message()), HasSubstr("BROOK_CHIEF: \"h:0\""));
   }
-  ScopedEnv env("BROOK_CHIEF", std::nullopt);
-  ScopedEnv bad_tf("TF_CONFIG", "{");
+  testing::ScopedEnv env("BROOK_CHIEF", std::nullopt);
+  testing::ScopedEnv bad_tf("TF_CONFIG", "{");
   address = ChiefAddress("");
   ASSERT_FALSE(address.ok());
   EXPECT_TRUE(absl::IsInvalidArgument(address.status()));

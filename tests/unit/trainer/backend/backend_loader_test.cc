@@ -12,32 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/test_util.h"
 
 namespace brook::trainer {
 namespace {
 
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
-
-// Sets an environment variable for one scope and restores it after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 TEST(BackendLoaderTest, CpuGivesTheCpuBackend) {
   absl::StatusOr<std::unique_ptr<Backend>> b = CreateBackend("cpu", CpuBackendOptions{1});
@@ -75,7 +56,7 @@ TEST(BackendLoaderTest, CudaGivesABackendOrAClearError) {
 
 TEST(BackendLoaderTest, PluginPathFromTheEnvironmentIsTheOnlyOneTried) {
   {
-    ScopedEnv env("BROOK_CUDA_PLUGIN", "/nonexistent/libbrook_backend_cuda.so");
+    testing::ScopedEnv env("BROOK_CUDA_PLUGIN", "/nonexistent/libbrook_backend_cuda.so");
     const absl::Status s = CreateBackend("cuda", {}).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_THAT(s.message(), HasSubstr("dlopen /nonexistent/libbrook_backend_cuda.so"));
@@ -87,7 +68,7 @@ TEST(BackendLoaderTest, PluginPathFromTheEnvironmentIsTheOnlyOneTried) {
   std::fputs("not an ELF file\n", f);
   std::fclose(f);
   {
-    ScopedEnv env("BROOK_CUDA_PLUGIN", path);
+    testing::ScopedEnv env("BROOK_CUDA_PLUGIN", path);
     const absl::Status s = CreateBackend("cuda:0", {}).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("dlopen ", path)));
