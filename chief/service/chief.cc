@@ -39,6 +39,15 @@ absl::StatusOr<std::vector<std::string>> ExpandGlobs(const JobSpec& spec, bool e
   return files;
 }
 
+// Committed examples over every data epoch so far.
+uint64_t ExamplesTrained(const JobInfo& info) {
+  uint64_t examples = 0;
+  if (info.progress.has_value()) {
+    for (uint64_t e : info.progress->examples_per_epoch) examples += e;
+  }
+  return examples;
+}
+
 bool NeedsMoments(const trainer::ModelSpec& model) {
   for (const trainer::DenseInputSpec& d : model.dense) {
     if (d.transform == trainer::DenseTransform::kStandardize && !d.has_moments) return true;
@@ -343,10 +352,7 @@ absl::Status Chief::CompleteWork(const v1::CompleteWorkRequest& r) {
   }
   RETURN_IF_ERROR(SaveLocked());
   ASSIGN_OR_RETURN(JobInfo info, queue_->Get(r.job_id()));
-  uint64_t examples = 0;
-  if (info.progress.has_value()) {
-    for (uint64_t e : info.progress->examples_per_epoch) examples += e;
-  }
+  const uint64_t examples = ExamplesTrained(info);
   auto& samples = runtime_[r.job_id()].examples_samples;
   samples.emplace_back(now, examples);
   while (samples.size() > 2 && now - samples.front().first > absl::Minutes(1)) samples.pop_front();
@@ -361,10 +367,7 @@ absl::Status Chief::ReportMetrics(const v1::ReportMetricsRequest& r) {
         absl::StrCat("trainer '", r.node_id(), "' does not serve job '", r.job_id(), "'"));
   }
   ASSIGN_OR_RETURN(JobInfo info, queue_->Get(r.job_id()));
-  uint64_t examples = 0;
-  if (info.progress.has_value()) {
-    for (uint64_t e : info.progress->examples_per_epoch) examples += e;
-  }
+  const uint64_t examples = ExamplesTrained(info);
   if (!r.error().empty()) {
     RETURN_IF_ERROR(queue_->Fail(
         r.job_id(), absl::StrCat("trainer '", r.node_id(), "': ", r.error()), now));
@@ -629,9 +632,7 @@ std::vector<prometheus::MetricFamily> Chief::CollectMetrics() const {
     set.Add(units, {{"job", info.id}, {"state", "done"}}, static_cast<double>(p.units_done));
     set.Add(units, {{"job", info.id}, {"state", "leased"}}, static_cast<double>(p.units_leased));
     set.Add(units, {{"job", info.id}, {"state", "pending"}}, static_cast<double>(p.units_pending));
-    uint64_t ex = 0;
-    for (uint64_t e : p.examples_per_epoch) ex += e;
-    set.Add(examples, job, static_cast<double>(ex));
+    set.Add(examples, job, static_cast<double>(ExamplesTrained(info)));
     set.Add(releases, job, static_cast<double>(p.releases));
     set.Add(expired, job, static_cast<double>(p.expired_trainers));
     set.Add(trainers, job, static_cast<double>(info.trainers.size()));
