@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -46,6 +47,16 @@ uint64_t ParameterServer::State::Log(absl::FunctionRef<void(v1::WalEntry*)> fill
   return wal->Add(entry.SerializeAsString());
 }
 
+absl::Status ParameterServer::State::WalWritable() {
+  if (wal == nullptr || !wal->failing()) return absl::OkStatus();
+  return wal->Sync(std::numeric_limits<uint64_t>::max());
+}
+
+absl::Status ParameterServer::State::WalDurable() {
+  if (wal == nullptr) return absl::OkStatus();
+  return wal->Sync(std::numeric_limits<uint64_t>::max());
+}
+
 absl::Status ParameterServer::State::LogAndSync(absl::FunctionRef<void(v1::WalEntry*)> fill) {
   if (wal == nullptr) return absl::OkStatus();
   return wal->Sync(Log(fill));
@@ -83,18 +94,24 @@ namespace {
 using internal::TooManyKeys;
 
 // Runs `apply` exactly once per (client, sequence); client 0 skips dedup.
-template <typename Apply>
-absl::StatusOr<PushOutcome> Deduplicated(internal::PushDedup& dedup, const PushContext& ctx,
-                                         std::string_view kind, std::string_view name, Apply apply,
-                                         bool* duplicate) {
+// `apply` sets *changed once memory holds the update: if it then fails (the
+// WAL could not be written yet), the sequence still counts as applied, so a
+// retry is a duplicate, acknowledged only once the WAL has the record.
+template <typename State, typename Apply>
+absl::StatusOr<PushOutcome> Deduplicated(State& state, const PushContext& ctx, std::string_view kind,
+                                         std::string_view name, Apply apply, bool* duplicate) {
+  internal::PushDedup& dedup = state.dedup;
   *duplicate = false;
+  RETURN_IF_ERROR(state.WalWritable());
   if (ctx.client_id == 0) {
-    RETURN_IF_ERROR(apply());
+    bool changed = false;
+    RETURN_IF_ERROR(apply(&changed));
     return PushOutcome::kApplied;
   }
   switch (dedup.Begin(ctx.client_id, ctx.sequence)) {
     case internal::PushDedup::Claim::kDuplicate:
       *duplicate = true;
+      RETURN_IF_ERROR(state.WalDurable());
       return PushOutcome::kDuplicate;
     case internal::PushDedup::Claim::kTooOld:
       return absl::FailedPreconditionError(
@@ -104,8 +121,9 @@ absl::StatusOr<PushOutcome> Deduplicated(internal::PushDedup& dedup, const PushC
     case internal::PushDedup::Claim::kFresh:
       break;
   }
-  const absl::Status s = apply();
-  dedup.End(ctx.client_id, ctx.sequence, s.ok());
+  bool changed = false;
+  const absl::Status s = apply(&changed);
+  dedup.End(ctx.client_id, ctx.sequence, s.ok() || changed);
   RETURN_IF_ERROR(s);
   return PushOutcome::kApplied;
 }
@@ -197,10 +215,11 @@ absl::StatusOr<PushOutcome> ParameterServer::Push(std::string_view table,
   internal::GateReader gate(&state_->gate);
   bool duplicate = false;
   absl::StatusOr<PushOutcome> out = Deduplicated(
-      state_->dedup, ctx, "table", table,
-      [&]() -> absl::Status {
+      *state_, ctx, "table", table,
+      [&](bool* changed) -> absl::Status {
         uint64_t lsn = 0;
         RETURN_IF_ERROR(state_->ApplyTablePush(*t, prepared, ctx, &lsn));
+        *changed = true;
         // Acknowledged only once logged: what kill -9 cannot take back.
         return state_->wal == nullptr ? absl::OkStatus() : state_->wal->Sync(lsn);
       },
@@ -294,9 +313,10 @@ absl::StatusOr<PushOutcome> ParameterServer::PushDense(std::string_view name,
   internal::GateReader gate(&state_->gate);
   bool duplicate = false;
   return Deduplicated(
-      state_->dedup, ctx, "dense variable", name,
-      [&]() -> absl::Status {
+      *state_, ctx, "dense variable", name,
+      [&](bool* changed) -> absl::Status {
         const uint64_t lsn = state_->ApplyDensePush(*v, name, grads, nonfinite, ctx);
+        *changed = true;
         return state_->wal == nullptr ? absl::OkStatus() : state_->wal->Sync(lsn);
       },
       &duplicate);
@@ -337,6 +357,7 @@ ServerStats ParameterServer::Stats() const {
             [](const DenseStats& a, const DenseStats& b) { return a.name < b.name; });
   s.checkpoints = Checkpoints();
   if (state_->db != nullptr) s.rocksdb = state_->db->GetStats();
+  if (state_->wal != nullptr) s.wal = state_->wal->stats();
   return s;
 }
 

@@ -19,6 +19,7 @@
 #include "absl/types/span.h"
 #include "ps/options.h"
 #include "storage/rocks_db.h"
+#include "storage/wal.h"
 
 namespace brook::ps {
 
@@ -175,6 +176,9 @@ struct ServerStats {
   // The RocksDB row tier (block cache, compaction debt, stalls); nullopt
   // without a data dir.
   std::optional<storage::RocksDb::Stats> rocksdb;
+  // The write-ahead log (records, bytes, failed writes, out of space now);
+  // nullopt without one.
+  std::optional<storage::WalStats> wal;
 };
 
 class ParameterServer {

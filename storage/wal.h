@@ -54,6 +54,8 @@ struct WalStats {
   uint64_t syncs = 0;         // fdatasyncs since Open (kData)
   uint64_t segments = 0;      // segment files the log has now
   uint64_t last_lsn = 0;      // last LSN handed out by Add (or found on Open); 0 if none
+  uint64_t write_errors = 0;  // failed group writes since Open (disk full included)
+  bool failing = false;       // the last write failed for want of space; retried on Sync
 };
 
 class WalWriter {
@@ -85,9 +87,20 @@ class WalWriter {
   // under kData). An lsn past the last Add means "everything added so far".
   // Group commit: the first caller to arrive writes everything pending in one
   // write() (and one fdatasync); callers arriving meanwhile wait for it and the
-  // next of them writes what piled up. Once a write has failed, this and every
-  // later Sync return that error.
+  // next of them writes what piled up.
+  //
+  // A write that fails for want of space (ENOSPC, EDQUOT) is undone: the
+  // segment is truncated back to its last whole group and the group goes back
+  // in front of the pending records, so nothing is dropped and LSNs stay in
+  // order. That Sync, and every Sync waiting on those LSNs, returns the error
+  // (RESOURCE_EXHAUSTED naming the file); failing() turns true; the next Sync
+  // writes again, and succeeds once space has returned. Any other failure
+  // (EIO, a failed fdatasync, a failed undo) is sticky: this and every later
+  // Sync return it.
   absl::Status Sync(uint64_t lsn);
+
+  // True while the last group write failed for want of space.
+  bool failing() const;
 
   // Deletes whole segment files whose records all have LSN < lsn (call it once
   // a checkpoint covers them). Never deletes the segment being written.
@@ -102,7 +115,8 @@ class WalWriter {
   };
   WalWriter(std::string dir, const WalOptions& options, uint64_t next_lsn);
   // Run by the one thread that holds writing_, outside mu_.
-  absl::Status WriteGroup(std::string& group, uint64_t first_lsn);
+  // *retryable: the failure was for want of space and left no trace on disk.
+  absl::Status WriteGroup(std::string& group, uint64_t first_lsn, bool* retryable);
   absl::Status StartSegment(uint64_t first_lsn);
 
   const std::string dir_;
@@ -117,6 +131,12 @@ class WalWriter {
   bool writing_ = false;        // a thread is writing a group outside mu_
   uint64_t written_lsn_;        // every LSN <= this is in the file
   absl::Status error_;          // sticky
+  // The last want-of-space failure: Syncs waiting on LSNs <= failed_last_lsn_
+  // when failures_ moved return it instead of retrying at once themselves.
+  absl::Status last_failure_;
+  uint64_t failures_ = 0;
+  uint64_t failed_last_lsn_ = 0;
+  bool failing_ = false;
   std::vector<Segment> segments_;  // by first LSN; back() is being written
   WalStats stats_;
 

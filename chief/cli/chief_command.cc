@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "chief/cli/commands.h"
+#include "chief/cli/security_flags.h"
 #include "chief/client/cluster_spec.h"
 #include "chief/service/chief_server.h"
 #include "common/status_macros.h"
@@ -34,6 +35,7 @@ struct ChiefFlags {
   double lease_seconds = 10;
   double drain_seconds = 5;
   bool listen_given = false;
+  TokenFlags token;
 };
 
 absl::Status ResolvePs(ChiefFlags* f) {
@@ -77,6 +79,12 @@ int RunChief(ChiefFlags flags) {
     std::cerr << "brook chief: " << s.message() << "\n";
     return kExitUsage;
   }
+  absl::StatusOr<std::string> token = flags.token.Resolve();
+  if (!token.ok()) {
+    std::cerr << "brook chief: " << token.status().message() << "\n";
+    return kExitUsage;
+  }
+  flags.server.auth_token = *token;
   flags.server.chief.lease_duration = absl::Seconds(flags.lease_seconds);
   absl::StatusOr<std::unique_ptr<chief::ChiefServer>> server =
       chief::ChiefServer::Start(flags.server);
@@ -88,7 +96,10 @@ int RunChief(ChiefFlags flags) {
             << ((*server)->metrics_address().empty() ? "off" : (*server)->metrics_address())
             << std::endl;
   std::cerr << "brook chief: state in " << flags.server.chief.state_dir << ", PS "
-            << absl::StrJoin(flags.server.chief.ps_addresses, ",") << "\n";
+            << absl::StrJoin(flags.server.chief.ps_addresses, ",")
+            << (flags.server.tls.enabled() ? (flags.server.tls.mutual ? ", mutual TLS" : ", TLS")
+                                           : ", plaintext")
+            << (flags.server.auth_token.empty() ? ", no token" : ", token required") << "\n";
   int sig = 0;
   sigwait(&signals, &sig);
   std::cerr << "brook chief: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", stopping\n";
@@ -140,6 +151,8 @@ void RegisterChief(CLI::App& app, int* exit_code) {
       ->envname("BROOK_CHIEF_MAX_RUNNING_JOBS")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  AddTlsFlags(cmd, &flags->server.tls, TlsRole::kBoth);
+  AddChiefTokenFlags(cmd, &flags->token);
   auto check_config = std::make_shared<bool>(false);
   cmd->add_flag("--check-config", *check_config,
                 "Validate the flags as the command would (state dir given, PS list resolves), "
@@ -151,6 +164,8 @@ void RegisterChief(CLI::App& app, int* exit_code) {
       absl::Status s = resolved.server.chief.state_dir.empty()
                            ? absl::InvalidArgumentError("--state-dir is empty")
                            : ResolvePs(&resolved);
+      if (s.ok()) s = resolved.server.tls.ValidateForServer();
+      if (s.ok()) s = resolved.token.Resolve().status();
       if (!s.ok()) {
         std::cerr << "brook chief: " << s.message() << "\n";
         *exit_code = kExitUsage;

@@ -21,6 +21,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "chief/cli/security_flags.h"
 #include "chief/cli/commands.h"
 #include "chief/cli/job_exit_codes.h"
 #include "chief/client/chief_client.h"
@@ -44,6 +45,8 @@ struct JobFlags {
   bool watch = false;
   double interval_seconds = 2;
   std::string reason;
+  security::TlsOptions tls;
+  TokenFlags token;
 
   bool json() const { return output == "json"; }
 };
@@ -57,6 +60,8 @@ void AddChiefFlags(CLI::App* cmd, JobFlags* f) {
   cmd->add_option("--timeout", f->timeout_seconds, "Seconds to wait for each reply from the chief")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  AddTlsFlags(cmd, &f->tls, TlsRole::kClient);
+  AddClientTokenFlags(cmd, &f->token);
 }
 
 // Prints "brook CMD: MESSAGE" on stderr and returns the exit code for it.
@@ -77,6 +82,14 @@ std::unique_ptr<chief::ChiefClient> ConnectToChief(const std::string& cmd, const
   }
   chief::ChiefClientOptions options;
   options.deadline = absl::Seconds(f.timeout_seconds);
+  options.tls = f.tls;
+  absl::StatusOr<std::string> token = f.token.Resolve();
+  if (!token.ok()) {
+    std::cerr << "brook " << cmd << ": " << token.status().message() << "\n";
+    *exit_code = job_exit::kUsage;
+    return nullptr;
+  }
+  options.bearer_token = *token;
   absl::StatusOr<std::unique_ptr<chief::ChiefClient>> client =
       chief::ChiefClient::Connect(*address, options);
   if (!client.ok()) {

@@ -7,7 +7,10 @@
 //      an invalid spec, an active job of that name, a finished job to cancel)
 //   2  usage: bad flags, or no chief address (--chief / BROOK_CHIEF / TF_CONFIG)
 //   3  not found: the chief knows no job of that id
-//   4  the chief is unreachable (UNAVAILABLE or no reply within the deadline)
+//   4  the chief is unreachable (UNAVAILABLE or no reply within the deadline;
+//      with TLS also a refused handshake: a missing or untrusted certificate)
+//   5  the chief refused the caller: no token or a wrong one (UNAUTHENTICATED,
+//      PERMISSION_DENIED)
 //
 // Header-only, with no CLI dependency, so the mapping is unit-tested.
 #pragma once
@@ -23,6 +26,7 @@ inline constexpr int kFailed = 1;
 inline constexpr int kUsage = 2;
 inline constexpr int kNotFound = 3;
 inline constexpr int kUnreachable = 4;
+inline constexpr int kUnauthenticated = 5;
 
 // A job's state as an exit code: FAILED and CANCELLED are kFailed; QUEUED,
 // RUNNING and SUCCEEDED kOk (an unknown state too: it is not a failure).
@@ -31,11 +35,13 @@ inline int ForJobState(std::string_view state) {
 }
 
 // A failed chief call as an exit code: NOT_FOUND kNotFound, UNAVAILABLE and
-// DEADLINE_EXCEEDED kUnreachable, anything else kFailed.
+// DEADLINE_EXCEEDED kUnreachable, UNAUTHENTICATED and PERMISSION_DENIED
+// kUnauthenticated, anything else kFailed.
 inline int ForError(const absl::Status& status) {
   if (status.ok()) return kOk;
   if (absl::IsNotFound(status)) return kNotFound;
   if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) return kUnreachable;
+  if (absl::IsUnauthenticated(status) || absl::IsPermissionDenied(status)) return kUnauthenticated;
   return kFailed;
 }
 

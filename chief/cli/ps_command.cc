@@ -13,6 +13,7 @@
 
 #include "absl/time/time.h"
 #include "chief/cli/commands.h"
+#include "chief/cli/security_flags.h"
 #include "ps/rpc/ps_server.h"
 
 namespace brook::cli {
@@ -49,6 +50,7 @@ int RunPs(const PsFlags& flags) {
   std::cout << "brook ps listening on " << (*server)->address() << " metrics on "
             << ((*server)->metrics_port() ? (*server)->metrics_address() : "off") << std::endl;
   std::cerr << "brook ps: shard " << options.ps.shard_index << " of " << options.ps.num_shards
+            << (options.tls.enabled() ? (options.tls.mutual ? ", mutual TLS" : ", TLS") : ", plaintext")
             << ", " << (options.threads ? std::to_string(options.threads) : "gRPC")
             << " handler threads"
             << (options.ps.data_dir.empty()
@@ -133,6 +135,7 @@ void RegisterPs(CLI::App& app, int* exit_code) {
       ->envname("BROOK_PS_DRAIN_SECONDS")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  AddTlsFlags(cmd, &flags->server.tls, TlsRole::kServer);
   auto check_config = std::make_shared<bool>(false);
   cmd->add_flag("--check-config", *check_config,
                 "Validate the flags as the command would, print `config ok` and exit 0 (2 on an "

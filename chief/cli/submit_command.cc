@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "chief/cli/security_flags.h"
 #include "chief/cli/commands.h"
 #include "chief/cli/job_exit_codes.h"
 #include "chief/client/chief_client.h"
@@ -32,6 +33,8 @@ struct SubmitFlags {
   std::string chief;
   std::string output = "table";
   double timeout_seconds = 10;
+  security::TlsOptions tls;
+  TokenFlags token;
 };
 
 // Sends the validated spec to the chief.
@@ -43,6 +46,13 @@ int Submit(const SubmitFlags& f, const chief::JobSpec& spec) {
   }
   chief::ChiefClientOptions options;
   options.deadline = absl::Seconds(f.timeout_seconds);
+  options.tls = f.tls;
+  absl::StatusOr<std::string> token = f.token.Resolve();
+  if (!token.ok()) {
+    std::cerr << "brook submit: " << token.status().message() << "\n";
+    return job_exit::kUsage;
+  }
+  options.bearer_token = *token;
   absl::StatusOr<std::unique_ptr<chief::ChiefClient>> client =
       chief::ChiefClient::Connect(*address, options);
   if (!client.ok()) {
@@ -54,7 +64,7 @@ int Submit(const SubmitFlags& f, const chief::JobSpec& spec) {
   absl::StatusOr<v1::SubmitJobResponse> reply = (*client)->SubmitJob(request);
   if (!reply.ok()) {
     const int rc = job_exit::ForError(reply.status());
-    if (rc == job_exit::kUnreachable) {
+    if (rc == job_exit::kUnreachable || rc == job_exit::kUnauthenticated) {
       std::cerr << "brook submit: " << reply.status().message() << "\n";
       return rc;
     }
@@ -120,6 +130,8 @@ void RegisterSubmit(CLI::App& app, int* exit_code) {
   cmd->add_option("--timeout", f->timeout_seconds, "Seconds to wait for the chief's reply")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  AddTlsFlags(cmd, &f->tls, TlsRole::kClient);
+  AddClientTokenFlags(cmd, &f->token);
   cmd->callback([f, exit_code] { *exit_code = RunSubmit(*f); });
 }
 

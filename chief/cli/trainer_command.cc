@@ -28,6 +28,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "chief/cli/commands.h"
+#include "chief/cli/security_flags.h"
 #include "chief/client/cluster_spec.h"
 #include "chief/job/job_spec.h"
 #include "chief/service/trainer_worker.h"
@@ -62,6 +63,8 @@ struct TrainerFlags {
   int64_t max_steps = 0;
   std::string metrics_listen;
   std::string device = "cpu";  // cpu | cuda | cuda:N
+  security::TlsOptions tls;    // towards the PS nodes and the chief
+  TokenFlags token;            // the chief's bearer token
   trainer::TrainerOptions options;
   float embedding_lr = 0.05f;
   float dense_lr = 0.001f;
@@ -234,6 +237,7 @@ absl::Status RunTrainer(const TrainerFlags& f) {
   } else {
     ps::GrpcPsClientOptions o;
     o.addresses = absl::StrSplit(f.ps, ',', absl::SkipEmpty());
+    o.tls = f.tls;
     if (o.addresses.empty()) return absl::InvalidArgumentError("--ps or --local-ps is required");
     ASSIGN_OR_RETURN(auto grpc, ps::GrpcPsClient::Create(o));
     RETURN_IF_ERROR(grpc->WaitForReady(absl::Seconds(30)));
@@ -317,6 +321,8 @@ absl::Status RunTrainerWorker(const TrainerFlags& f) {
   o.device = f.device;
   o.parse_threads = f.parse_threads;
   o.cpu_threads = f.cpu_threads;
+  o.tls = f.tls;
+  ASSIGN_OR_RETURN(o.chief_token, f.token.Resolve());
   if (!f.ps.empty()) o.ps_addresses = absl::StrSplit(f.ps, ',', absl::SkipEmpty());
   std::unique_ptr<metrics::MetricsExposer> exposer;
   if (!f.metrics_listen.empty()) {
@@ -438,6 +444,8 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
       ->envname("BROOK_TRAINER_DEVICE");
   cmd->add_option("--metrics-listen", f->metrics_listen, "Prometheus /metrics host:port")
       ->envname("BROOK_TRAINER_METRICS_LISTEN");
+  AddTlsFlags(cmd, &f->tls, TlsRole::kClient);
+  AddClientTokenFlags(cmd, &f->token);
   auto check_config = std::make_shared<bool>(false);
   cmd->add_flag("--check-config", *check_config,
                 "Validate the flags as the command would, print `config ok` and exit 0 (2 on an "
@@ -460,6 +468,13 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
       f->chief = *chief;
     }
     if (*check_config) {
+      absl::Status s = f->tls.ValidateForClient();
+      if (s.ok()) s = f->token.Resolve().status();
+      if (!s.ok()) {
+        std::cerr << "brook trainer: " << s.message() << "\n";
+        *exit_code = kExitUsage;
+        return;
+      }
       std::cout << "config ok" << std::endl;
       *exit_code = kExitOk;
       return;

@@ -5,7 +5,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "ps/rpc/status_mapping.h"
+#include "security/bearer_token.h"
 
 namespace brook::chief {
 
@@ -15,9 +17,18 @@ absl::StatusOr<std::unique_ptr<ChiefClient>> ChiefClient::Connect(
   if (options.deadline <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("chief client deadline must be positive");
   }
-  std::shared_ptr<grpc::ChannelCredentials> creds =
-      options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
+  if (!options.bearer_token.empty() && !options.tls.enabled() &&
+      !security::IsLoopbackAddress(address)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "refusing to send the chief token in plaintext to ", address,
+        ": turn TLS on (--tls-ca), or reach the chief on a loopback address"));
+  }
+  if (!options.bearer_token.empty()) {
+    RETURN_IF_ERROR(security::ValidateToken(options.bearer_token, "--token"));
+  }
   grpc::ChannelArguments args;
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds,
+                   security::ChannelCredentials(options.tls, &args));
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
   return std::unique_ptr<ChiefClient>(
@@ -42,6 +53,13 @@ absl::StatusOr<Response> ChiefClient::Call(Method method, const Request& request
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.deadline));
   context.set_wait_for_ready(options_.wait_for_ready);
+  // Metadata, not call credentials: gRPC drops call credentials on a
+  // plaintext channel even to 127.0.0.1, and Connect already refused
+  // plaintext to anywhere else.
+  if (!options_.bearer_token.empty()) {
+    context.AddMetadata(security::kAuthorizationHeader,
+                        security::AuthorizationValue(options_.bearer_token));
+  }
   Response response;
   const grpc::Status status = ((*stub_).*method)(&context, request, &response);
   if (status.ok()) return response;

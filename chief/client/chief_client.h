@@ -18,10 +18,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "brook/v1/chief.grpc.pb.h"
+#include "security/tls.h"
 
 namespace grpc {
 class Channel;
-class ChannelCredentials;
 }  // namespace grpc
 
 namespace brook::chief {
@@ -33,8 +33,12 @@ struct ChiefClientOptions {
   // (UNAVAILABLE), as the CLI wants. true: the call waits for a connection
   // until its deadline, as a trainer starting before the chief wants.
   bool wait_for_ready = false;
-  // nullptr: insecure (the 127.0.0.1 default, DESIGN.md "Security").
-  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // Off: plaintext (the 127.0.0.1 default, DESIGN.md "Security").
+  security::TlsOptions tls;
+  // Sent as "authorization: Bearer TOKEN" on every call when not empty. Only
+  // over TLS or to a loopback address: Connect refuses to send it in
+  // plaintext across a network.
+  std::string bearer_token;
   int max_message_bytes = 64 << 20;
 };
 

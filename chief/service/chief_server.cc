@@ -15,6 +15,7 @@
 #include "metrics/rpc_metrics.h"
 #include "ps/client/grpc_ps_client.h"
 #include "ps/rpc/status_mapping.h"
+#include "security/bearer_token.h"
 
 namespace brook::chief {
 namespace {
@@ -40,90 +41,111 @@ std::string HostOf(const std::string& address) {
 // its status (ps/rpc/status_mapping.h, the one seam for both services).
 class ChiefService final : public v1::Chief::Service {
  public:
-  ChiefService(Chief* chief, metrics::RpcMetrics* metrics) : chief_(chief), metrics_(metrics) {}
+  ChiefService(Chief* chief, metrics::RpcMetrics* metrics, std::string token)
+      : chief_(chief), metrics_(metrics), token_(std::move(token)) {}
 
-  grpc::Status Health(grpc::ServerContext*, const v1::HealthRequest*,
+  grpc::Status Health(grpc::ServerContext* context, const v1::HealthRequest*,
                       v1::HealthResponse* resp) override {
-    return Run(kHealth, [&]() -> absl::Status {
+    return Run(context, kHealth, [&]() -> absl::Status {
       resp->set_version(Version());
       resp->set_commit(GitCommit());
       resp->set_serving(true);
       return absl::OkStatus();
     });
   }
-  grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* req,
+  grpc::Status SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* req,
                          v1::SubmitJobResponse* resp) override {
-    return Run(kSubmitJob, [&]() -> absl::Status {
+    return Run(context, kSubmitJob, [&]() -> absl::Status {
       ASSIGN_OR_RETURN(*resp->mutable_job(), chief_->SubmitJob(*req));
       return absl::OkStatus();
     });
   }
-  grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest* req,
+  grpc::Status GetJob(grpc::ServerContext* context, const v1::GetJobRequest* req,
                       v1::JobStatus* resp) override {
-    return Run(kGetJob, [&]() -> absl::Status {
+    return Run(context, kGetJob, [&]() -> absl::Status {
       ASSIGN_OR_RETURN(*resp, chief_->GetJob(*req));
       return absl::OkStatus();
     });
   }
-  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*,
+  grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest*,
                         v1::ListJobsResponse* resp) override {
-    return Run(kListJobs, [&]() -> absl::Status {
+    return Run(context, kListJobs, [&]() -> absl::Status {
       ASSIGN_OR_RETURN(*resp, chief_->ListJobs());
       return absl::OkStatus();
     });
   }
-  grpc::Status CancelJob(grpc::ServerContext*, const v1::CancelJobRequest* req,
+  grpc::Status CancelJob(grpc::ServerContext* context, const v1::CancelJobRequest* req,
                          v1::JobStatus* resp) override {
-    return Run(kCancelJob, [&]() -> absl::Status {
+    return Run(context, kCancelJob, [&]() -> absl::Status {
       ASSIGN_OR_RETURN(*resp, chief_->CancelJob(*req));
       return absl::OkStatus();
     });
   }
-  grpc::Status RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* req,
+  grpc::Status RegisterNode(grpc::ServerContext* context, const v1::RegisterNodeRequest* req,
                             v1::RegisterNodeResponse* resp) override {
-    return Run(kRegisterNode, [&]() -> absl::Status {
+    return Run(context, kRegisterNode, [&]() -> absl::Status {
       ASSIGN_OR_RETURN(*resp, chief_->RegisterNode(*req));
       return absl::OkStatus();
     });
   }
-  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+  grpc::Status Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* req,
                          v1::HeartbeatResponse* resp) override {
-    return Run(kHeartbeat, [&]() -> absl::Status {
+    return Run(context, kHeartbeat, [&]() -> absl::Status {
       ASSIGN_OR_RETURN(*resp, chief_->Heartbeat(*req));
       return absl::OkStatus();
     });
   }
-  grpc::Status AcquireWork(grpc::ServerContext*, const v1::AcquireWorkRequest* req,
+  grpc::Status AcquireWork(grpc::ServerContext* context, const v1::AcquireWorkRequest* req,
                            v1::AcquireWorkResponse* resp) override {
-    return Run(kAcquireWork, [&]() -> absl::Status {
+    return Run(context, kAcquireWork, [&]() -> absl::Status {
       ASSIGN_OR_RETURN(*resp, chief_->AcquireWork(*req));
       return absl::OkStatus();
     });
   }
-  grpc::Status CompleteWork(grpc::ServerContext*, const v1::CompleteWorkRequest* req,
+  grpc::Status CompleteWork(grpc::ServerContext* context, const v1::CompleteWorkRequest* req,
                             v1::CompleteWorkResponse*) override {
-    return Run(kCompleteWork, [&] { return chief_->CompleteWork(*req); });
+    return Run(context, kCompleteWork, [&] { return chief_->CompleteWork(*req); });
   }
-  grpc::Status ReportMetrics(grpc::ServerContext*, const v1::ReportMetricsRequest* req,
+  grpc::Status ReportMetrics(grpc::ServerContext* context, const v1::ReportMetricsRequest* req,
                              v1::ReportMetricsResponse*) override {
-    return Run(kReportMetrics, [&] { return chief_->ReportMetrics(*req); });
+    return Run(context, kReportMetrics, [&] { return chief_->ReportMetrics(*req); });
   }
 
  private:
-  grpc::Status Run(Method method, const std::function<absl::Status()>& fn) {
+  grpc::Status Run(const grpc::ServerContext* context, Method method,
+                   const std::function<absl::Status()>& fn) {
     const auto start = std::chrono::steady_clock::now();
-    const absl::Status s = fn();
+    absl::Status s = Authorize(*context, method);
+    if (s.ok()) s = fn();
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     metrics_->Record(method, static_cast<int>(s.code()), seconds);
     return ps::rpc::ToGrpcStatus(s);
   }
 
+  // Every method but Health needs the token when one is configured: Health
+  // says only "serving" and is what Kubernetes probes call.
+  absl::Status Authorize(const grpc::ServerContext& context, Method method) const {
+    if (token_.empty() || method == kHealth) return absl::OkStatus();
+    const auto& metadata = context.client_metadata();
+    const auto it = metadata.find(security::kAuthorizationHeader);
+    const std::string_view value =
+        it == metadata.end() ? std::string_view() : std::string_view(it->second.data(), it->second.size());
+    return security::CheckAuthorization(token_, value);
+  }
+
   Chief* const chief_;
   metrics::RpcMetrics* const metrics_;
+  const std::string token_;  // empty: no token required
 };
 
 absl::StatusOr<std::unique_ptr<ChiefServer>> ChiefServer::Start(const ChiefServerOptions& options) {
+  if (!options.auth_token.empty()) {
+    RETURN_IF_ERROR(security::ValidateToken(options.auth_token, "--auth-token"));
+  }
+  // Certificates are read before anything is opened: a bad file changes nothing.
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   security::ServerCredentials(options.tls));
   std::unique_ptr<ChiefServer> s(new ChiefServer());
   s->options_ = options;
   if (!options.metrics_listen.empty()) {
@@ -135,6 +157,7 @@ absl::StatusOr<std::unique_ptr<ChiefServer>> ChiefServer::Start(const ChiefServe
   if (!options.chief.ps_addresses.empty()) {
     ps::GrpcPsClientOptions po;
     po.addresses = options.chief.ps_addresses;
+    po.tls = options.tls;
     ASSIGN_OR_RETURN(s->ps_, ps::GrpcPsClient::Create(po));
   }
   ASSIGN_OR_RETURN(s->chief_, Chief::Open(options.chief, s->ps_.get()));
@@ -142,10 +165,11 @@ absl::StatusOr<std::unique_ptr<ChiefServer>> ChiefServer::Start(const ChiefServe
   s->collector_ = std::make_shared<metrics::FunctionCollector>(
       [c = s->chief_.get()] { return c->CollectMetrics(); });
   if (s->exposer_) s->exposer_->RegisterCollectable(s->collector_);
-  s->service_ = std::make_unique<ChiefService>(s->chief_.get(), s->rpc_metrics_.get());
+  s->service_ = std::make_unique<ChiefService>(s->chief_.get(), s->rpc_metrics_.get(),
+                                              options.auth_token);
 
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(options.listen, credentials, &s->port_);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a taken port is an error
   builder.SetMaxReceiveMessageSize(64 << 20);
   builder.SetMaxSendMessageSize(64 << 20);

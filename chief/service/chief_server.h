@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "chief/service/chief.h"
+#include "security/tls.h"
 
 namespace grpc {
 class Server;
@@ -34,6 +35,12 @@ struct ChiefServerOptions {
   std::string listen = "127.0.0.1:0";          // port 0 picks a free one
   std::string metrics_listen = "127.0.0.1:0";  // empty turns /metrics off
   ChiefOptions chief;  // chief.ps_addresses: the PS nodes, shard order
+  // Certificates for the gRPC port and for the chief's own calls to the PS
+  // nodes; off by default (security/tls.h).
+  security::TlsOptions tls;
+  // When not empty, every call but Health must carry "authorization: Bearer
+  // auth_token" (security/bearer_token.h), else UNAUTHENTICATED.
+  std::string auth_token;
 };
 
 class ChiefServer {

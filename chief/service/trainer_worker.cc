@@ -69,6 +69,8 @@ absl::StatusOr<std::unique_ptr<TrainerWorker>> TrainerWorker::Create(
   std::unique_ptr<TrainerWorker> w(new TrainerWorker(options));
   ChiefClientOptions co;
   co.deadline = absl::Seconds(10);
+  co.tls = options.tls;
+  co.bearer_token = options.chief_token;
   ASSIGN_OR_RETURN(w->chief_, ChiefClient::Connect(options.chief, co));
   return w;
 }
@@ -106,6 +108,7 @@ absl::Status TrainerWorker::Register() {
   if (ps_ == nullptr) {
     ps::GrpcPsClientOptions po;
     po.addresses = options_.ps_addresses;
+    po.tls = options_.tls;
     if (po.addresses.empty()) po.addresses.assign(resp.ps_addresses().begin(), resp.ps_addresses().end());
     if (po.addresses.empty()) {
       return absl::FailedPreconditionError("the chief knows no PS nodes and none were given");

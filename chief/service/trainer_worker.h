@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "security/tls.h"
 #include "trainer/trainer.h"
 
 namespace brook::v1 {
@@ -54,6 +55,10 @@ struct TrainerWorkerOptions {
   std::vector<std::string> ps_addresses;
   absl::Duration commit_interval = absl::Seconds(1);
   absl::Duration metrics_interval = absl::Seconds(1);
+  // TLS towards the chief and the PS nodes (security/tls.h), and the chief's
+  // bearer token; both off by default.
+  security::TlsOptions tls;
+  std::string chief_token;
 };
 
 struct TrainerWorkerStats {

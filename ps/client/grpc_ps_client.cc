@@ -80,15 +80,16 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
   if (options.channels_per_shard < 1 || options.channels_per_shard > 64) {
     return absl::InvalidArgumentError("channels_per_shard must be in [1, 64]");
   }
-  std::shared_ptr<grpc::ChannelCredentials> creds =
-      options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
+  grpc::ChannelArguments tls_args;
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds,
+                   security::ChannelCredentials(options.tls, &tls_args));
   std::vector<std::unique_ptr<Shard>> shards;
   for (const std::string& address : options.addresses) {
     if (address.empty()) return absl::InvalidArgumentError("empty PS address");
     auto shard = std::make_unique<Shard>();
     shard->address = address;
     for (int c = 0; c < options.channels_per_shard; ++c) {
-      grpc::ChannelArguments args;
+      grpc::ChannelArguments args = tls_args;
       args.SetMaxReceiveMessageSize(options.max_message_bytes);
       args.SetMaxSendMessageSize(options.max_message_bytes);
       // A private subchannel pool plus a distinct argument per channel gives

@@ -33,6 +33,7 @@
 #include "absl/time/time.h"
 #include "ps/client/dense_directory.h"
 #include "ps/client/ps_client.h"
+#include "security/tls.h"
 
 namespace grpc {
 class Channel;
@@ -63,8 +64,8 @@ struct GrpcPsClientOptions {
   // PS outside a cluster.
   bool check_route = true;
   uint64_t client_id = 0;  // 0: random
-  // nullptr: insecure (the 127.0.0.1 default, DESIGN.md "Security").
-  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // Off: plaintext (the 127.0.0.1 default, DESIGN.md "Security").
+  security::TlsOptions tls;
 };
 
 class GrpcPsClient final : public PsClient {

@@ -153,6 +153,13 @@ struct ParameterServer::State {
   uint64_t Log(absl::FunctionRef<void(v1::WalEntry*)> fill);
   // Log + wait until it is written.
   absl::Status LogAndSync(absl::FunctionRef<void(v1::WalEntry*)> fill);
+  // OK unless the WAL's last write failed for want of space and a retry of
+  // it fails too: pushes check this before changing anything, so a full disk
+  // refuses them instead of piling unlogged updates up in memory.
+  absl::Status WalWritable();
+  // Before a duplicate push is acknowledged: the first copy's update is in
+  // memory, but its record may still wait for space to be written.
+  absl::Status WalDurable();
 
   // Apply a checked push and log it (without waiting for the WAL write);
   // the returned / *lsn position is what to Sync before acknowledging (0

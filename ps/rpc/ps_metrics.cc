@@ -132,6 +132,24 @@ std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServ
                           "Time writes to RocksDB were held back by write stalls"),
               {}, static_cast<double>(r.stall_micros) * 1e-6);
     }
+    if (stats.wal.has_value()) {
+      const storage::WalStats& w = *stats.wal;
+      set.Add(set.Counter("brook_ps_wal_records_total", "Records written to the write-ahead log"),
+              {}, static_cast<double>(w.records));
+      set.Add(set.Counter("brook_ps_wal_written_bytes_total",
+                          "Bytes written to the write-ahead log, framing included"),
+              {}, static_cast<double>(w.bytes));
+      set.Add(set.Counter("brook_ps_wal_write_errors_total",
+                          "Failed write-ahead log writes (out of space included); the pushes "
+                          "they carried were refused"),
+              {}, static_cast<double>(w.write_errors));
+      set.Add(set.Gauge("brook_ps_wal_out_of_space",
+                        "1 while the write-ahead log cannot be written for want of space: pushes "
+                        "are refused until space returns"),
+              {}, w.failing ? 1.0 : 0.0);
+      set.Add(set.Gauge("brook_ps_wal_segments", "Segment files of the write-ahead log"), {},
+              static_cast<double>(w.segments));
+    }
     return set.Take();
   });
 }

@@ -34,6 +34,7 @@ absl::Status PsServerOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("max_message_bytes must be at least 1 MiB, got ", max_message_bytes));
   }
+  if (absl::Status s = tls.ValidateForServer(); !s.ok()) return s;
   if (ps.num_shards <= 0 || ps.shard_index < 0 || ps.shard_index >= ps.num_shards) {
     return absl::InvalidArgumentError(absl::StrCat(
         "shard index ", ps.shard_index, " is not in [0, num_shards=", ps.num_shards, ")"));
@@ -45,6 +46,10 @@ PsServer::PsServer(const PsServerOptions& options) : options_(options) {}
 
 absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions& options) {
   if (absl::Status st = options.Validate(); !st.ok()) return st;
+  // Certificates are read before anything is opened: a bad file changes nothing.
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      security::ServerCredentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
   std::unique_ptr<PsServer> s(new PsServer(options));
   ASSIGN_OR_RETURN(s->ps_, ParameterServer::Open(options.ps));
 
@@ -73,7 +78,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
   s->service_ = std::make_unique<PsService>(s->ps_.get(), service_options);
 
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(options.listen, *credentials, &s->port_);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   // Without this gRPC sets SO_REUSEPORT, and a second PS on a taken port

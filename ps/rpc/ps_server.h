@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "ps/parameter_server.h"
+#include "security/tls.h"
 
 namespace boost::asio {
 class thread_pool;
@@ -54,6 +55,9 @@ struct PsServerOptions {
   // How often TTL eviction runs (ParameterServer::Evict with the highest push
   // step seen); zero or negative: never.
   absl::Duration evict_interval = absl::Seconds(10);
+  // Certificates for the gRPC port; off by default (security/tls.h). The
+  // metrics port stays plain HTTP: it carries counts, never keys or values.
+  security::TlsOptions tls;
   ParameterServerOptions ps;
 
   absl::Status Validate() const;

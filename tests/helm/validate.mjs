@@ -1,23 +1,41 @@
 // Offline checks of the Helm chart helm/brook (run by scripts/helm_test.sh):
 //   1. `helm lint --strict`;
-//   2. `helm template` with the default values and variants (GPU / CPU
-//      trainers, TLS + token, ServiceMonitor, 1 and 8 PS, no persistence, no
-//      metrics, another namespace) — every object validated against the
-//      Kubernetes 1.34 schemas (kubernetes-models) and the Prometheus
-//      Operator's (@kubernetes-models/prometheus-operator), then asserted on:
-//      labels, security contexts, probes, resources, GPUs, PS replicas, the
-//      headless Service, PDB, NetworkPolicies, Prometheus annotations;
+//   2. `helm template` with the default values (mutual TLS and the chief's
+//      token on, both generated) and variants (TLS and token off, a user
+//      certificate and token, existing Secrets, GPU / CPU trainers,
+//      ServiceMonitor, 1 and 8 PS, no persistence, no metrics, another
+//      namespace) — every object validated against the Kubernetes 1.34
+//      schemas (kubernetes-models) and the Prometheus Operator's
+//      (@kubernetes-models/prometheus-operator), then asserted on: labels,
+//      security contexts, probes, resources, GPUs, PS replicas, the headless
+//      Service, PDB, NetworkPolicies, Prometheus annotations, the TLS and
+//      token Secrets, mounts, BROOK_TLS_* / token env and checksums;
+//   2b. the generated certificate is real (openssl CLI): it chains to the
+//      generated CA, its SANs cover the chief Service and (wildcard) every PS
+//      pod name of the rendered namespace, it has serverAuth and clientAuth,
+//      its key matches, its validity is tls.generatedDays; the generated
+//      token is >= 16 characters; offline renders differ only in the Secrets
+//      (the pods' checksum/secrets hashes values, not generated material);
+//   2c. on upgrade (`helm template --dry-run=server` against an in-process
+//      stub Kubernetes API holding the first render's Secrets) `lookup`
+//      brings back the same CA, certificate, key and token;
 //   3. bad values fail `helm template` naming the field;
-//   4. NOTES.txt renders (`helm install --dry-run=client`);
+//   4. NOTES.txt renders (`helm install --dry-run=client`), with how to read
+//      the token and certificates when they are on;
 //   5. every rendered container's args (with its ConfigMap and literal env;
-//      downward-API values substituted) pass `brook ... --check-config`.
+//      downward-API values substituted, TLS paths pointing at the rendered
+//      Secret's files) pass `brook ... --check-config`; the helm test pod's
+//      `brook list` gets as far as dialling; a chief started with the default
+//      render's generated certificate and token serves `brook list` to a
+//      client holding them and refuses one without.
 // Prints "ok: ..." / "FAIL: ..." per check; exits 1 on any failure.
 //
 // Environment: HELM (helm binary), BROOK_NODE_MODULES (a node_modules with
 // kubernetes-models, @kubernetes-models/prometheus-operator, yaml),
 // BROOK_BINARY (the brook binary), CHART (default: helm/brook).
-import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import http from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -112,11 +130,58 @@ function render(release, namespace, extra) {
     .filter((o) => o && typeof o === "object");
 }
 
+// ---------------------------------------------------------------- certificates
+// A user-provided certificate (a CA and a leaf for the "rel" release in
+// namespace "default", both usages) for the variants that bring their own.
+const work = mkdtempSync(path.join(tmpdir(), "brook-helm-certs-"));
+function openssl(args, opts = {}) {
+  return spawnSync("openssl", args, { encoding: "utf8", cwd: opts.cwd || work, input: opts.input });
+}
+const HAVE_OPENSSL = spawnSync("openssl", ["version"], { encoding: "utf8" }).status === 0;
+const USER_CERT = { cert: path.join(work, "user-tls.crt"), key: path.join(work, "user-tls.key"), ca: path.join(work, "user-ca.crt") };
+if (!HAVE_OPENSSL) {
+  fail("openssl CLI not found: needed for the certificate checks");
+} else {
+  const ext = path.join(work, "user-ext.cnf");
+  writeFileSync(ext, [
+    "basicConstraints=critical,CA:FALSE",
+    "keyUsage=critical,digitalSignature,keyEncipherment",
+    "extendedKeyUsage=serverAuth,clientAuth",
+    "subjectAltName=DNS:rel-brook-chief.default.svc,DNS:*.rel-brook-ps.default.svc.cluster.local,DNS:localhost,IP:127.0.0.1",
+    "",
+  ].join("\n"));
+  const steps = [
+    ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=user-ca", "-days", "2", "-keyout", "user-ca.key", "-out", "user-ca.crt"],
+    ["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=rel-brook-chief", "-keyout", "user-tls.key", "-out", "user-tls.csr"],
+    ["x509", "-req", "-in", "user-tls.csr", "-CA", "user-ca.crt", "-CAkey", "user-ca.key", "-CAcreateserial", "-days", "2", "-extfile", ext, "-out", "user-tls.crt"],
+  ];
+  for (const a of steps) {
+    const r = openssl(a);
+    if (r.status !== 0) {
+      fail(`openssl ${a.slice(0, 2).join(" ")} (user certificate): ${r.stderr.trim()}`);
+      break;
+    }
+  }
+}
+const b64 = (file) => readFileSync(file).toString("base64");
+const unb64 = (s) => Buffer.from(s || "", "base64").toString("utf8");
+// RFC 6125: a "*" leftmost label matches exactly one label.
+const sanMatches = (san, host) => {
+  if (!san.startsWith("*.")) return san === host;
+  const dot = host.indexOf(".");
+  return dot > 0 && host.slice(dot + 1) === san.slice(2);
+};
+
 // ---------------------------------------------------------------- 1. lint
-for (const extra of [[], ["--set", "trainer.gpus=1", "--set", "tls.enabled=true", "--set", "tls.cert=x", "--set", "tls.key=y"]]) {
+for (const extra of [
+  [],
+  ["--set", "trainer.gpus=1", "--set", "tls.enabled=false", "--set", "auth.enabled=false"],
+  ["--set-file", `tls.cert=${USER_CERT.cert}`, "--set-file", `tls.key=${USER_CERT.key}`, "--set-file", `tls.ca=${USER_CERT.ca}`, "--set", "auth.token=lint-token-0123456789"],
+]) {
   const r = helm(["lint", "--strict", CHART, ...extra]);
-  if (r.status === 0) ok(`helm lint --strict ${extra.join(" ")}`.trim());
-  else fail(`helm lint --strict ${extra.join(" ")}: ${(r.stdout + r.stderr).trim()}`);
+  const shown = extra.join(" ").replaceAll(work, "<tmp>");
+  if (r.status === 0) ok(`helm lint --strict ${shown}`.trim());
+  else fail(`helm lint --strict ${shown}: ${(r.stdout + r.stderr).trim()}`);
 }
 
 // ---------------------------------------------------------------- 2. renders
@@ -125,14 +190,20 @@ const variants = [
   { name: "gpu trainers", set: { "trainer.gpus": 1 } },
   { name: "2 gpus, runtime class", set: { "trainer.gpus": 2, "trainer.gpuRuntimeClassName": "nvidia" } },
   { name: "cpu-only trainers", set: { "trainer.gpus": 0, "trainer.cpuThreads": 8 } },
+  { name: "tls and token off", set: { "tls.enabled": false, "auth.enabled": false } },
   {
-    name: "tls + token",
-    set: { "tls.enabled": true, "tls.cert": "PLACEHOLDER-CERT", "tls.key": "PLACEHOLDER-KEY", "tls.ca": "PLACEHOLDER-CA", "auth.enabled": true, "auth.token": "placeholder-token" },
+    name: "user certificate + token",
+    set: { "auth.token": "user-token-0123456789abcdef" },
+    files: { "tls.cert": USER_CERT.cert, "tls.key": USER_CERT.key, "tls.ca": USER_CERT.ca },
   },
-  { name: "tls existing secret", set: { "tls.enabled": true, "tls.existingSecret": "my-tls" } },
+  {
+    name: "existing secrets (cert-manager), not mutual",
+    set: { "tls.existingSecret": "my-tls", "tls.mutual": false, "auth.existingSecret": "my-auth", "auth.existingSecretKey": "api-token", "tls.mountPath": "/run/brook/tls" },
+  },
+  { name: "TLS only (no token), not mutual", set: { "auth.enabled": false, "tls.mutual": false } },
   { name: "servicemonitor", set: { "metrics.serviceMonitor.enabled": true, "metrics.serviceMonitor.labels.release": "prometheus" }, extra: ["--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"] },
   { name: "ps.replicas=1", set: { "ps.replicas": 1 } },
-  { name: "ps.replicas=8", set: { "ps.replicas": 8, "ps.wal": false, "ps.walFsync": true } },
+  { name: "ps.replicas=8", set: { "ps.replicas": 8, "ps.wal": false, "ps.walFsync": true, "tls.generatedDays": 30 } },
   {
     name: "no persistence, no metrics, no network policy, no PDB",
     set: { "chief.persistence.enabled": false, "ps.persistence.enabled": false, "metrics.enabled": false, "networkPolicy.enabled": false, "ps.podDisruptionBudget.enabled": false },
@@ -147,7 +218,10 @@ for (const v of variants) {
   const release = v.release || RELEASE;
   const namespace = v.namespace || "default";
   const n = names(release);
-  const sets = Object.entries(v.set).flatMap(([k, val]) => ["--set", `${k}=${val}`]);
+  const sets = [
+    ...Object.entries(v.set).flatMap(([k, val]) => ["--set", `${k}=${val}`]),
+    ...Object.entries(v.files || {}).flatMap(([k, file]) => ["--set-file", `${k}=${file}`]),
+  ];
   let objs;
   try {
     objs = render(release, namespace, [...sets, ...(v.extra || [])]);
@@ -157,11 +231,14 @@ for (const v of variants) {
     continue;
   }
   rendered.push({ v, release, namespace, objs });
-  const get = (key, dflt) => (key in v.set ? v.set[key] : dflt);
+  const get = (key, dflt) => (key in v.set ? v.set[key] : v.files && key in v.files ? readFileSync(v.files[key], "utf8") : dflt);
   const gpus = Number(get("trainer.gpus", 0));
   const psReplicas = Number(get("ps.replicas", 2));
   const metricsOn = get("metrics.enabled", true) !== false;
-  const tlsOn = get("tls.enabled", false) === true;
+  const tlsOn = get("tls.enabled", true) !== false;
+  const authOn = get("auth.enabled", true) !== false;
+  const mutual = get("tls.mutual", true) !== false;
+  const mountPath = get("tls.mountPath", "/etc/brook/tls");
 
   // Kubernetes schemas.
   const problems = [];
@@ -428,28 +505,104 @@ for (const v of variants) {
     return p;
   });
 
-  check(`[${v.name}] Secrets and TLS volumes ${tlsOn ? "rendered" : "absent"}`, () => {
+  const workloads = objs.filter((o) => podSpecOf(o));
+  const testPod = objs.find(isHelmTest);
+  const chiefW = find(objs, "Deployment", n.chief);
+  const envOf = (o) => podSpecOf(o).containers[0].env || [];
+  const TLS_KEYS = ["BROOK_TLS_CA", "BROOK_TLS_CERT", "BROOK_TLS_KEY", "BROOK_TLS_MUTUAL"];
+  const wantTlsEnv = { BROOK_TLS_CERT: `${mountPath}/tls.crt`, BROOK_TLS_KEY: `${mountPath}/tls.key`, BROOK_TLS_CA: `${mountPath}/ca.crt`, BROOK_TLS_MUTUAL: String(mutual) };
+  const userCert = !!(v.files && v.files["tls.cert"]);
+  const tlsSecretName = get("tls.existingSecret", "") || `${n.full}-tls`;
+  const authSecretName = get("auth.existingSecret", "") || `${n.full}-auth`;
+  const authSecretKey = get("auth.existingSecret", "") ? get("auth.existingSecretKey", "token") : "token";
+
+  check(`[${v.name}] TLS ${tlsOn ? `${mutual ? "mutual, " : ""}${get("tls.existingSecret", "") ? "existing Secret" : userCert ? "user certificate" : "generated certificate"}: Secret, mount and BROOK_TLS_* in every pod` : "off: no Secret, mount or BROOK_TLS_*"}`, () => {
     const p = [];
-    const secrets = byKind(objs, "Secret");
-    const workloads = objs.filter((o) => podSpecOf(o));
     const withTls = workloads.filter((o) => (podSpecOf(o).volumes || []).some((x) => x.name === "tls"));
+    const cms = [n.chief, n.ps, n.trainer].map((name) => find(objs, "ConfigMap", name));
+    const testEnv = Object.fromEntries(envOf(testPod).filter((e) => "value" in e).map((e) => [e.name, e.value]));
     if (!tlsOn) {
-      if (secrets.length) p.push(`Secrets rendered: ${secrets.map((s) => s.metadata.name)}`);
-      if (withTls.length) p.push("tls volume while disabled");
+      if (find(objs, "Secret", tlsSecretName)) p.push("TLS Secret rendered while off");
+      if (withTls.length) p.push("tls volume while off");
+      for (const cm of cms) for (const k of TLS_KEYS) if (cm?.data?.[k] !== undefined) p.push(`${cm.metadata.name}: ${k} while off`);
+      for (const k of TLS_KEYS) if (k in testEnv) p.push(`test pod: ${k} while off`);
       return p;
     }
-    const secretName = get("tls.existingSecret", "") || `${n.full}-tls`;
-    if (!get("tls.existingSecret", "")) {
-      const s = find(objs, "Secret", secretName);
-      if (!s || s.type !== "kubernetes.io/tls" || !s.data?.["tls.crt"] || !s.data?.["tls.key"]) p.push("TLS Secret");
-    } else if (find(objs, "Secret", secretName)) p.push("rendered a Secret over tls.existingSecret");
-    if (withTls.length !== workloads.length) p.push("not every pod mounts the TLS secret");
-    for (const o of withTls) if (podSpecOf(o).volumes.find((x) => x.name === "tls").secret?.secretName !== secretName) p.push(`${o.metadata.name}: wrong secret`);
-    if (get("auth.enabled", false)) {
-      const chief = find(objs, "Deployment", n.chief).spec.template.spec.containers[0];
-      const tok = (chief.env || []).find((e) => e.name === "BROOK_CHIEF_TOKEN");
-      if (!tok?.valueFrom?.secretKeyRef || !find(objs, "Secret", tok.valueFrom.secretKeyRef.name)) p.push("chief token not from a rendered Secret");
+    const s = find(objs, "Secret", tlsSecretName);
+    if (get("tls.existingSecret", "")) {
+      if (s) p.push("rendered a Secret over tls.existingSecret");
+    } else if (!s) p.push(`no Secret ${tlsSecretName}`);
+    else {
+      if (s.type !== "kubernetes.io/tls") p.push(`Secret type ${s.type}`);
+      for (const k of ["tls.crt", "tls.key", "ca.crt"]) if (!s.data?.[k]) p.push(`Secret lacks ${k}`);
+      const generated = s.metadata.annotations?.["brook.io/generated"] === "true";
+      if (generated === userCert) p.push(`brook.io/generated annotation ${generated} with${userCert ? "" : "out"} a user certificate`);
+      if (userCert) {
+        if (s.data["tls.crt"] !== b64(v.files["tls.cert"])) p.push("tls.crt is not tls.cert");
+        if (s.data["tls.key"] !== b64(v.files["tls.key"])) p.push("tls.key is not tls.key");
+        if (s.data["ca.crt"] !== b64(v.files["tls.ca"])) p.push("ca.crt is not tls.ca");
+      } else {
+        if (!unb64(s.data["tls.crt"]).includes("-----BEGIN CERTIFICATE-----")) p.push("generated tls.crt is not PEM");
+        if (!/-----BEGIN (RSA |EC )?PRIVATE KEY-----/.test(unb64(s.data["tls.key"]))) p.push("generated tls.key is not PEM");
+      }
     }
+    if (withTls.length !== workloads.length) p.push(`not every pod mounts the TLS Secret (${workloads.length - withTls.length} do not)`);
+    for (const o of withTls) {
+      if (podSpecOf(o).volumes.find((x) => x.name === "tls").secret?.secretName !== tlsSecretName) p.push(`${o.metadata.name}: wrong secret`);
+      for (const c of containersOf(podSpecOf(o))) {
+        const m = (c.volumeMounts || []).find((x) => x.name === "tls");
+        if (m?.mountPath !== mountPath || m?.readOnly !== true) p.push(`${o.metadata.name}/${c.name}: tls not mounted read-only at ${mountPath}`);
+      }
+    }
+    for (const cm of cms) for (const [k, want] of Object.entries(wantTlsEnv)) if (cm?.data?.[k] !== want) p.push(`${cm?.metadata.name}: ${k}=${cm?.data?.[k]}, want ${want}`);
+    for (const [k, want] of Object.entries(wantTlsEnv)) if (testEnv[k] !== want) p.push(`test pod: ${k}=${testEnv[k]}, want ${want}`);
+    return p;
+  });
+
+  check(`[${v.name}] chief token ${authOn ? `${get("auth.existingSecret", "") ? "from an existing Secret" : get("auth.token", "") ? "from auth.token" : "generated"}: BROOK_CHIEF_TOKEN for the chief, BROOK_TOKEN for trainers and the test pod` : "off: no Secret, no token env"}`, () => {
+    const p = [];
+    const refOf = (o, name) => envOf(o).find((e) => e.name === name);
+    const clients = [find(objs, "StatefulSet", n.trainer), testPod];
+    for (const cm of byKind(objs, "ConfigMap")) for (const k of Object.keys(cm.data || {})) if (/TOKEN/.test(k)) p.push(`${cm.metadata.name}: ${k} in a ConfigMap`);
+    if (!authOn) {
+      if (find(objs, "Secret", authSecretName)) p.push("token Secret rendered while off");
+      if (refOf(chiefW, "BROOK_CHIEF_TOKEN")) p.push("chief has BROOK_CHIEF_TOKEN while off");
+      for (const o of clients) if (refOf(o, "BROOK_TOKEN")) p.push(`${o.metadata.name} has BROOK_TOKEN while off`);
+      return p;
+    }
+    const s = find(objs, "Secret", authSecretName);
+    if (get("auth.existingSecret", "")) {
+      if (s) p.push("rendered a Secret over auth.existingSecret");
+    } else if (!s) p.push(`no Secret ${authSecretName}`);
+    else {
+      const token = unb64(s.data?.token);
+      if (get("auth.token", "")) {
+        if (token !== get("auth.token")) p.push("token is not auth.token");
+      } else {
+        if (s.metadata.annotations?.["brook.io/generated"] !== "true") p.push("generated token Secret not annotated brook.io/generated");
+        if (!/^[!-~]{16,}$/.test(token)) p.push(`generated token ${JSON.stringify(token)}: not >= 16 printable ASCII characters`);
+      }
+    }
+    for (const [o, name] of [[chiefW, "BROOK_CHIEF_TOKEN"], ...clients.map((o) => [o, "BROOK_TOKEN"])]) {
+      const ref = refOf(o, name)?.valueFrom?.secretKeyRef;
+      if (!ref) p.push(`${o.metadata.name}: no ${name} from a Secret`);
+      else if (ref.name !== authSecretName || ref.key !== authSecretKey) p.push(`${o.metadata.name}: ${name} from ${ref.name}/${ref.key}, want ${authSecretName}/${authSecretKey}`);
+    }
+    if (refOf(chiefW, "BROOK_TOKEN")) p.push("chief given a client BROOK_TOKEN");
+    return p;
+  });
+
+  check(`[${v.name}] checksum/secrets pod annotation ${tlsOn || authOn ? "on every workload" : "absent (TLS and token off)"}`, () => {
+    const p = [];
+    const sums = new Set();
+    for (const w of [chiefW, find(objs, "StatefulSet", n.ps), find(objs, "StatefulSet", n.trainer)]) {
+      const sum = w.spec.template.metadata.annotations?.["checksum/secrets"];
+      if (tlsOn || authOn) {
+        if (!/^[0-9a-f]{64}$/.test(sum || "")) p.push(`${w.metadata.name}: checksum/secrets ${sum}`);
+        sums.add(sum);
+      } else if (sum !== undefined) p.push(`${w.metadata.name}: checksum/secrets while both off`);
+    }
+    if (sums.size > 1) p.push("workloads disagree on checksum/secrets");
     return p;
   });
 
@@ -461,6 +614,215 @@ for (const v of variants) {
     if (c.args[0] !== "list") p.push(`args ${c.args}`);
     if (argValue(c.args, "--chief") !== `${n.chief}.${namespace}.svc:7000`) p.push("--chief");
     if (t[0].spec.restartPolicy !== "Never") p.push("restartPolicy");
+    if (t[0].spec.containers[0].envFrom) p.push("test pod now has envFrom: update the TLS env checks");
+    return p;
+  });
+}
+
+// ---------------------------------------------------------------- 2b. generated material
+// Every variant that renders a generated certificate: it must be a real one
+// the binary's peers accept (openssl does the checking).
+function checkGeneratedCert({ v, release, namespace, objs }) {
+  const n = names(release);
+  const s = find(objs, "Secret", `${n.full}-tls`);
+  if (!s || s.metadata.annotations?.["brook.io/generated"] !== "true") return;
+  const get = (key, dflt) => (key in v.set ? v.set[key] : dflt);
+  const days = Number(get("tls.generatedDays", 365));
+  const psReplicas = Number(get("ps.replicas", 2));
+  check(`[${v.name}] generated certificate (openssl): chains to the CA, SANs cover the chief and the ${psReplicas} PS pods in ${namespace}, serverAuth + clientAuth, key matches, valid ${days} days`, () => {
+    if (!HAVE_OPENSSL) return ["no openssl"];
+    const dir = mkdtempSync(path.join(work, "gen-"));
+    for (const k of ["tls.crt", "tls.key", "ca.crt"]) writeFileSync(path.join(dir, k), Buffer.from(s.data[k], "base64"));
+    const o = (args) => openssl(args, { cwd: dir });
+    const p = [];
+    let r = o(["verify", "-CAfile", "ca.crt", "-purpose", "sslserver", "tls.crt"]);
+    if (r.status !== 0 || !/tls\.crt: OK/.test(r.stdout)) p.push(`openssl verify (sslserver): ${(r.stdout + r.stderr).trim()}`);
+    r = o(["verify", "-CAfile", "ca.crt", "-purpose", "sslclient", "tls.crt"]);
+    if (r.status !== 0 || !/tls\.crt: OK/.test(r.stdout)) p.push(`openssl verify (sslclient): ${(r.stdout + r.stderr).trim()}`);
+    r = o(["x509", "-in", "ca.crt", "-noout", "-ext", "basicConstraints"]);
+    if (!/CA:TRUE/.test(r.stdout)) p.push(`ca.crt is not a CA: ${r.stdout.trim()}`);
+    r = o(["x509", "-in", "tls.crt", "-noout", "-ext", "subjectAltName,extendedKeyUsage,basicConstraints"]);
+    if (r.status !== 0) p.push(`openssl x509 -ext: ${r.stderr.trim()}`);
+    const text = r.stdout;
+    if (!/TLS Web Server Authentication/.test(text)) p.push("no serverAuth extended key usage");
+    if (!/TLS Web Client Authentication/.test(text)) p.push("no clientAuth extended key usage");
+    if (/CA:TRUE/.test(text)) p.push("the leaf certificate is a CA");
+    const dns = [...text.matchAll(/DNS:([^,\s]+)/g)].map((m) => m[1]);
+    const ips = [...text.matchAll(/IP Address:([^,\s]+)/g)].map((m) => m[1]);
+    // The names Brook clients dial: brook.chief.address (trainers, the test
+    // pod, NOTES), the chief's --ps-statefulset discovery (every PS pod), and
+    // a port-forward (localhost / 127.0.0.1).
+    const wanted = [
+      `${n.chief}.${namespace}.svc`,
+      `${n.chief}.${namespace}.svc.cluster.local`,
+      n.chief,
+      ...Array.from({ length: psReplicas }, (_, i) => `${n.ps}-${i}.${n.ps}.${namespace}.svc.cluster.local`),
+      "localhost",
+    ];
+    for (const host of wanted) if (!dns.some((san) => sanMatches(san, host))) p.push(`no SAN covers ${host} (SANs: ${dns.join(" ")})`);
+    if (!dns.some((san) => san === `*.${n.ps}.${namespace}.svc.cluster.local`)) p.push(`no wildcard *.${n.ps}.${namespace}.svc.cluster.local`);
+    if (dns.some((san) => sanMatches(san, `${n.ps}-0.${n.ps}.other-ns.svc.cluster.local`))) p.push("a SAN covers another namespace");
+    if (!ips.includes("127.0.0.1")) p.push(`no IP SAN 127.0.0.1 (${ips})`);
+    const pub1 = o(["x509", "-in", "tls.crt", "-noout", "-pubkey"]).stdout;
+    const pub2 = o(["pkey", "-in", "tls.key", "-pubout"]).stdout;
+    if (!pub1 || pub1 !== pub2) p.push("tls.key does not match tls.crt");
+    for (const f of ["tls.crt", "ca.crt"]) {
+      if (o(["x509", "-in", f, "-noout", "-checkend", String((days - 1) * 86400)]).status !== 0) p.push(`${f} expires before ${days - 1} days`);
+      if (o(["x509", "-in", f, "-noout", "-checkend", String((days + 1) * 86400)]).status === 0) p.push(`${f} valid past ${days + 1} days`);
+    }
+    return p;
+  });
+}
+for (const r of rendered) checkGeneratedCert(r);
+
+{
+  const def = rendered.find((x) => x.v.name === "default");
+  check("default render generates a certificate and a token (>= 16 printable characters)", () => {
+    if (!def) return ["no default render"];
+    const n = names(RELEASE);
+    const p = [];
+    if (find(def.objs, "Secret", `${n.full}-tls`)?.metadata.annotations?.["brook.io/generated"] !== "true") p.push("no generated TLS Secret");
+    const token = unb64(find(def.objs, "Secret", `${n.full}-auth`)?.data?.token);
+    if (!/^[!-~]{16,}$/.test(token)) p.push(`token ${JSON.stringify(token)}`);
+    return p;
+  });
+  // Offline renders cannot `lookup` the live Secrets, so the generated
+  // material is new each time; nothing else may change with it (the pods'
+  // checksum/secrets hashes the values, not the material: a hash of the
+  // material would roll every pod on every GitOps sync).
+  check("two offline renders of the defaults differ only in the generated Secrets' data", () => {
+    const a = render(RELEASE, "default", []);
+    const b = render(RELEASE, "default", []);
+    const p = [];
+    if (a.length !== b.length) return [`${a.length} vs ${b.length} objects`];
+    for (let i = 0; i < a.length; i++) {
+      const strip = (o) => (o.kind === "Secret" ? { ...o, data: undefined } : o);
+      if (JSON.stringify(strip(a[i])) !== JSON.stringify(strip(b[i]))) p.push(`${a[i].kind}/${a[i].metadata.name} differs`);
+    }
+    const sa = find(a, "Secret", `${names(RELEASE).full}-tls`);
+    const sb = find(b, "Secret", `${names(RELEASE).full}-tls`);
+    if (sa?.data?.["ca.crt"] === sb?.data?.["ca.crt"]) p.push("the CA did not change between offline renders (is it hardcoded?)");
+    return p;
+  });
+  check("checksum/secrets changes with the values that make the Secrets (auth.token, tls.mutual, tls.existingSecret)", () => {
+    const sum = (objs) => find(objs, "Deployment", `${names(RELEASE).full}-chief`)?.spec.template.metadata.annotations?.["checksum/secrets"];
+    const base = sum(render(RELEASE, "default", []));
+    const p = [];
+    for (const extra of [["--set", "auth.token=another-token-0123456789"], ["--set", "tls.mutual=false"], ["--set", "tls.existingSecret=x"]]) {
+      if (sum(render(RELEASE, "default", extra)) === base) p.push(`${extra[1]} leaves it unchanged`);
+    }
+    return p;
+  });
+}
+
+// ---------------------------------------------------------------- 2c. upgrade keeps generated material
+// `helm template --dry-run=server` against a stub Kubernetes API (discovery
+// and GET secrets only) that holds the Secrets of an earlier render: what
+// `helm upgrade` sees. The chart must render the live generated material
+// again, and generate afresh when the live Secrets were not generated by it.
+async function withStubApi(liveSecrets, fn) {
+  const r = (name, kind) => ({ name, singularName: kind.toLowerCase(), namespaced: true, kind, verbs: ["get", "list"] });
+  const groups = {
+    v1: [r("secrets", "Secret"), r("configmaps", "ConfigMap"), r("services", "Service"), r("persistentvolumeclaims", "PersistentVolumeClaim"), r("serviceaccounts", "ServiceAccount"), r("pods", "Pod")],
+    "apps/v1": [r("deployments", "Deployment"), r("statefulsets", "StatefulSet")],
+    "policy/v1": [r("poddisruptionbudgets", "PodDisruptionBudget")],
+    "networking.k8s.io/v1": [r("networkpolicies", "NetworkPolicy")],
+  };
+  const looked = [];
+  const server = http.createServer((req, res) => {
+    const u = new URL(req.url, "http://stub");
+    const send = (code, obj) => {
+      res.writeHead(code, { "content-type": "application/json" });
+      res.end(JSON.stringify(obj));
+    };
+    if (u.pathname === "/version") return send(200, { major: "1", minor: "34", gitVersion: "v1.34.0" });
+    if (u.pathname === "/api") return send(200, { kind: "APIVersions", versions: ["v1"], serverAddressByClientCIDRs: [] });
+    if (u.pathname === "/apis") {
+      const list = Object.keys(groups).filter((gv) => gv.includes("/")).map((gv) => {
+        const [name, version] = gv.split("/");
+        return { name, versions: [{ groupVersion: gv, version }], preferredVersion: { groupVersion: gv, version } };
+      });
+      return send(200, { kind: "APIGroupList", apiVersion: "v1", groups: list });
+    }
+    const gv = u.pathname.match(/^\/(?:api\/(v1)|apis\/([^/]+\/[^/]+))$/);
+    if (gv && groups[gv[1] || gv[2]]) return send(200, { kind: "APIResourceList", apiVersion: "v1", groupVersion: gv[1] || gv[2], resources: groups[gv[1] || gv[2]] });
+    const sec = u.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)\/secrets\/([^/]+)$/);
+    if (sec) looked.push(`${sec[1]}/${sec[2]}`);
+    const live = sec && liveSecrets.find((x) => x.metadata.name === sec[2] && x.metadata.namespace === sec[1]);
+    if (live) return send(200, live);
+    send(404, { kind: "Status", apiVersion: "v1", status: "Failure", reason: "NotFound", code: 404, message: "not found" });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  try {
+    return await fn(`http://127.0.0.1:${server.address().port}`, looked);
+  } finally {
+    server.close();
+  }
+}
+function helmAsync(args) {
+  return new Promise((resolve) => {
+    const child = spawn(HELM, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, KUBECONFIG: path.join(work, "no-kubeconfig") } });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    const t = setTimeout(() => child.kill("SIGKILL"), 60000);
+    child.on("exit", (status) => {
+      clearTimeout(t);
+      resolve({ status, stdout, stderr });
+    });
+  });
+}
+{
+  const n = names(RELEASE);
+  const first = rendered.find((x) => x.v.name === "default")?.objs || [];
+  // As `helm install` left them: owned by the release.
+  const owned = { "meta.helm.sh/release-name": RELEASE, "meta.helm.sh/release-namespace": "default" };
+  const liveGenerated = byKind(first, "Secret").map((x) => ({ ...x, metadata: { ...x.metadata, annotations: { ...x.metadata.annotations, ...owned } } }));
+  const renderAgainst = async (live) =>
+    withStubApi(live, async (api, looked) => {
+      const r = await helmAsync(["template", RELEASE, CHART, "--namespace", "default", "--dry-run=server", "--disable-openapi-validation", "--kube-apiserver", api]);
+      if (r.status !== 0) throw new Error(`helm template --dry-run=server: ${r.stderr.trim().slice(-400)}`);
+      return { objs: YAML.parseAllDocuments(r.stdout).map((d) => d.toJS()).filter((o) => o && typeof o === "object"), looked };
+    });
+  let again = null;
+  let err = null;
+  try {
+    again = await renderAgainst(liveGenerated);
+  } catch (e) {
+    err = e;
+  }
+  check("upgrade (lookup finds the generated Secrets): the same CA, certificate, key and token are rendered again", () => {
+    if (err) return [err.message];
+    const p = [];
+    for (const want of [`default/${n.full}-tls`, `default/${n.full}-auth`]) if (!again.looked.includes(want)) p.push(`the chart did not look up ${want}`);
+    for (const live of liveGenerated) {
+      const s = find(again.objs, "Secret", live.metadata.name);
+      if (!s) p.push(`${live.metadata.name} not rendered`);
+      else if (JSON.stringify(s.data) !== JSON.stringify(live.data)) p.push(`${live.metadata.name}: new data instead of the live Secret's`);
+    }
+    const sum = (objs) => find(objs, "Deployment", n.chief)?.spec.template.metadata.annotations?.["checksum/secrets"];
+    if (sum(again.objs) !== sum(first)) p.push("checksum/secrets changed on upgrade");
+    return p;
+  });
+  // Secrets of the same name the chart did not generate (e.g. the release
+  // used tls.cert before): not reused for generated material.
+  const foreign = liveGenerated.map((x) => ({ ...x, metadata: { ...x.metadata, annotations: owned } }));
+  let fresh = null;
+  err = null;
+  try {
+    fresh = await renderAgainst(foreign);
+  } catch (e) {
+    err = e;
+  }
+  check("upgrade (lookup finds Secrets not marked brook.io/generated): fresh material is generated", () => {
+    if (err) return [err.message];
+    const p = [];
+    for (const live of foreign) {
+      const s = find(fresh.objs, "Secret", live.metadata.name);
+      if (!s) p.push(`${live.metadata.name} not rendered`);
+      else if (Object.keys(live.data).some((k) => s.data[k] === live.data[k])) p.push(`${live.metadata.name}: reused a Secret the chart did not generate`);
+    }
     return p;
   });
 }
@@ -476,23 +838,38 @@ const bad = [
   { set: ["--set", "chief.port=70000"], want: /chief\/port/ },
   { set: ["--set", "ps.persistence.size=lots"], want: /ps\/persistence\/size/ },
   { set: ["--set", "image.pullPolicy=Sometimes"], want: /image\/pullPolicy/ },
-  { set: ["--set", "tls.enabled=true"], want: /tls\.enabled.*tls\.(existingSecret|cert)/ },
-  { set: ["--set", "auth.enabled=true"], want: /auth\.enabled/ },
+  { label: "tls.cert without tls.key", set: ["--set-file", `tls.cert=${USER_CERT.cert}`, "--set-file", `tls.ca=${USER_CERT.ca}`], want: /tls\.cert and tls\.key go together/ },
+  { label: "tls.key without tls.cert", set: ["--set-file", `tls.key=${USER_CERT.key}`], want: /tls\.cert and tls\.key go together/ },
+  { label: "mutual tls.cert/tls.key without tls.ca", set: ["--set-file", `tls.cert=${USER_CERT.cert}`, "--set-file", `tls.key=${USER_CERT.key}`], want: /tls\.mutual.*tls\.ca/ },
+  { label: "tls.cert/tls.key without tls.ca (not mutual)", set: ["--set-file", `tls.cert=${USER_CERT.cert}`, "--set-file", `tls.key=${USER_CERT.key}`, "--set", "tls.mutual=false"], want: /need tls\.ca/ },
+  { label: "tls.ca alone", set: ["--set-file", `tls.ca=${USER_CERT.ca}`], want: /tls\.ca is used only with tls\.cert/ },
+  { label: "tls.existingSecret with tls.cert", set: ["--set", "tls.existingSecret=x", "--set-file", `tls.cert=${USER_CERT.cert}`, "--set-file", `tls.key=${USER_CERT.key}`], want: /tls\.existingSecret.*exclusive/ },
+  { set: ["--set", "tls.cert=not-a-pem", "--set", "tls.key=not-a-pem", "--set", "tls.ca=x"], want: /tls\/cert/ },
+  { set: ["--set", "auth.token=short"], want: /auth\/token/ },
+  { set: ["--set", "auth.token=has a space in it 0123456789"], want: /auth\/token/ },
+  { set: ["--set", "tls.generatedDays=0"], want: /tls\/generatedDays/ },
+  { label: "tls.enabled=false with auth.enabled (token in plaintext)", set: ["--set", "tls.enabled=false"], want: /auth\.enabled=true needs tls\.enabled=true/ },
   { set: ["--set", "metrics.serviceMonitor.enabled=true"], want: /monitoring\.coreos\.com\/v1/ },
   { set: ["--set", "metrics.port=7000"], want: /metrics\.port/ },
 ];
 for (const b of bad) {
   const r = helm(["template", RELEASE, CHART, ...b.set]);
   const msg = (r.stderr || "").trim().replace(/\s+/g, " ");
-  if (r.status === 0) fail(`bad values ${b.set[1]} rendered without error`);
-  else if (!b.want.test(msg)) fail(`bad values ${b.set[1]}: error does not name the field: ${msg}`);
-  else ok(`bad values ${b.set[1]} rejected: ${msg.replace(/^.*?(- at |execution error at )/, "$1").slice(0, 110)}`);
+  const label = b.label || b.set[1];
+  if (r.status === 0) fail(`bad values ${label} rendered without error`);
+  else if (!b.want.test(msg)) fail(`bad values ${label}: error does not name the field: ${msg}`);
+  else ok(`bad values ${label} rejected: ${msg.replace(/^.*?(- at |execution error at )/, "$1").slice(0, 140)}`);
 }
 
 // ---------------------------------------------------------------- 4. NOTES.txt
 // (helm 4's install takes no --api-versions, so no ServiceMonitor variant here.)
-for (const extra of [[], ["--set", "trainer.gpus=1", "--set", "tls.enabled=true", "--set", "tls.existingSecret=my-tls"]]) {
-  const r = helm(["install", RELEASE, CHART, "--dry-run=client", "--namespace", "ml", ...extra]);
+const notesVariants = [
+  { name: "defaults: generated mutual TLS and token", extra: [], tls: "rel-brook-tls", token: "rel-brook-auth", key: "token", mutual: true, serverName: false },
+  { name: "GPU, existing Secrets, not mutual", extra: ["--set", "trainer.gpus=1", "--set", "tls.existingSecret=my-tls", "--set", "tls.mutual=false", "--set", "auth.existingSecret=my-auth", "--set", "auth.existingSecretKey=api.token"], tls: "my-tls", token: "my-auth", key: "api\\.token", mutual: false, serverName: true },
+  { name: "TLS and token off", extra: ["--set", "tls.enabled=false", "--set", "auth.enabled=false"], tls: null, token: null },
+];
+for (const nv of notesVariants) {
+  const r = helm(["install", RELEASE, CHART, "--dry-run=client", "--namespace", "ml", ...nv.extra]);
   const out = r.stdout || "";
   const notes = out.slice(out.indexOf("NOTES:"));
   const p = [];
@@ -502,8 +879,22 @@ for (const extra of [[], ["--set", "trainer.gpus=1", "--set", "tls.enabled=true"
   if (!/kubectl --namespace ml port-forward svc\/rel-brook-chief 7000:7000/.test(notes)) p.push("no port-forward line");
   if (!notes.includes("helm test rel")) p.push("no helm test line");
   if (/<no value>|%!/.test(notes)) p.push("template holes in NOTES");
-  if (p.length) fail(`NOTES.txt ${extra.join(" ")}: ${p.join("; ")}`);
-  else ok(`helm install --dry-run=client renders NOTES.txt ${extra.length ? "(GPU, TLS)" : "(defaults)"}`);
+  const secretLine = (name, key) => `kubectl --namespace ml get secret ${name} -o jsonpath='{.data.${key}}' | base64 -d`;
+  if (nv.token) {
+    if (!notes.includes(`export BROOK_TOKEN="$(${secretLine(nv.token, nv.key)})"`)) p.push("no BROOK_TOKEN line reading the token Secret");
+  } else if (/BROOK_TOKEN|get secret/.test(notes)) p.push("token or Secret lines while auth is off");
+  if (nv.tls) {
+    if (!notes.includes(`${secretLine(nv.tls, "ca\\.crt")} > `) || !/export BROOK_TLS_CA=/.test(notes)) p.push("no CA extraction / BROOK_TLS_CA");
+    const clientCert = notes.includes(`${secretLine(nv.tls, "tls\\.crt")} > `) && notes.includes(`${secretLine(nv.tls, "tls\\.key")} > `) && /BROOK_TLS_MUTUAL=true/.test(notes);
+    if (clientCert !== nv.mutual) p.push(`client certificate lines ${clientCert ? "present" : "absent"} with mutual=${nv.mutual}`);
+    if (/BROOK_TLS_SERVER_NAME=rel-brook-chief\.ml\.svc/.test(notes) !== nv.serverName) p.push(`BROOK_TLS_SERVER_NAME ${nv.serverName ? "missing" : "needless"}`);
+  } else {
+    if (/BROOK_TLS_/.test(notes)) p.push("BROOK_TLS_* lines while TLS is off");
+    if (!/WARNING: tls\.enabled=false/.test(notes) || !/auth\.enabled=false/.test(notes)) p.push("no plaintext / no-token warning");
+  }
+  if (nv.tls && nv.token && /WARNING/.test(notes)) p.push("a warning with TLS and token on");
+  if (p.length) fail(`NOTES.txt (${nv.name}): ${p.join("; ")}`);
+  else ok(`helm install --dry-run=client renders NOTES.txt (${nv.name})`);
 }
 
 // ---------------------------------------------------------------- 5. the real binary
@@ -537,16 +928,33 @@ if (!existsSync(BROOK)) {
     }
     return env;
   }
+  // The TLS files a variant's pods would find in their mount: the rendered
+  // Secret's, or (tls.existingSecret) the user certificate standing in for it.
+  const tlsDirs = new Map();
+  function tlsDirFor(entry) {
+    if (tlsDirs.has(entry)) return tlsDirs.get(entry);
+    const dir = path.join(scratch, `tls-${tlsDirs.size}`);
+    mkdirSync(dir, { recursive: true });
+    const s = find(entry.objs, "Secret", `${names(entry.release).full}-tls`);
+    const files = s
+      ? Object.fromEntries(["tls.crt", "tls.key", "ca.crt"].map((k) => [k, Buffer.from(s.data[k], "base64")]))
+      : { "tls.crt": readFileSync(USER_CERT.cert), "tls.key": readFileSync(USER_CERT.key), "ca.crt": readFileSync(USER_CERT.ca) };
+    for (const [k, data] of Object.entries(files)) writeFileSync(path.join(dir, k), data, { mode: 0o600 });
+    tlsDirs.set(entry, dir);
+    return dir;
+  }
   // Paths in the pod's env point at volumes; make them exist here.
-  const localize = (env) => {
+  const localize = (env, entry) => {
     for (const [k, val] of Object.entries(env)) if (/_DIR$/.test(k) && val.startsWith("/")) env[k] = path.join(scratch, val);
+    for (const k of ["BROOK_TLS_CERT", "BROOK_TLS_KEY", "BROOK_TLS_CA"]) if (env[k]) env[k] = path.join(tlsDirFor(entry), path.basename(env[k]));
     return env;
   };
   function run(args, env) {
     return spawnSync(BROOK, args, { encoding: "utf8", env: { PATH: process.env.PATH, HOME: scratch, ...env }, timeout: 20000 });
   }
   let checked = 0;
-  for (const { v, objs } of rendered) {
+  for (const entry of rendered) {
+    const { v, objs } = entry;
     for (const o of objs) {
       const spec = podSpecOf(o);
       if (!spec) continue;
@@ -560,7 +968,7 @@ if (!existsSync(BROOK)) {
         for (const podIndex of [...new Set([0, Math.max(0, replicas - 1)])]) {
           let env;
           try {
-            env = localize(containerEnv(objs, o, c, podIndex));
+            env = localize(containerEnv(objs, o, c, podIndex), entry);
           } catch (e) {
             fail(`[${v.name}] ${o.metadata.name}/${c.name}: ${e.message}`);
             continue;
@@ -596,19 +1004,93 @@ if (!existsSync(BROOK)) {
     const n = names(RELEASE);
     const ps = find(def.objs, "StatefulSet", n.ps);
     const c = ps.spec.template.spec.containers[0];
-    const env = localize(containerEnv(def.objs, ps, c, ps.spec.replicas)); // one past the last shard
+    const env = localize(containerEnv(def.objs, ps, c, ps.spec.replicas), def); // one past the last shard
     const r = run([...c.args, "--check-config"], env);
     if (r.status === 2) ok(`brook ps --check-config rejects shard index ${ps.spec.replicas} of ${ps.spec.replicas} (exit 2: ${(r.stderr || "").trim()})`);
     else fail(`brook ps --check-config accepted an out-of-range shard index (exit ${r.status})`);
     const chief = find(def.objs, "Deployment", n.chief).spec.template.spec.containers[0];
     const args = chief.args.filter((a, i, all) => a !== "--ps-statefulset" && all[i - 1] !== "--ps-statefulset");
-    const r2 = run([...args, "--check-config"], localize(containerEnv(def.objs, find(def.objs, "Deployment", n.chief), chief, 0)));
+    const chiefEnv = () => localize(containerEnv(def.objs, find(def.objs, "Deployment", n.chief), chief, 0), def);
+    const r2 = run([...args, "--check-config"], chiefEnv());
     if (r2.status === 2) ok(`brook chief --check-config rejects a chief with no PS (exit 2: ${(r2.stderr || "").trim()})`);
     else fail(`brook chief --check-config accepted a chief with no PS list (exit ${r2.status})`);
+    // ... and the TLS / token settings the chart gives it.
+    const noCa = chiefEnv();
+    delete noCa.BROOK_TLS_CA;
+    const r3 = run([...chief.args, "--check-config"], noCa);
+    if (r3.status === 2) ok(`brook chief --check-config rejects mutual TLS without a CA (exit 2: ${(r3.stderr || "").trim()})`);
+    else fail(`brook chief --check-config accepted BROOK_TLS_MUTUAL=true without BROOK_TLS_CA (exit ${r3.status})`);
+    const trainer = find(def.objs, "StatefulSet", n.trainer);
+    const shortToken = { ...localize(containerEnv(def.objs, trainer, trainer.spec.template.spec.containers[0], 0), def), BROOK_TOKEN: "short" };
+    const r4 = run([...trainer.spec.template.spec.containers[0].args, "--check-config"], shortToken);
+    if (r4.status === 2) ok(`brook trainer --check-config rejects a short BROOK_TOKEN (exit 2: ${(r4.stderr || "").trim()})`);
+    else fail(`brook trainer --check-config accepted a 5-character BROOK_TOKEN (exit ${r4.status})`);
+    await liveChief(def, chief, chiefEnv);
+  }
+  // The default render's generated certificate and token, in the real
+  // binary: a chief started with the chief pod's env serves `brook list` to a
+  // client with the test pod's env, and turns away clients without them.
+  async function liveChief(def, chiefC, chiefEnv) {
+    const n = names(RELEASE);
+    const token = unb64(find(def.objs, "Secret", `${n.full}-auth`).data.token);
+    const env = { ...chiefEnv(), BROOK_CHIEF_TOKEN: token };
+    env.BROOK_CHIEF_STATE_DIR = path.join(scratch, "live-chief-state");
+    mkdirSync(env.BROOK_CHIEF_STATE_DIR, { recursive: true });
+    const args = [...chiefC.args];
+    args[args.indexOf("--listen") + 1] = "127.0.0.1:0";
+    args[args.indexOf("--metrics-listen") + 1] = "";
+    const child = spawn(BROOK, args, { env: { PATH: process.env.PATH, HOME: scratch, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.stderr.on("data", (d) => (err += d));
+    const exited = new Promise((resolve) => {
+      child.on("exit", (code, sig) => resolve(`exit ${code} ${sig || ""}`));
+      child.on("error", (e) => resolve(`spawn failed: ${e.message}`));
+    });
+    let address = null;
+    for (let i = 0; i < 150 && !address; i++) {
+      const m = out.match(/brook chief listening on (\S+)/);
+      if (m) address = m[1];
+      else if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) break;
+      else await new Promise((r) => setTimeout(r, 100));
+    }
+    if (!address) {
+      child.kill("SIGKILL");
+      fail(`live chief with the generated certificate and token did not start (${await exited}): ${err.trim().slice(-600)}`);
+      return;
+    }
+    const testPod = def.objs.find(isHelmTest);
+    const tc = testPod.spec.containers[0];
+    const clientEnv = { ...localize(containerEnv(def.objs, testPod, tc, 0), def), BROOK_TOKEN: token };
+    const list = (extraEnv, drop = []) => {
+      const e = { ...clientEnv, ...extraEnv };
+      for (const k of drop) delete e[k];
+      return run(["list", "--chief", address, "--timeout", "5"], e);
+    };
+    const cases = [
+      ["test pod env (generated CA, client certificate, token), dialling 127.0.0.1", {}, [], 0],
+      [`checking the chief's Service name ${n.chief}.default.svc`, { BROOK_TLS_SERVER_NAME: `${n.chief}.default.svc` }, [], 0],
+      ["a wrong token", { BROOK_TOKEN: "wrong-token-0123456789" }, [], 5],
+      ["no token", {}, ["BROOK_TOKEN"], 5],
+      ["no client certificate (mutual TLS)", { BROOK_TLS_MUTUAL: "false" }, ["BROOK_TLS_CERT", "BROOK_TLS_KEY"], 4],
+      ["another CA", { BROOK_TLS_CA: USER_CERT.ca }, [], 4],
+      ["a name the certificate does not carry", { BROOK_TLS_SERVER_NAME: "evil.example.com" }, [], 4],
+    ];
+    for (const [what, extraEnv, drop, want] of cases) {
+      const r = list(extraEnv, drop);
+      if (r.status === want) ok(`live TLS chief: brook list with ${what}: exit ${want}`);
+      else fail(`live TLS chief: brook list with ${what}: exit ${r.status} ${r.signal || ""}, want ${want}: ${(r.stderr || "").trim()} ${(r.stdout || "").trim().slice(0, 200)}`);
+    }
+    child.kill("SIGTERM");
+    const t = setTimeout(() => child.kill("SIGKILL"), 10000);
+    await exited;
+    clearTimeout(t);
   }
   if (checked === 0) fail("no container was run through the binary");
   rmSync(scratch, { recursive: true, force: true });
 }
 
+rmSync(work, { recursive: true, force: true });
 console.log(`helm chart checks: ${passes} ok, ${failures} failed`);
 process.exit(failures ? 1 : 0);

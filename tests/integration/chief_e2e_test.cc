@@ -389,6 +389,88 @@ TEST_F(ChiefE2eTest, ChiefKilledAndRestartedMidJobResumesAndCompletes) {
   EXPECT_FALSE(s.export_dir().empty());
 }
 
+// A PS frozen mid-job (SIGSTOP: a network partition as its clients see it,
+// shorter than their 30 s call budget): the trainers' pulls and pushes time
+// out per attempt and retry with backoff, nothing deadlocks, the trainers
+// keep their leases (they heartbeat the chief, not the PS), and after SIGCONT
+// the job completes with every example counted once.
+TEST_F(ChiefE2eTest, PsFrozenMidJobTrainingResumesOnSigcontAndCountsEveryExampleOnce) {
+  StartPs(2);
+  StartChief();
+  StartTrainer("t0");
+  StartTrainer("t1");
+  ASSERT_EQ(Cli({"submit", WriteJob("freeze.yaml", JobYaml("freeze", 0, 2, 64, 4000, 2))}).exit_code,
+            0);
+  ASSERT_TRUE(WaitFor("freeze-1", [](const v1::JobStatus& j) { return j.units_done() >= 2; }, 60s));
+  ASSERT_TRUE(ps_[1]->Signal(SIGSTOP));
+  std::this_thread::sleep_for(1s);  // in-flight steps drain into the frozen PS
+  const uint64_t frozen_at = Job("freeze-1").examples_trained();
+  std::this_thread::sleep_for(5s);  // 2.5 lease durations
+  const v1::JobStatus during = Job("freeze-1");
+  EXPECT_EQ(during.state(), "RUNNING");
+  EXPECT_EQ(during.expired_trainers(), 0u) << "a trainer waiting on a PS lost its lease";
+  // Every step needs both shards: no progress is committed while one is frozen.
+  EXPECT_LE(during.examples_trained(), frozen_at + 64 * 8) << during.DebugString();
+  EXPECT_TRUE(trainers_["t0"]->running());
+  EXPECT_TRUE(trainers_["t1"]->running());
+  ASSERT_TRUE(ps_[1]->Signal(SIGCONT));
+
+  ASSERT_TRUE(WaitFor("freeze-1", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
+                      240s))
+      << Job("freeze-1").DebugString();
+  const v1::JobStatus s = Job("freeze-1");
+  ExpectEveryEpochCountsTheDataOnce(s, 2);
+  EXPECT_EQ(s.expired_trainers(), 0u);
+  EXPECT_GE(s.eval().auc(), 0.88);
+}
+
+// A trainer frozen past its lease (SIGSTOP: a zombie) loses its work units
+// to the other trainer; after SIGCONT every report it makes on the old lease
+// is refused (NOT_FOUND: register again, or FAILED_PRECONDITION: stale lease
+// epoch), it re-registers and works on, and no example counts twice.
+TEST_F(ChiefE2eTest, TrainerFrozenPastItsLeaseIsRefusedOnWakingAndNothingCountsTwice) {
+  StartPs(1);
+  StartChief();
+  StartTrainer("t0");
+  StartTrainer("t1");
+  ASSERT_EQ(Cli({"submit", WriteJob("zombie.yaml", JobYaml("zombie", 0, 3, 64, 4000, 2))})
+                .exit_code,
+            0);
+  ASSERT_TRUE(WaitFor("zombie-1", [](const v1::JobStatus& j) {
+    return j.units_done() >= 2 && j.units_leased() == 2;
+  }, 60s));
+  ASSERT_TRUE(trainers_["t0"]->Signal(SIGSTOP));
+  ASSERT_TRUE(WaitFor("zombie-1", [](const v1::JobStatus& j) { return j.expired_trainers() >= 1; },
+                      30s))
+      << Job("zombie-1").DebugString();
+  std::this_thread::sleep_for(1s);  // t1 picks up the released units
+  ASSERT_TRUE(trainers_["t0"]->Signal(SIGCONT));
+
+  ASSERT_TRUE(WaitFor("zombie-1", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
+                      240s))
+      << Job("zombie-1").DebugString();
+  const v1::JobStatus s = Job("zombie-1");
+  ExpectEveryEpochCountsTheDataOnce(s, 3);
+  EXPECT_GE(s.releases(), 1u);
+  EXPECT_TRUE(trainers_["t0"]->running()) << "the woken trainer should re-register, not exit";
+
+  // The chief refused the zombie's calls on its old registration or lease.
+  std::string error;
+  auto page = testing::HttpGet(metrics_["chief"], "/metrics", 5000, &error);
+  ASSERT_TRUE(page.has_value()) << error;
+  double refused = 0;
+  for (absl::string_view line : absl::StrSplit(page->body, '\n')) {
+    if (!absl::StartsWith(line, "brook_chief_requests_total{")) continue;
+    if (!absl::StrContains(line, "code=\"NOT_FOUND\"") &&
+        !absl::StrContains(line, "code=\"FAILED_PRECONDITION\"")) {
+      continue;
+    }
+    if (absl::StrContains(line, "GetJob")) continue;  // the test's own lookups
+    refused += std::stod(std::string(line.substr(line.rfind(' ') + 1)));
+  }
+  EXPECT_GE(refused, 1) << page->body;
+}
+
 
 // A real Prometheus server scrapes every node of a cluster running a job;
 // its HTTP API then has a series from each node type and a rate that shows

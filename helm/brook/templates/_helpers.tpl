@@ -91,6 +91,9 @@ prometheus.io/port: {{ .ctx.Values.metrics.port | quote }}
 prometheus.io/path: {{ .ctx.Values.metrics.path | quote }}
 {{- end }}
 checksum/config: {{ include (print .ctx.Template.BasePath "/configmap.yaml") .ctx | sha256sum }}
+{{- with include "brook.secretsChecksum" .ctx }}
+checksum/secrets: {{ . }}
+{{- end }}
 {{- with .ctx.Values.podAnnotations }}
 {{ toYaml . }}
 {{- end }}
@@ -134,6 +137,88 @@ checksum/config: {{ include (print .ctx.Template.BasePath "/configmap.yaml") .ct
 {{- end }}
 {{- end }}
 
+{{/* BROOK_TLS_* as a container env list (the helm test pod, which has no
+     ConfigMap). */}}
+{{- define "brook.tlsEnvList" -}}
+{{- range $k, $v := include "brook.tlsEnv" . | fromYaml | default dict }}
+- name: {{ $k }}
+  value: {{ $v | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The pods' checksum/secrets annotation: a hash of the values that make
+     the TLS and token Secrets (user certificate, key, CA, token, Secret names,
+     mutual), so pods restart when one changes. Deliberately NOT a hash of
+     the rendered Secrets: generated material (genCA / randAlphaNum) is new on
+     every render that cannot `lookup` the live Secret (`helm template`,
+     --dry-run=client, GitOps renderers), and hashing it would change every
+     pod template on every such render and roll the whole cluster each sync.
+     On a real install/upgrade the generated material is reused, so it never
+     changes under running pods. Empty when neither is enabled. */}}
+{{- define "brook.secretsChecksum" -}}
+{{- if or .Values.tls.enabled .Values.auth.enabled }}
+{{- $tls := ternary (omit .Values.tls "generatedDays") dict .Values.tls.enabled }}
+{{- $auth := ternary .Values.auth dict .Values.auth.enabled }}
+{{- dict "tls" $tls "auth" $auth | toJson | sha256sum }}
+{{- end }}
+{{- end }}
+
+{{/* The DNS names the generated certificate carries: every name a Brook
+     client dials. */}}
+{{- define "brook.tlsDnsNames" -}}
+{{- $ns := .Release.Namespace }}
+{{- $chief := include "brook.chief.fullname" . }}
+{{- $ps := include "brook.ps.fullname" . }}
+{{- $names := list $chief (printf "%s.%s" $chief $ns) (printf "%s.%s.svc" $chief $ns) (printf "%s.%s.svc.cluster.local" $chief $ns) }}
+{{- $names = concat $names (list (printf "*.%s" $ps) (printf "*.%s.%s" $ps $ns) (printf "*.%s.%s.svc" $ps $ns) (printf "*.%s.%s.svc.cluster.local" $ps $ns)) }}
+{{- $names = append $names "localhost" }}
+{{- toJson $names }}
+{{- end }}
+
+{{/* data of the TLS Secret (base64 values, as YAML): the user's cert/key/ca;
+     else the live Secret's material when `lookup` finds one the chart
+     generated (helm upgrade); else a fresh CA and certificate. */}}
+{{- define "brook.tlsSecretData" -}}
+{{- if .Values.tls.cert }}
+tls.crt: {{ .Values.tls.cert | b64enc | quote }}
+tls.key: {{ .Values.tls.key | b64enc | quote }}
+ca.crt: {{ .Values.tls.ca | b64enc | quote }}
+{{- else }}
+{{- $live := lookup "v1" "Secret" .Release.Namespace (include "brook.tlsSecretName" .) | default dict }}
+{{- $liveData := get $live "data" | default dict }}
+{{- $generated := get (get (get $live "metadata" | default dict) "annotations" | default dict) "brook.io/generated" }}
+{{- if and (eq (toString $generated) "true") (get $liveData "tls.crt") (get $liveData "tls.key") (get $liveData "ca.crt") }}
+tls.crt: {{ get $liveData "tls.crt" | quote }}
+tls.key: {{ get $liveData "tls.key" | quote }}
+ca.crt: {{ get $liveData "ca.crt" | quote }}
+{{- else }}
+{{- $days := int .Values.tls.generatedDays }}
+{{- $ca := genCA (printf "%s-ca" (include "brook.fullname" .)) $days }}
+{{- $cert := genSignedCert (include "brook.chief.fullname" .) (list "127.0.0.1") (include "brook.tlsDnsNames" . | fromJsonArray) $days $ca }}
+tls.crt: {{ $cert.Cert | b64enc | quote }}
+tls.key: {{ $cert.Key | b64enc | quote }}
+ca.crt: {{ $ca.Cert | b64enc | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* data of the token Secret: auth.token; else the live Secret's token when
+     `lookup` finds one the chart generated; else randAlphaNum 40. */}}
+{{- define "brook.authSecretData" -}}
+{{- if .Values.auth.token }}
+token: {{ .Values.auth.token | b64enc | quote }}
+{{- else }}
+{{- $live := lookup "v1" "Secret" .Release.Namespace (include "brook.authSecretName" .) | default dict }}
+{{- $token := get (get $live "data" | default dict) "token" }}
+{{- $generated := get (get (get $live "metadata" | default dict) "annotations" | default dict) "brook.io/generated" }}
+{{- if and (eq (toString $generated) "true") $token }}
+token: {{ $token | quote }}
+{{- else }}
+token: {{ randAlphaNum 40 | b64enc | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{/* BROOK_TLS_* settings for a ConfigMap. */}}
 {{- define "brook.tlsEnv" -}}
 {{- if .Values.tls.enabled }}
@@ -146,11 +231,27 @@ BROOK_TLS_MUTUAL: {{ .Values.tls.mutual | quote }}
 
 {{/* Checks values that the schema cannot express. */}}
 {{- define "brook.validate" -}}
-{{- if and .Values.tls.enabled (not .Values.tls.existingSecret) (or (not .Values.tls.cert) (not .Values.tls.key)) }}
-{{- fail "tls.enabled: set tls.existingSecret, or both tls.cert and tls.key" }}
+{{- if and .Values.auth.enabled (not .Values.tls.enabled) }}
+{{- fail "auth.enabled=true needs tls.enabled=true: Brook clients (trainers, brook list/submit) refuse to send the chief's token in plaintext to a non-loopback address; keep TLS on, or set auth.enabled=false too" }}
 {{- end }}
-{{- if and .Values.auth.enabled (not .Values.auth.existingSecret) (not .Values.auth.token) }}
-{{- fail "auth.enabled: set auth.existingSecret or auth.token" }}
+{{- if .Values.tls.enabled }}
+{{- $t := .Values.tls }}
+{{- if and $t.existingSecret (or $t.cert $t.key $t.ca) }}
+{{- fail "tls.existingSecret and tls.cert/tls.key/tls.ca are exclusive: name a Secret, or give the PEM values (or neither: the chart generates a certificate)" }}
+{{- end }}
+{{- if ne (empty $t.cert) (empty $t.key) }}
+{{- fail "tls.cert and tls.key go together: set both (your certificate and its private key), or neither to have the chart generate them" }}
+{{- end }}
+{{- if and $t.cert (not $t.ca) }}
+{{- if $t.mutual }}
+{{- fail "tls.cert/tls.key with tls.mutual=true need tls.ca: the CA that signed tls.cert, which servers verify client certificates against and clients verify servers against" }}
+{{- else }}
+{{- fail "tls.cert/tls.key need tls.ca: the CA that signed tls.cert, which every Brook client verifies the servers against" }}
+{{- end }}
+{{- end }}
+{{- if and $t.ca (not $t.cert) (not $t.existingSecret) }}
+{{- fail "tls.ca is used only with tls.cert and tls.key (a generated certificate brings its own CA)" }}
+{{- end }}
 {{- end }}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.enabled) }}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.enabled" }}

@@ -13,6 +13,7 @@
 #include "ps/parameter_server.h"
 #include "sharding/sharding.h"
 #include "tests/testing/test_util.h"
+#include "tests/testing/tmpfs.h"
 #include "tests/unit/ps/ps_test_util.h"
 
 namespace brook::ps {
@@ -169,6 +170,68 @@ TEST(TierTest, TableUnderItsBudgetNeverAsksRocksDb) {
   EXPECT_EQ(s.cold_hits, 0u);
   EXPECT_EQ(s.cold_misses, 0u);
   EXPECT_EQ(s.tier_evictions, 0u);
+}
+
+// The data dir on a tmpfs that fills up: the push whose WAL write failed is
+// in memory but not acknowledged; its retry (same client and sequence) is
+// refused while the disk is full, then acknowledged as a duplicate once space
+// returns, and counts once; pushes in between are refused before they change
+// anything; a restart serves exactly what memory held.
+TEST(DurabilityTest, DiskFullRefusesPushesAndARetryCountsOnceWhenSpaceReturns) {
+  testing::TempDir dir;
+  std::string why;
+  auto fs = testing::ScopedTmpfs::Mount(dir.Join("data"), 2 << 20, &why);
+  if (fs == nullptr) GTEST_SKIP() << "SKIPPED: " << why;
+  TableOptions counter;
+  counter.name = "counter";
+  counter.dim = 64;
+  counter.initializer.kind = InitializerKind::kZeros;
+  counter.optimizer.kind = OptimizerKind::kSgd;
+  counter.optimizer.learning_rate = 1.0f;
+  std::vector<uint64_t> keys(256);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = 7919 * i + 1;
+  const std::vector<float> minus_one(keys.size() * 64, -1.0f);
+  std::vector<float> held;
+  {
+    auto ps = OpenOrDie(DurableOptions(fs->path()));
+    ASSERT_NE(ps, nullptr);
+    PS_ASSERT_OK(ps->CreateTable(counter));
+    uint64_t sequence = 0;
+    absl::StatusOr<PushOutcome> pushed;
+    float acked = 0;
+    do {
+      pushed = ps->Push("counter", keys, minus_one, {.client_id = 3, .sequence = ++sequence});
+      if (pushed.ok()) ++acked;
+    } while (pushed.ok() && sequence < 10000);
+    ASSERT_FALSE(pushed.ok()) << "2 MiB never filled up";
+    EXPECT_TRUE(absl::IsResourceExhausted(pushed.status())) << pushed.status();
+    EXPECT_NE(pushed.status().message().find("No space left on device"), std::string::npos);
+    const uint64_t failed = sequence;
+    ASSERT_TRUE(ps->Stats().wal.has_value());
+    EXPECT_TRUE(ps->Stats().wal->failing);
+
+    // Memory holds the unacknowledged push (whole); new pushes and its retry
+    // are refused and change nothing.
+    EXPECT_EQ(PullOrDie(*ps, "counter", {keys[0]}, 64)[0], acked + 1);
+    EXPECT_TRUE(absl::IsResourceExhausted(
+        ps->Push("counter", keys, minus_one, {.client_id = 3, .sequence = failed + 1}).status()));
+    EXPECT_TRUE(absl::IsResourceExhausted(
+        ps->Push("counter", keys, minus_one, {.client_id = 3, .sequence = failed}).status()));
+    EXPECT_EQ(PullOrDie(*ps, "counter", {keys[0]}, 64)[0], acked + 1);
+
+    ASSERT_TRUE(fs->Resize(64 << 20, &why)) << why;
+    absl::StatusOr<PushOutcome> retry =
+        ps->Push("counter", keys, minus_one, {.client_id = 3, .sequence = failed});
+    ASSERT_TRUE(retry.ok()) << retry.status();
+    EXPECT_EQ(*retry, PushOutcome::kDuplicate);
+    EXPECT_FALSE(ps->Stats().wal->failing);
+    PS_ASSERT_OK(ps->Push("counter", keys, minus_one, {.client_id = 3, .sequence = failed + 1}).status());
+    held = PullOrDie(*ps, "counter", keys, 64);
+    EXPECT_EQ(held, std::vector<float>(held.size(), acked + 2));
+  }
+  auto ps = OpenOrDie(DurableOptions(fs->path()));
+  ASSERT_NE(ps, nullptr);
+  EXPECT_EQ(PullOrDie(*ps, "counter", keys, 64), held);
 }
 
 TEST(DurabilityTest, RestartReplaysTheWal) {

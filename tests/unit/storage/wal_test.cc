@@ -22,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_util.h"
+#include "tests/testing/tmpfs.h"
 
 namespace brook::storage {
 namespace {
@@ -642,6 +643,50 @@ TEST(WalTest, WriteErrorIsStickyForEveryLaterSync) {
   ASSERT_EQ(1u, r.records.size());
   EXPECT_EQ(std::string(1000, 'a'), r.records[0]);
   EXPECT_EQ(4096u - 1016u, r.stats.torn_tail_bytes);
+}
+
+// A real full disk (a small tmpfs): the failing write is undone and retried,
+// not sticky; records added while full wait in memory; once space returns one
+// Sync writes them all, and replay sees every record once, in LSN order.
+TEST(WalTest, OutOfSpaceIsRetriedWhenSpaceReturnsAndLosesNothing) {
+  TempDir dir;
+  std::string why;
+  auto fs = testing::ScopedTmpfs::Mount(dir.Join("wal"), 64 << 10, &why);
+  if (fs == nullptr) GTEST_SKIP() << "SKIPPED: " << why;
+  auto writer = OpenOrDie(fs->path());
+  ASSERT_NE(writer, nullptr);
+  std::vector<std::string> added;
+  absl::Status full;
+  for (int i = 0; i < 1000 && full.ok(); ++i) {
+    added.push_back(absl::StrCat("record ", i, " ", std::string(1000, 'x')));
+    full = writer->Sync(writer->Add(added.back()));
+  }
+  ASSERT_FALSE(full.ok()) << "64 KiB never filled up";
+  EXPECT_TRUE(absl::IsResourceExhausted(full)) << full;
+  EXPECT_THAT(Message(full), HasSubstr("No space left on device"));
+  EXPECT_THAT(Message(full), HasSubstr(fs->path()));
+  EXPECT_TRUE(writer->failing());
+  EXPECT_EQ(writer->stats().write_errors, 1u);
+
+  // Still full: more records wait, every Sync on them fails, nothing sticks.
+  for (int i = 0; i < 3; ++i) {
+    added.push_back(absl::StrCat("late ", i));
+    EXPECT_TRUE(absl::IsResourceExhausted(writer->Sync(writer->Add(added.back()))));
+  }
+  EXPECT_TRUE(writer->failing());
+
+  ASSERT_TRUE(fs->Resize(1 << 20, &why)) << why;
+  const absl::Status synced = writer->Sync(added.size());
+  ASSERT_TRUE(synced.ok()) << synced;
+  EXPECT_FALSE(writer->failing());
+  EXPECT_GE(writer->stats().write_errors, 4u);
+  writer.reset();
+
+  Replayed r = ReplayAll(fs->path());
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.records, added);
+  for (size_t i = 0; i < r.lsns.size(); ++i) EXPECT_EQ(r.lsns[i], i + 1);
+  EXPECT_EQ(r.stats.torn_tail_bytes, 0u);
 }
 
 TEST(WalTest, RecordsAcknowledgedBySyncSurviveSigkill) {

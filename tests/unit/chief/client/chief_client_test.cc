@@ -142,5 +142,17 @@ TEST(ChiefClientConnectTest, RejectsBadOptions) {
   EXPECT_TRUE(absl::IsInvalidArgument(ChiefClient::Connect("127.0.0.1:1", options).status()));
 }
 
+TEST(ChiefClientConnectTest, NeverSendsTheTokenInPlaintextOffTheMachine) {
+  ChiefClientOptions options;
+  options.bearer_token = "0123456789abcdef0123";
+  const absl::Status s = ChiefClient::Connect("10.1.2.3:7000", options).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("plaintext"));
+  EXPECT_TRUE(ChiefClient::Connect("127.0.0.1:7000", options).ok());
+  EXPECT_TRUE(ChiefClient::Connect("localhost:7000", options).ok());
+  options.bearer_token = "has space 0123456789";
+  EXPECT_TRUE(absl::IsInvalidArgument(ChiefClient::Connect("127.0.0.1:7000", options).status()));
+}
+
 }  // namespace
 }  // namespace brook::chief

@@ -267,6 +267,8 @@ TEST(JobExitCodeTest, FromStateAndError) {
   EXPECT_EQ(job_exit::ForError(absl::NotFoundError("no job x")), 3);
   EXPECT_EQ(job_exit::ForError(absl::UnavailableError("down")), 4);
   EXPECT_EQ(job_exit::ForError(absl::DeadlineExceededError("slow")), 4);
+  EXPECT_EQ(job_exit::ForError(absl::UnauthenticatedError("wrong bearer token")), 5);
+  EXPECT_EQ(job_exit::ForError(absl::PermissionDeniedError("no")), 5);
   EXPECT_EQ(job_exit::ForError(absl::InvalidArgumentError("bad")), 1);
   EXPECT_EQ(job_exit::ForError(absl::FailedPreconditionError("finished")), 1);
   EXPECT_TRUE(IsFinishedState("CANCELLED"));

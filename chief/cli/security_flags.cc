@@ -1,0 +1,57 @@
+#include "chief/cli/security_flags.h"
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "security/bearer_token.h"
+
+namespace brook::cli {
+
+void AddTlsFlags(CLI::App* cmd, security::TlsOptions* tls, TlsRole role) {
+  const char* peers = role == TlsRole::kServer   ? "clients"
+                      : role == TlsRole::kClient ? "servers"
+                                                 : "peers";
+  cmd->add_option("--tls-cert", tls->cert_file,
+                  "PEM certificate of this node; with --tls-key turns TLS on")
+      ->envname("BROOK_TLS_CERT");
+  cmd->add_option("--tls-key", tls->key_file, "PEM private key of --tls-cert")
+      ->envname("BROOK_TLS_KEY");
+  cmd->add_option("--tls-ca", tls->ca_file,
+                  absl::StrCat("PEM CA bundle that ", peers, "' certificates must chain to"))
+      ->envname("BROOK_TLS_CA");
+  cmd->add_flag("--tls-mutual", tls->mutual,
+                "Mutual TLS: servers require client certificates signed by --tls-ca; clients "
+                "present --tls-cert")
+      ->envname("BROOK_TLS_MUTUAL");
+  if (role != TlsRole::kServer) {
+    cmd->add_option("--tls-server-name", tls->server_name,
+                    "Name the servers' certificates must carry when it is not the host dialled")
+        ->envname("BROOK_TLS_SERVER_NAME");
+  }
+}
+
+absl::StatusOr<std::string> TokenFlags::Resolve() const {
+  if (!file.empty()) return security::ReadTokenFile(file);
+  const char* value = env_var.empty() ? nullptr : std::getenv(env_var.c_str());
+  if (value == nullptr || *value == '\0') return std::string();
+  const std::string token(value);
+  if (absl::Status s = security::ValidateToken(token, "$" + env_var); !s.ok()) return s;
+  return token;
+}
+
+void AddClientTokenFlags(CLI::App* cmd, TokenFlags* token) {
+  token->env_var = "BROOK_TOKEN";
+  cmd->add_option("--token-file", token->file,
+                  "File holding the chief's bearer token (or set $BROOK_TOKEN)")
+      ->envname("BROOK_TOKEN_FILE");
+}
+
+void AddChiefTokenFlags(CLI::App* cmd, TokenFlags* token) {
+  token->env_var = "BROOK_CHIEF_TOKEN";
+  cmd->add_option("--auth-token-file", token->file,
+                  "Require this bearer token (a file; or set $BROOK_CHIEF_TOKEN) on every call "
+                  "but Health: others get UNAUTHENTICATED")
+      ->envname("BROOK_CHIEF_TOKEN_FILE");
+}
+
+}  // namespace brook::cli
