@@ -522,11 +522,14 @@ absl::StatusOr<RestoreInfo> ParameterServer::RestoreLocked(const std::string& di
           ASSIGN_OR_RETURN(std::shared_ptr<Table> t, state_->FindTable(name));
           RowImporter importer(t.get(), Owner(name, me, shards));
           const size_t row_bytes = t->stored_row_bytes();
+          // A named reference for the lambda: clang 14 (the fuzz build's compiler)
+          // cannot capture a structured binding.
+          const std::string& table_name = name;
           RETURN_IF_ERROR(
               old->ForEach(internal::TableFamily(name), [&](uint64_t key, std::string_view value) {
                 if (value.size() != row_bytes) {
-                  return absl::DataLossError(absl::StrCat(part, ": table '", name, "' key ", key,
-                                                          " holds ", value.size(),
+                  return absl::DataLossError(absl::StrCat(part, ": table '", table_name, "' key ",
+                                                          key, " holds ", value.size(),
                                                           " bytes, expected ", row_bytes));
                 }
                 return importer.Add(value.data(), row_bytes);

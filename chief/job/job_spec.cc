@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +33,43 @@ constexpr float kNoMax = std::numeric_limits<float>::max();
 constexpr std::string_view kJobSections[] = {
     "name",           "priority", "data",     "features",   "model_file", "optimizer",
     "embedding_init", "training", "trainers", "checkpoint", "export",     "eval"};
+
+// The 1-based line of the first byte sequence that is not UTF-8 (RFC 3629:
+// no overlong forms, no surrogates, nothing past U+10FFFF), or 0 if the text
+// is valid.
+int InvalidUtf8Line(std::string_view text) {
+  int line = 1;
+  for (size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    if (b < 0x80) {
+      if (b == '\n') ++line;
+      ++i;
+      continue;
+    }
+    size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // bounds of the second byte
+    if (b >= 0xC2 && b <= 0xDF) {
+      n = 1;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      n = 2;
+      if (b == 0xE0) lo = 0xA0;
+      if (b == 0xED) hi = 0x9F;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      n = 3;
+      if (b == 0xF0) lo = 0x90;
+      if (b == 0xF4) hi = 0x8F;
+    } else {
+      return line;
+    }
+    if (i + n >= text.size()) return line;
+    for (size_t k = 1; k <= n; ++k) {
+      const auto c = static_cast<unsigned char>(text[i + k]);
+      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return line;
+    }
+    i += n + 1;
+  }
+  return 0;
+}
 
 std::string Resolve(const std::string& base_dir, const std::string& path) {
   if (base_dir.empty() || path.empty() || path[0] == '/' || path.find("://") != std::string::npos) {
@@ -472,10 +510,21 @@ absl::StatusOr<JobSpec> FromYamlImpl(const std::string& yaml, const std::string&
 }  // namespace
 
 absl::StatusOr<JobSpec> JobSpec::FromYaml(const std::string& yaml, const std::string& base_dir) {
+  // A spec's strings end up in JSON (CanonicalJson, the export manifest),
+  // which holds UTF-8 only: nlohmann::json throws on any other byte, so such
+  // a spec used to parse and then crash CanonicalJson with an uncaught
+  // exception (found by tests/fuzz/job_spec_fuzzer). YAML text is Unicode.
+  if (const int line = InvalidUtf8Line(yaml); line != 0) {
+    return FieldError("", line, "the job spec is not valid UTF-8 text");
+  }
   // yaml-cpp throws on syntax errors and some conversions; no exception may
   // leave this API.
   try {
-    return FromYamlImpl(yaml, base_dir);
+    absl::StatusOr<JobSpec> spec = FromYamlImpl(yaml, base_dir);
+    // An escape can still make a string JSON cannot hold (a lone UTF-16
+    // surrogate written as a YAML escape): printing it now makes that an error.
+    if (spec.ok()) (void)spec->CanonicalJson();
+    return spec;
   } catch (const YAML::Exception& e) {
     return FieldError("", e.mark.is_null() ? 0 : e.mark.line + 1,
                       absl::StrCat("invalid YAML: ", e.msg));

@@ -382,6 +382,31 @@ TEST(JobSpecTest, CanonicalJsonIsStableUnderKeyOrderAndLayout) {
   EXPECT_NE(a->SpecHash(), c->SpecHash());
 }
 
+// Regression (tests/fuzz/job_spec_fuzzer): a byte that is not UTF-8 in any
+// string parsed, then CanonicalJson() threw nlohmann's type_error out of the
+// chief. Now the parse refuses it, naming the line; UTF-8 text still parses
+// and prints.
+TEST(JobSpecTest, TextThatIsNotUtf8IsRefusedAndUtf8Prints) {
+  const std::string bad_byte = With("export: {dir: out/export}", "export: {dir: out/\xF7x}");
+  EXPECT_THAT(std::string(Error(bad_byte).message()),
+              AllOf(HasSubstr("not valid UTF-8"),
+                    HasSubstr(absl::StrCat("(line ", LineOf(bad_byte, "export:"), ")"))));
+  // An overlong form, a surrogate encoded directly, a sequence cut short.
+  for (const std::string bytes : {"\xC0\xAF", "\xED\xA0\x80", "\xE2\x82"}) {
+    EXPECT_THAT(std::string(Error(With("out/export", "out/" + bytes)).message()),
+                HasSubstr("not valid UTF-8"));
+  }
+  // A lone surrogate written as an escape: valid text, but not a string
+  // JSON can hold. An error either way (yaml-cpp's or the JSON check's).
+  EXPECT_EQ(Error(With("export: {dir: out/export}", "export: {dir: \"out/\\ud800\"}")).code(),
+            absl::StatusCode::kInvalidArgument);
+
+  absl::StatusOr<JobSpec> ok =
+      JobSpec::FromYaml(With("out/export", "out/\xC3\xA9t\xC3\xA9-\xF0\x9F\x93\xA6"), "/jobs/x");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_THAT(ok->CanonicalJson(), HasSubstr("out/\xC3\xA9t\xC3\xA9-\xF0\x9F\x93\xA6"));
+}
+
 TEST(JobSpecTest, CheckDataCountsMatchesAndRefusesAnEmptyGlob) {
   testing::TempDir dir;
   for (const char* f : {"train-0.tfrecord", "train-1.tfrecord", "test-0.tfrecord"}) {
