@@ -24,9 +24,15 @@ endfunction()
 # whose cases are registered with CTest one by one, run from the repo root so
 # tests can reach ../shared/data.
 function(brook_cc_test)
-  cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "SERIAL" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
+  endif()
+  # SERIAL: CTest runs these tests with nothing beside them (measurements
+  # that other tests' load would distort).
+  set(_serial "")
+  if(ARG_SERIAL)
+    set(_serial RUN_SERIAL TRUE)
   endif()
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_compile_options(${ARG_NAME} PRIVATE ${BROOK_WARNING_FLAGS})
@@ -35,6 +41,6 @@ function(brook_cc_test)
   gtest_discover_tests(${ARG_NAME}
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
     DISCOVERY_MODE PRE_TEST
-    PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+    PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT} ${_serial}
                ENVIRONMENT "BROOK_BINARY=$<TARGET_FILE:brook>;BROOK_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
 endfunction()

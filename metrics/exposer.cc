@@ -13,7 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -173,8 +175,27 @@ absl::StatusOr<std::unique_ptr<MetricsExposer>> MetricsExposer::Start(
   }
   m->registry_ = NewRegistry();
   try {
-    // Two civetweb threads: scrapes are rare (every 15-60 s) and cheap.
-    m->exposer_ = std::make_unique<prometheus::Exposer>(bind_address, /*num_threads=*/2);
+    // civetweb serves one connection per worker thread, from accept until the
+    // request is answered, and its default request timeout is 30 s. With the
+    // 2 threads we used to ask for, two idle TCP connections (a port scan, a
+    // half-open health check, a stuck or hostile client) held both workers
+    // and every scrape waited 30 s behind them; 50 held connections starved
+    // /metrics for minutes. So: a request that has not fully arrived within
+    // kExposerRequestTimeoutMs is dropped (civetweb bounds the whole request,
+    // so a client dribbling a byte a second is dropped too), and enough
+    // workers that tens of held connections leave threads for real scrapes.
+    // Prometheus sends its request in one packet; the timeout also bounds
+    // writing the reply, which a live scraper reads at once. Idle workers
+    // block on a condition variable and cost only their (lazily touched)
+    // stacks. Keep-alive stays off (civetweb's default) so no scraper keeps a
+    // worker between scrapes.
+    std::vector<std::string> options = {
+        "listening_ports",    bind_address,
+        "num_threads",        std::to_string(kExposerThreads),
+        "request_timeout_ms", std::to_string(kExposerRequestTimeoutMs),
+        "enable_keep_alive",  "no",
+    };
+    m->exposer_ = std::make_unique<prometheus::Exposer>(std::move(options));
   } catch (const std::exception& e) {
     // civetweb reports a failed bind by throwing from the CivetServer ctor.
     return absl::UnavailableError(

@@ -25,6 +25,14 @@ class Registry;
 
 namespace brook::metrics {
 
+// The HTTP server's worker threads (civetweb: one connection per thread) and
+// how long a connection may take to send its request (and to take the reply)
+// before it is dropped. Together they bound what slow or idle connections
+// can do to scrapes: held connections beyond the workers wait at most
+// about (held / kExposerThreads) x kExposerRequestTimeoutMs. See Start().
+inline constexpr int kExposerThreads = 32;
+inline constexpr int kExposerRequestTimeoutMs = 2000;
+
 class MetricsExposer {
  public:
   // Binds `bind_address` ("host:port"; port 0 picks a free one) and starts

@@ -30,6 +30,7 @@
 #include "absl/time/time.h"
 #include "brook/v1/chief.pb.h"
 #include "chief/cli/child_process.h"
+#include "chief/cli/local_cluster.h"
 #include "chief/cli/commands.h"
 #include "chief/client/chief_client.h"
 #include "chief/client/job_format.h"
@@ -81,55 +82,6 @@ std::string DemoJobYaml(int trainers, int64_t train_examples) {
       "export: {dir: export}\n");
 }
 
-std::string SelfPath() {
-  std::error_code ec;
-  std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? "brook" : p.string();
-}
-
-class LocalCluster {
- public:
-  explicit LocalCluster(std::string work_dir) : work_dir_(std::move(work_dir)) {}
-  ~LocalCluster() { StopAll(); }
-
-  absl::StatusOr<ChildProcess*> Start(const std::string& name, std::vector<std::string> args) {
-    args.insert(args.begin(), SelfPath());
-    ASSIGN_OR_RETURN(auto child,
-                     ChildProcess::Start(name, args, absl::StrCat(work_dir_, "/logs/", name)));
-    children_.push_back(std::move(child));
-    return children_.back().get();
-  }
-
-  // Trainers first (they commit what they trained), then the chief, then
-  // the PS shards (which drain).
-  void StopAll() {
-    for (auto it = children_.rbegin(); it != children_.rend(); ++it) {
-      (*it)->Stop(absl::Seconds(15));
-    }
-    children_.clear();
-  }
-
-  // A child that died on its own (not a trainer: the chief re-leases theirs).
-  const ChildProcess* Dead(bool include_trainers) {
-    for (const auto& c : children_) {
-      if (!include_trainers && c->name().rfind("trainer", 0) == 0) continue;
-      if (c->name() == "data-gen") continue;  // done before the cluster started
-      if (!c->Running()) return c.get();
-    }
-    return nullptr;
-  }
-
- private:
-  const std::string work_dir_;
-  std::vector<std::unique_ptr<ChildProcess>> children_;
-};
-
-// The address in "brook X listening on HOST:PORT ..." lines.
-std::string ListeningAddress(const std::string& line) {
-  std::vector<std::string> words = absl::StrSplit(line, ' ');
-  return words.size() > 4 ? words[4] : "";
-}
-
 std::atomic<bool> g_interrupted{false};
 
 absl::StatusOr<int> RunLocal(const LocalFlags& f) {
@@ -173,38 +125,14 @@ absl::StatusOr<int> RunLocal(const LocalFlags& f) {
               << f.trainers << " (--trainers)\n";
   }
 
-  // PS shards, durable under the work directory.
-  std::vector<std::string> ps_addresses;
-  std::vector<ChildProcess*> ps;
-  for (int i = 0; i < f.ps; ++i) {
-    ASSIGN_OR_RETURN(ChildProcess * p,
-                     cluster.Start(absl::StrCat("ps-", i),
-                                   {"ps", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-                                    "--shard-index", std::to_string(i), "--num-shards",
-                                    std::to_string(f.ps), "--data-dir",
-                                    absl::StrCat(work, "/ps-", i)}));
-    ps.push_back(p);
-  }
-  for (ChildProcess* p : ps) {
-    ASSIGN_OR_RETURN(std::string line, p->WaitForLine("brook ps listening on", absl::Seconds(60)));
-    ps_addresses.push_back(ListeningAddress(line));
-  }
-  ASSIGN_OR_RETURN(ChildProcess * chief_proc,
-                   cluster.Start("chief", {"chief", "--listen", "127.0.0.1:0", "--metrics-listen",
-                                           "127.0.0.1:0", "--state-dir", work + "/chief-state",
-                                           "--ps", absl::StrJoin(ps_addresses, ","),
-                                           "--lease-seconds", absl::StrCat(f.lease_seconds)}));
-  ASSIGN_OR_RETURN(std::string chief_line,
-                   chief_proc->WaitForLine("brook chief listening on", absl::Seconds(60)));
-  const std::string chief_address = ListeningAddress(chief_line);
-  for (int i = 0; i < f.trainers; ++i) {
-    RETURN_IF_ERROR(cluster
-                        .Start(absl::StrCat("trainer-", i),
-                               {"trainer", "--chief", chief_address, "--node-id",
-                                absl::StrCat("trainer-", i), "--metrics-listen", "127.0.0.1:0",
-                                "--cpu-threads", std::to_string(f.cpu_threads)})
-                        .status());
-  }
+  LocalClusterOptions nodes;
+  nodes.ps = f.ps;
+  nodes.trainers = f.trainers;
+  nodes.lease_seconds = f.lease_seconds;
+  nodes.cpu_threads = f.cpu_threads;
+  RETURN_IF_ERROR(cluster.StartNodes(nodes));
+  const std::string chief_address = cluster.chief_address();
+  const std::vector<std::string>& ps_addresses = cluster.ps_addresses();
   std::cerr << "brook local: chief " << chief_address << ", PS " << absl::StrJoin(ps_addresses, ",")
             << ", " << f.trainers << " trainers\n";
 

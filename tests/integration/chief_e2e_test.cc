@@ -389,6 +389,64 @@ TEST_F(ChiefE2eTest, ChiefKilledAndRestartedMidJobResumesAndCompletes) {
   EXPECT_FALSE(s.export_dir().empty());
 }
 
+// Sums a metric's samples on a /metrics page (every label set).
+double SumOfMetric(const std::string& page, const std::string& name) {
+  double sum = 0;
+  for (absl::string_view line : absl::StrSplit(page, '\n')) {
+    if (!absl::StartsWith(line, name) || line.size() <= name.size() ||
+        (line[name.size()] != '{' && line[name.size()] != ' ')) {
+      continue;
+    }
+    sum += std::stod(std::string(line.substr(line.rfind(' ') + 1)));
+  }
+  return sum;
+}
+
+// A PS killed with -9 mid-job and restarted on its port and data dir, as a
+// StatefulSet restarts a pod: it serves again what it acknowledged (its rows
+// are back from the checkpoint + WAL), the trainers' retries carry them over
+// the gap, and the job completes with every example counted once.
+TEST_F(ChiefE2eTest, PsKilledMidJobAndRestartedOnItsDataDirServesItsRowsAndTheJobCompletes) {
+  for (int i = 0; i < 2; ++i) {
+    std::string error;
+    auto ps = testing::StartBrookPs(i, 2, {"--data-dir", dir_.Join(absl::StrCat("ps-", i))}, 30s,
+                                    &error);
+    ASSERT_TRUE(ps.has_value()) << error;
+    ps_addresses_.push_back(ps->address);
+    metrics_["ps-" + std::to_string(i)] = ps->metrics_address;
+    ps_.push_back(std::move(ps->process));
+  }
+  StartChief();
+  StartTrainer("t0");
+  StartTrainer("t1");
+  ASSERT_EQ(Cli({"submit", WriteJob("pskill.yaml", JobYaml("pskill", 0, 2, 64, 4000, 2))}).exit_code,
+            0);
+  ASSERT_TRUE(WaitFor("pskill-1", [](const v1::JobStatus& j) { return j.units_done() >= 2; }, 60s));
+  std::string error;
+  auto before = testing::HttpGet(metrics_["ps-1"], "/metrics", 5000, &error);
+  ASSERT_TRUE(before.has_value()) << error;
+  const double rows_before = SumOfMetric(before->body, "brook_ps_table_rows");
+  ASSERT_GT(rows_before, 0);
+  ASSERT_TRUE(ps_[1]->Signal(SIGKILL));
+  ASSERT_TRUE(ps_[1]->Wait(10s).has_value());
+
+  auto again = testing::StartBrookPs(1, 2, {"--data-dir", dir_.Join("ps-1")}, 60s, &error,
+                                     ps_addresses_[1]);
+  ASSERT_TRUE(again.has_value()) << error;
+  ps_[1] = std::move(again->process);
+  auto after = testing::HttpGet(again->metrics_address, "/metrics", 5000, &error);
+  ASSERT_TRUE(after.has_value()) << error;
+  // Rows are only ever added in this job: the restart lost none.
+  EXPECT_GE(SumOfMetric(after->body, "brook_ps_table_rows"), rows_before);
+
+  ASSERT_TRUE(WaitFor("pskill-1", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
+                      240s))
+      << Job("pskill-1").DebugString();
+  const v1::JobStatus s = Job("pskill-1");
+  ExpectEveryEpochCountsTheDataOnce(s, 2);
+  EXPECT_GE(s.eval().auc(), 0.88);
+}
+
 // A PS frozen mid-job (SIGSTOP: a network partition as its clients see it,
 // shorter than their 30 s call budget): the trainers' pulls and pushes time
 // out per attempt and retry with backoff, nothing deadlocks, the trainers

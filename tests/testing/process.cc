@@ -144,9 +144,10 @@ bool ParsePsListeningLine(std::string_view line, std::string* address,
 
 std::optional<PsProcess> StartBrookPs(int shard_index, int num_shards,
                                       const std::vector<std::string>& extra_args,
-                                      std::chrono::milliseconds timeout, std::string* error) {
+                                      std::chrono::milliseconds timeout, std::string* error,
+                                      const std::string& listen) {
   std::vector<std::string> argv = {BrookBinary(),      "ps",
-                                   "--listen",         "127.0.0.1:0",
+                                   "--listen",         listen,
                                    "--metrics-listen", "127.0.0.1:0",
                                    "--shard-index",    std::to_string(shard_index),
                                    "--num-shards",     std::to_string(num_shards)};

@@ -65,9 +65,11 @@ struct PsProcess {
 // --shard-index I --num-shards N` plus `extra_args` and waits up to `timeout`
 // for its "brook ps listening on ..." line. nullopt (with *error set) on
 // failure; the process is killed then.
+// `listen` replaces 127.0.0.1:0 (e.g. to restart a PS on its old port).
 std::optional<PsProcess> StartBrookPs(int shard_index, int num_shards,
                                       const std::vector<std::string>& extra_args,
-                                      std::chrono::milliseconds timeout, std::string* error);
+                                      std::chrono::milliseconds timeout, std::string* error,
+                                      const std::string& listen = "127.0.0.1:0");
 
 // Parses "brook ps listening on HOST:PORT metrics on HOST:MPORT" (the
 // metrics part may be "off"). False if the line has another shape.
