@@ -34,12 +34,14 @@ step "unit + integration tests under ASan + UBSan"
 # optimized tier only: at -O0 they cost minutes of arithmetic and reach no
 # code the Adult and unit tests do not. The same holds for the `brook local`
 # demo (its child processes are the chief e2e tests' under ASan) and for the
-# two kill -9 e2e tests (the same chief, trainer and lease code as the other
-# e2e tests and the in-process ChiefTest, killed; a minute each at -O0), and
-# for the soak (its verdict is about an optimized build's RSS and rates).
+# kill -9 and SIGSTOP e2e tests of whole jobs (the same chief, trainer, lease
+# and PS client code as the other e2e tests and the in-process ChiefTest,
+# killed or frozen; a minute or more each at -O0; the zombie-trainer one
+# stays), and for the soak (its verdict is about an optimized build's RSS
+# and rates).
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900 \
-  -E "Quality|LocalDemoTest.Demo|ChiefE2eTest.TrainerKilled|ChiefE2eTest.ChiefKilled|BenchSoakTest"
+  -E "Quality|LocalDemoTest.Demo|ChiefE2eTest.TrainerKilled|ChiefE2eTest.ChiefKilled|ChiefE2eTest.PsKilled|ChiefE2eTest.PsFrozen|BenchSoakTest"
 
 step "TSan build of the concurrent PS core"
 # -Werror stays off here only: GCC's -Wtsan flags Boost.Asio's fences, which
