@@ -1,5 +1,7 @@
 #include "chief/cli/local_cluster.h"
 
+#include <stdlib.h>
+
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +25,22 @@ std::string SelfPath() {
   std::error_code ec;
   std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? "brook" : p.string();
+}
+
+absl::StatusOr<std::string> MakeWorkDir(const std::string& dir, const std::string& prefix) {
+  std::string work = dir;
+  if (work.empty()) {
+    std::string tmpl = absl::StrCat("/tmp/brook-", prefix, "-XXXXXX");
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      return absl::InternalError("cannot create a work directory in /tmp");
+    }
+    work = tmpl;
+  }
+  work = std::filesystem::absolute(work).lexically_normal().string();
+  std::error_code ec;
+  std::filesystem::create_directories(work + "/logs", ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", work, "/logs: ", ec.message()));
+  return work;
 }
 
 absl::StatusOr<ChildProcess*> LocalCluster::Start(const std::string& name,

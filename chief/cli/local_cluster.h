@@ -56,4 +56,8 @@ class LocalCluster {
 // This binary's path (/proc/self/exe).
 std::string SelfPath();
 
+// `dir` made absolute with a logs/ folder in it; empty: a new
+// /tmp/brook-PREFIX-XXXXXX.
+absl::StatusOr<std::string> MakeWorkDir(const std::string& dir, const std::string& prefix);
+
 }  // namespace brook::cli

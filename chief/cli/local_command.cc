@@ -14,7 +14,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -85,14 +84,7 @@ std::string DemoJobYaml(int trainers, int64_t train_examples) {
 std::atomic<bool> g_interrupted{false};
 
 absl::StatusOr<int> RunLocal(const LocalFlags& f) {
-  std::string work = f.work_dir;
-  if (work.empty()) {
-    char tmpl[] = "/tmp/brook-local-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) return absl::InternalError("cannot create a work directory in /tmp");
-    work = tmpl;
-  }
-  work = std::filesystem::absolute(work).lexically_normal().string();
-  std::filesystem::create_directories(work + "/logs");
+  ASSIGN_OR_RETURN(const std::string work, MakeWorkDir(f.work_dir, "local"));
   std::cerr << "brook local: work directory " << work << " (logs in " << work << "/logs)\n";
   LocalCluster cluster(work);
 

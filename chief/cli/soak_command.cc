@@ -6,7 +6,6 @@
 // zero errors) and exits 0 only on a pass.
 #include <atomic>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <mutex>
@@ -142,14 +141,7 @@ void PrintTable(const std::vector<bench::SoakSample>& samples) {
 }
 
 absl::StatusOr<int> RunSoak(const SoakFlags& f) {
-  std::string work = f.work_dir;
-  if (work.empty()) {
-    char tmpl[] = "/tmp/brook-soak-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) return absl::InternalError("cannot create a work directory in /tmp");
-    work = tmpl;
-  }
-  work = std::filesystem::absolute(work).lexically_normal().string();
-  std::filesystem::create_directories(work + "/logs");
+  ASSIGN_OR_RETURN(const std::string work, MakeWorkDir(f.work_dir, "soak"));
   std::cerr << "brook bench soak: " << f.minutes << " min, work directory " << work << "\n";
   LocalCluster cluster(work);
 
