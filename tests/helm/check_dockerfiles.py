@@ -100,6 +100,15 @@ for df in dockerfiles:
             if w in ("ENV", "ARG") and re.search(r"(PASSWORD|SECRET|TOKEN|API_KEY)\s*=", rest, re.I):
                 problems.append(f"{w} {rest}")
     report(not problems, f"{name}: no secrets, keys or whole-context copies" + (f": {problems}" if problems else ""))
+    # The build stage has no .git: the commit must come in as an argument and
+    # reach CMake ($BROOK_GIT_COMMIT, cmake/version.cmake), or `brook
+    # --version` and every manifest say "unknown".
+    froms = [i for i, (w, _) in enumerate(ins) if w == "FROM"]
+    build_body = ins[froms[0] + 1:froms[1]] if len(froms) >= 2 else []  # ARGs included
+    declared = any(w == "ARG" and rest.split("=")[0].strip() == "BROOK_COMMIT" for w, rest in build_body)
+    passed = any(w == "RUN" and "BROOK_GIT_COMMIT=${BROOK_COMMIT}" in rest and "scripts/build.sh" in rest
+                 for w, rest in build_body)
+    report(declared and passed, f"{name}: the build stage passes BROOK_COMMIT to the build as BROOK_GIT_COMMIT")
     ignore = df.with_name(df.name + ".dockerignore")
     ig = ignore.read_text() if ignore.exists() else ""
     report(all(p in ig for p in ("*.pem", "*.key", ".env", ".git")), f"{name}: {ignore.name} keeps keys, .env and .git out of the context")
