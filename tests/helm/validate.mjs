@@ -202,6 +202,7 @@ const variants = [
   },
   { name: "TLS only (no token), not mutual", set: { "auth.enabled": false, "tls.mutual": false } },
   { name: "servicemonitor", set: { "metrics.serviceMonitor.enabled": true, "metrics.serviceMonitor.labels.release": "prometheus" }, extra: ["--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"] },
+  { name: "podmonitor", set: { "metrics.podMonitor.enabled": true, "metrics.podMonitor.labels.release": "prometheus" }, extra: ["--api-versions", "monitoring.coreos.com/v1/PodMonitor"] },
   { name: "ps.replicas=1", set: { "ps.replicas": 1 } },
   { name: "ps.replicas=8", set: { "ps.replicas": 8, "ps.wal": false, "ps.walFsync": true, "tls.generatedDays": 30 } },
   {
@@ -502,6 +503,27 @@ for (const v of variants) {
       if (!s) p.push(`${want} Service not selected`);
       else if (!s.spec.ports.some((x) => x.name === sm.spec.endpoints[0].port)) p.push(`${want} Service lacks port ${sm.spec.endpoints[0].port}`);
     }
+    return p;
+  });
+
+  check(`[${v.name}] PodMonitor ${get("metrics.podMonitor.enabled", false) ? "selects every Brook pod's metrics port" : "absent"}`, () => {
+    const pms = byKind(objs, "PodMonitor");
+    if (!get("metrics.podMonitor.enabled", false)) return pms.length ? ["rendered while disabled"] : [];
+    if (pms.length !== 1) return [`${pms.length} PodMonitors`];
+    const pm = pms[0];
+    const p = [];
+    if (pm.metadata.labels.release !== "prometheus") p.push("podMonitor.labels not applied");
+    const port = pm.spec.podMetricsEndpoints[0].port;
+    const selects = (labels) =>
+      Object.entries(pm.spec.selector.matchLabels).every(([k, val]) => labels[k] === val) &&
+      (pm.spec.selector.matchExpressions || []).every((e) => e.operator === "In" && e.values.includes(labels[e.key]));
+    for (const o of objs.filter((x) => podSpecOf(x) && !isHelmTest(x))) {
+      const labels = (o.spec.template || o).metadata.labels || {};
+      if (!selects(labels)) p.push(`${o.kind} ${o.metadata.name}: pods not selected`);
+      else if (!podSpecOf(o).containers.some((c) => (c.ports || []).some((x) => x.name === port))) p.push(`${o.metadata.name}: no container port ${port}`);
+    }
+    const test = objs.find(isHelmTest);
+    if (test && selects(test.metadata.labels || {})) p.push("the helm test pod is selected (it has no metrics port)");
     return p;
   });
 
@@ -850,6 +872,9 @@ const bad = [
   { set: ["--set", "tls.generatedDays=0"], want: /tls\/generatedDays/ },
   { label: "tls.enabled=false with auth.enabled (token in plaintext)", set: ["--set", "tls.enabled=false"], want: /auth\.enabled=true needs tls\.enabled=true/ },
   { set: ["--set", "metrics.serviceMonitor.enabled=true"], want: /monitoring\.coreos\.com\/v1/ },
+  { set: ["--set", "metrics.podMonitor.enabled=true"], want: /monitoring\.coreos\.com\/v1 PodMonitor/ },
+  { label: "podMonitor with serviceMonitor", set: ["--set", "metrics.podMonitor.enabled=true", "--set", "metrics.serviceMonitor.enabled=true", "--api-versions", "monitoring.coreos.com/v1/PodMonitor", "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"], want: /pick one/ },
+  { label: "podMonitor without metrics", set: ["--set", "metrics.podMonitor.enabled=true", "--set", "metrics.enabled=false", "--api-versions", "monitoring.coreos.com/v1/PodMonitor"], want: /needs metrics\.enabled/ },
   { set: ["--set", "metrics.port=7000"], want: /metrics\.port/ },
 ];
 for (const b of bad) {

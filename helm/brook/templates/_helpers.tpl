@@ -253,6 +253,15 @@ BROOK_TLS_MUTUAL: {{ .Values.tls.mutual | quote }}
 {{- fail "tls.ca is used only with tls.cert and tls.key (a generated certificate brings its own CA)" }}
 {{- end }}
 {{- end }}
+{{- if and .Values.metrics.podMonitor.enabled (not .Values.metrics.enabled) }}
+{{- fail "metrics.podMonitor.enabled needs metrics.enabled" }}
+{{- end }}
+{{- if and .Values.metrics.podMonitor.enabled .Values.metrics.serviceMonitor.enabled }}
+{{- fail "metrics.podMonitor.enabled and metrics.serviceMonitor.enabled: pick one (with both every pod is scraped twice)" }}
+{{- end }}
+{{- if and .Values.metrics.podMonitor.enabled (not (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/PodMonitor")) }}
+{{- fail "metrics.podMonitor.enabled: the cluster has no monitoring.coreos.com/v1 PodMonitor (install the Prometheus Operator CRDs; with `helm template` pass --api-versions monitoring.coreos.com/v1/PodMonitor)" }}
+{{- end }}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.enabled) }}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.enabled" }}
 {{- end }}
