@@ -12,11 +12,13 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <thread>
 
 #include "ps/client/grpc_ps_client.h"
 #include "sharding/sharding.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/process.h"
 #include "tests/testing/ps_rpc_testing.h"
 #include "tests/testing/test_util.h"
@@ -111,6 +113,82 @@ TEST(PsDurabilityTest, KillNineDuringPushesLosesNoAcknowledgedPush) {
   EXPECT_EQ((*stats)[0].checkpoints.size(), 1u);
   ASSERT_TRUE(again->process->Signal(SIGTERM));
   EXPECT_EQ(again->process->Wait(milliseconds(20000)), std::optional<int>(0));
+}
+
+// VmRSS of a process, bytes.
+double RssBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+// One sample of an unlabelled-or-single-table metric on a /metrics page.
+double Metric(const std::string& page, const std::string& name) {
+  for (size_t at = page.find(name); at != std::string::npos; at = page.find(name, at + 1)) {
+    if (at > 0 && page[at - 1] != '\n') continue;
+    const char next = page[at + name.size()];
+    if (next != '{' && next != ' ') continue;
+    const size_t eol = page.find('\n', at);
+    const std::string line = page.substr(at, eol - at);
+    return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return -1;
+}
+
+// Every push brings keys never seen before (ids without a vocabulary, as a
+// stream of new users does): the table's memory stays within its budget, the
+// cold rows go to RocksDB, and the process's RSS grows by at most the budget
+// plus the overhead docs/reliability.md states (RocksDB memtables and block
+// cache, gRPC buffers), not with the number of keys.
+TEST(PsDurabilityTest, UnboundedNewKeysStayWithinTheBudgetAndColdRowsGoToRocksDb) {
+  testing::TempDir dir;
+  std::string error;
+  auto ps = testing::StartBrookPs(0, 1, {"--data-dir", dir.Join("data"), "--rocksdb-cache-mib", "16"},
+                                  milliseconds(20000), &error);
+  ASSERT_TRUE(ps.has_value()) << error;
+  auto client = Connect({ps->address});
+  ASSERT_NE(client, nullptr);
+  constexpr uint64_t kBudget = 24ull << 20;
+  ps::TableOptions ids = testing::CounterTable("ids", 16);
+  ids.optimizer.kind = ps::OptimizerKind::kAdagrad;  // a slot per weight: 128 bytes a row
+  ids.memory_budget_bytes = kBudget;
+  BROOK_ASSERT_OK(client->CreateTable(ids));
+  const double rss_start = RssBytes(ps->process->pid());
+
+  constexpr size_t kBatch = 4096, kPushes = 400;  // 1.6M new keys, ~200 MiB of rows
+  std::vector<uint64_t> keys(kBatch);
+  const std::vector<float> grads(kBatch * 16, 0.5f);
+  for (size_t p = 0; p < kPushes; ++p) {
+    for (size_t i = 0; i < kBatch; ++i) keys[i] = 0x9E3779B97F4A7C15ull * (p * kBatch + i + 1);
+    BROOK_ASSERT_OK(client->Push("ids", keys, grads, static_cast<int64_t>(p)));
+  }
+  auto page = testing::HttpGet(ps->metrics_address, "/metrics", 5000, &error);
+  ASSERT_TRUE(page.has_value()) << error;
+  const double memory = Metric(page->body, "brook_ps_table_memory_bytes");
+  const double hot = Metric(page->body, "brook_ps_table_rows");
+  const double cold = Metric(page->body, "brook_ps_table_cold_rows");
+  // The budget bounds the rows' payload (weights and slots, 128 bytes here):
+  // memory holds budget / 128 rows, plus a batch in flight.
+  EXPECT_GT(hot, 0);
+  EXPECT_LE(hot, kBudget / 128.0 + kBatch) << "more rows in memory than the budget holds";
+  EXPECT_GT(cold, 1e6) << "cold rows should be in RocksDB";
+  // The stated overhead beyond the payload: row headers and the hash index,
+  // at most 32 bytes a row in memory (about 26 measured).
+  EXPECT_LE(memory, kBudget + 32.0 * hot) << "the table's memory went past budget + overhead";
+  const double growth = RssBytes(ps->process->pid()) - rss_start;
+  // The stated overhead beyond the budget: 160 MiB (RocksDB's memtables and
+  // 16 MiB block cache, gRPC and allocator buffers).
+  EXPECT_LE(growth, kBudget + (160ull << 20)) << "RSS grew " << growth / (1 << 20) << " MiB";
+
+  // The first keys, long evicted, read back from RocksDB with their update.
+  std::vector<uint64_t> first(8);
+  for (size_t i = 0; i < first.size(); ++i) first[i] = 0x9E3779B97F4A7C15ull * (i + 1);
+  std::vector<float> rows(first.size() * 16);
+  BROOK_ASSERT_OK(client->Pull("ids", first, absl::MakeSpan(rows)));
+  for (float v : rows) EXPECT_LT(v, 0.0f);  // the initial 0 moved against a positive gradient
 }
 
 TEST(PsDurabilityTest, KillNineDuringACheckpointKeepsThePreviousOne) {
