@@ -230,8 +230,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(ps::PsClient* ps, const
   RETURN_IF_ERROR(options.lr_schedule.Validate());
   ASSIGN_OR_RETURN(ModelBatchBuilder builder, ModelBatchBuilder::Create(spec, features));
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Create(spec, backend));
-  return std::unique_ptr<Trainer>(
-      new Trainer(ps, spec, options, std::move(builder), std::move(model)));
+  std::unique_ptr<Trainer> t(new Trainer(ps, spec, options, std::move(builder), std::move(model)));
+  t->backend_ = backend;
+  return t;
 }
 
 absl::Status Trainer::Setup() {
@@ -506,6 +507,7 @@ TrainerStats Trainer::stats() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
   TrainerStats s = stats_;
   s.in_flight_steps = std::max<int64_t>(0, steps_pulled_.load(std::memory_order_relaxed) - s.steps);
+  if (backend_ != nullptr) s.device = backend_->device_stats();
   return s;
 }
 

@@ -39,6 +39,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,8 @@ struct TrainerStats {
   double pull_seconds = 0;        // pull thread in PS pulls
   double push_seconds = 0;        // push thread in PS pushes
   double credit_wait_seconds = 0; // pull thread waiting for the staleness bound
+  // The backend's device (GPU memory, utilization); nullopt on the CPU.
+  std::optional<DeviceStats> device;
 };
 
 struct EvalResult {
@@ -178,6 +181,7 @@ class Trainer {
   const TrainerOptions options_;
   ModelBatchBuilder builder_;
   std::unique_ptr<Model> model_;
+  Backend* backend_ = nullptr;  // not owned; its device_stats() feed stats()
 
   std::atomic<bool> stop_requested_{false};
   std::atomic<int64_t> steps_pulled_{0};  // optimizer steps whose first pull was sent

@@ -135,6 +135,19 @@ std::shared_ptr<prometheus::Collectable> TrainerCollector(
     set.Add(set.Gauge("brook_trainer_in_flight_steps",
                       "Steps pulled whose pushes are not all acknowledged (bounded by staleness + 1)"),
             {}, static_cast<double>(s.in_flight_steps));
+    if (s.device.has_value()) {
+      set.Add(set.Gauge("brook_trainer_gpu_memory_used_bytes",
+                        "Memory in use on the trainer's GPU (every process on it)"),
+              {}, static_cast<double>(s.device->memory_used_bytes));
+      set.Add(set.Gauge("brook_trainer_gpu_memory_total_bytes", "Memory of the trainer's GPU"), {},
+              static_cast<double>(s.device->memory_total_bytes));
+      if (s.device->utilization.has_value()) {
+        set.Add(set.Gauge("brook_trainer_gpu_utilization_ratio",
+                          "Share of the last sample period a kernel ran on the trainer's GPU "
+                          "(NVML)"),
+                {}, *s.device->utilization);
+      }
+    }
     set.Add(set.Gauge("brook_trainer_learning_rate_scale",
                       "Multiplier of the base learning rates sent with the last push"),
             {}, s.learning_rate_scale);

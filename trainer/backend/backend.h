@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -58,12 +59,25 @@ class Buffer {
   const size_t size_;
 };
 
+// What a device backend reports about its device (trainer metrics).
+struct DeviceStats {
+  uint64_t memory_used_bytes = 0;   // the whole device's, every process
+  uint64_t memory_total_bytes = 0;
+  // Share of the last sample period a kernel ran, 0..1 (NVML); nullopt when
+  // NVML (it comes with the driver, not the toolkit) is not there.
+  std::optional<double> utilization;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
 
   // "cpu", "cuda".
   virtual std::string_view name() const = 0;
+
+  // The device's memory and utilization; nullopt for the CPU backend (the
+  // process metrics cover it). Any thread, concurrently with the ops.
+  virtual std::optional<DeviceStats> device_stats() const { return std::nullopt; }
 
   // ---- Memory.
 

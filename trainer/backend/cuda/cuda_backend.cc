@@ -26,6 +26,7 @@
 // backend may be driven from a thread other than the one that created it.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -33,6 +34,7 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -54,6 +56,53 @@
 
 namespace brook::trainer {
 namespace {
+
+// GPU utilization from NVML, opened with dlopen: libnvidia-ml.so.1 comes with
+// the driver, not the toolkit, so the plugin must load without it (then only
+// the memory figures are reported). The device is found by PCI bus id, which
+// holds whatever CUDA_VISIBLE_DEVICES renumbered.
+class Nvml {
+ public:
+  static const Nvml& Get() {
+    static const Nvml* const nvml = new Nvml();  // never closed: a scrape may race exit
+    return *nvml;
+  }
+
+  std::optional<double> Utilization(int cuda_device) const {
+    if (!ok_) return std::nullopt;
+    char bus[32] = {};
+    if (cudaDeviceGetPCIBusId(bus, sizeof(bus), cuda_device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return std::nullopt;
+    }
+    void* device = nullptr;
+    if (handle_by_bus_(bus, &device) != 0) return std::nullopt;
+    struct {
+      unsigned int gpu;     // percent of the sample period a kernel ran
+      unsigned int memory;  // percent of it device memory was read or written
+    } rates = {};
+    if (utilization_(device, &rates) != 0) return std::nullopt;
+    return rates.gpu / 100.0;
+  }
+
+ private:
+  using InitFn = int (*)();
+  using HandleByBusFn = int (*)(const char*, void**);
+  using UtilizationFn = int (*)(void*, void*);
+
+  Nvml() {
+    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) return;
+    auto init = reinterpret_cast<InitFn>(dlsym(lib, "nvmlInit_v2"));
+    handle_by_bus_ = reinterpret_cast<HandleByBusFn>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
+    utilization_ = reinterpret_cast<UtilizationFn>(dlsym(lib, "nvmlDeviceGetUtilizationRates"));
+    ok_ = init != nullptr && handle_by_bus_ != nullptr && utilization_ != nullptr && init() == 0;
+  }
+
+  HandleByBusFn handle_by_bus_ = nullptr;
+  UtilizationFn utilization_ = nullptr;
+  bool ok_ = false;
+};
 
 using internal::Extent;
 using internal::SatAdd;
@@ -191,6 +240,21 @@ class CudaBackend final : public Backend {
   }
 
   std::string_view name() const override { return "cuda"; }
+
+  // Called from a metrics scrape's thread: it selects the device first.
+  std::optional<DeviceStats> device_stats() const override {
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaSetDevice(device_) != cudaSuccess ||
+        cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return std::nullopt;
+    }
+    DeviceStats s;
+    s.memory_total_bytes = total_bytes;
+    s.memory_used_bytes = total_bytes - free_bytes;
+    s.utilization = Nvml::Get().Utilization(device_);
+    return s;
+  }
 
   // ---- Memory.
 

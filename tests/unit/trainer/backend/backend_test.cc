@@ -11,12 +11,15 @@
 
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -459,6 +462,31 @@ TEST_P(BackendTest, LossMatchesReferenceAndIsStableForLargeLogits) {
     absl::StatusOr<double> eval = backend_->Loss(kind, n, *zb, *yb, 0.25f, pb.get(), nullptr);
     ASSERT_TRUE(eval.ok());
     EXPECT_EQ(*eval, *loss);
+  }
+}
+
+// The GPU reports its memory (from another thread too: a metrics scrape) and
+// sees an allocation; the CPU backend reports nothing (process metrics cover it).
+TEST_P(BackendTest, DeviceStatsDescribeTheGpuAndNothingForTheCpu) {
+  if (GetParam().device == "cpu") {
+    EXPECT_FALSE(backend_->device_stats().has_value());
+    return;
+  }
+  std::optional<DeviceStats> before;
+  std::thread([&] { before = backend_->device_stats(); }).join();
+  ASSERT_TRUE(before.has_value());
+  EXPECT_GT(before->memory_total_bytes, 1ull << 30);
+  EXPECT_LE(before->memory_used_bytes, before->memory_total_bytes);
+  auto big = backend_->Alloc(DType::kFloat32, 64ull << 20);  // 256 MiB
+  ASSERT_TRUE(big.ok()) << big.status();
+  const std::optional<DeviceStats> after = backend_->device_stats();
+  ASSERT_TRUE(after.has_value());
+  EXPECT_GE(after->memory_used_bytes, before->memory_used_bytes + (200ull << 20));
+  if (after->utilization.has_value()) {
+    EXPECT_GE(*after->utilization, 0.0);
+    EXPECT_LE(*after->utilization, 1.0);
+  } else {
+    std::printf("no NVML here: utilization not reported\n");
   }
 }
 
