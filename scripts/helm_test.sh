@@ -6,8 +6,10 @@
 #   - kubernetes-models, @kubernetes-models/prometheus-operator and yaml (npm),
 # then runs tests/helm/validate.mjs (lint, renders, schema validation,
 # assertions, the generated TLS certificate checked with openssl, bad values,
-# NOTES.txt, every container through `brook ... --check-config`, a chief
-# started with the generated certificate and token) and
+# NOTES.txt, every container through `brook ... --check-config`, the smoke
+# job's data made with the Dockerfiles' `brook data gen` arguments, a chief,
+# two PS and a trainer started with the generated certificate and token
+# running the `helm test` pod's script to success) and
 # tests/helm/check_dockerfiles.py.
 # Needs node + npm (the npm registry on first run), python3 and openssl.
 # BROOK_BINARY: the brook binary (default: build/chief/brook).

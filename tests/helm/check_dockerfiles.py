@@ -112,6 +112,27 @@ for df in dockerfiles:
     ignore = df.with_name(df.name + ".dockerignore")
     ig = ignore.read_text() if ignore.exists() else ""
     report(all(p in ig for p in ("*.pem", "*.key", ".env", ".git")), f"{name}: {ignore.name} keeps keys, .env and .git out of the context")
+    # The `helm test` smoke job (helm/brook/templates/tests/test-chief.yaml)
+    # runs /usr/share/brook/smoke/job.yaml on data generated there, as root
+    # before the final USER; tests/helm/validate.mjs runs the same arguments.
+    smoke = "/usr/share/brook/smoke"
+    user_at = max((i for i, (w, _) in enumerate(final) if w == "USER"), default=len(final))
+    before_user = final[:user_at]
+    copies = [rest for w, rest in before_user
+              if w == "COPY" and rest.split() == ["examples/smoke/job.yaml", f"{smoke}/job.yaml"]]
+    report(len(copies) == 1 and (repo / "examples/smoke/job.yaml").is_file(),
+           f"{name}: final stage COPY examples/smoke/job.yaml {smoke}/job.yaml before USER")
+    gens = [rest for w, rest in before_user if w == "RUN" and re.match(r"brook\s+data\s+gen\b", rest)]
+    gen = gens[0].split("&&")[0].split() if len(gens) == 1 else []
+    out = gen[gen.index("--out") + 1] if "--out" in gen[:-1] else None
+    report(out == smoke and all(f in gen for f in ("--train", "--shards", "--seed")),
+           f"{name}: final stage RUN brook data gen --out {smoke} (--train, --shards, --seed) before USER"
+           + ("" if len(gens) == 1 else f" ({len(gens)} such RUNs)"))
+    report(len(gens) == 1 and re.search(r"chmod\s+-R\s+a\+rX", gens[0]) is not None,
+           f"{name}: the smoke files are made world-readable (chmod -R a+rX)")
+    ignored = [line.strip() for line in ig.splitlines() if line.strip() and not line.startswith("#")]
+    report(not any(pat.rstrip("/") in ("examples", "**/examples", "examples/smoke", "*.yaml", "**/*.yaml") for pat in ignored),
+           f"{name}: {ignore.name} lets examples/smoke/job.yaml into the context")
 
 build = repo / "docker" / "build.sh"
 text = build.read_text() if build.exists() else ""

@@ -24,17 +24,22 @@
 //      the token and certificates when they are on;
 //   5. every rendered container's args (with its ConfigMap and literal env;
 //      downward-API values substituted, TLS paths pointing at the rendered
-//      Secret's files) pass `brook ... --check-config`; the helm test pod's
-//      `brook list` gets as far as dialling; a chief started with the default
-//      render's generated certificate and token serves `brook list` to a
-//      client holding them and refuses one without.
+//      Secret's files) pass `brook ... --check-config`; the smoke data is
+//      generated with exactly the Dockerfiles' `brook data gen` arguments and
+//      examples/smoke/job.yaml passes `brook submit --dry-run` beside it; the
+//      helm test pod's /bin/sh script (smoke job path pointed at that data)
+//      gets as far as dialling; a chief started with the default render's
+//      generated certificate and token (and two PS shards started with the
+//      PS pods' env) serves `brook list` to a client holding them and refuses
+//      one without, and with a trainer started with the trainer pod's env the
+//      test pod's script submits the smoke job, watches it and exits 0.
 // Prints "ok: ..." / "FAIL: ..." per check; exits 1 on any failure.
 //
 // Environment: HELM (helm binary), BROOK_NODE_MODULES (a node_modules with
 // kubernetes-models, @kubernetes-models/prometheus-operator, yaml),
 // BROOK_BINARY (the brook binary), CHART (default: helm/brook).
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -113,6 +118,13 @@ function podSpecOf(o) {
 }
 const podMetaOf = (o) => (o.kind === "Pod" ? o.metadata : o.spec?.template?.metadata);
 const isHelmTest = (o) => o.metadata?.annotations?.["helm.sh/hook"] === "test";
+// Where the images ship the smoke job and its data (docker/Dockerfile.*).
+const SMOKE_DIR = "/usr/share/brook/smoke";
+// The helm test pod runs `/bin/sh -c SCRIPT $0 CHIEF_ADDRESS`.
+const testPodScript = (pod) => {
+  const c = pod.spec.containers[0];
+  return { command: c.command || [], script: String(c.args?.[0] ?? ""), argv0: c.args?.[1], chief: c.args?.[2] };
+};
 const containersOf = (spec) => [...(spec?.initContainers || []), ...(spec?.containers || [])];
 const argValue = (args, flag) => {
   const i = args.indexOf(flag);
@@ -628,13 +640,26 @@ for (const v of variants) {
     return p;
   });
 
-  check(`[${v.name}] helm test hook pod runs brook list against the chief Service`, () => {
+  check(`[${v.name}] helm test hook pod submits the image's smoke job to the chief Service and watches it`, () => {
     const t = objs.filter(isHelmTest);
     if (t.length !== 1) return [`${t.length} test hooks`];
     const c = t[0].spec.containers[0];
+    const s = testPodScript(t[0]);
     const p = [];
-    if (c.args[0] !== "list") p.push(`args ${c.args}`);
-    if (argValue(c.args, "--chief") !== `${n.chief}.${namespace}.svc:7000`) p.push("--chief");
+    if (JSON.stringify(s.command) !== JSON.stringify(["/bin/sh", "-c"])) p.push(`command ${JSON.stringify(s.command)}, want ["/bin/sh", "-c"]`);
+    if ((c.args || []).length !== 3) p.push(`args: ${(c.args || []).length} items, want [script, $0, chief address]`);
+    if (s.chief !== `${n.chief}.${namespace}.svc:7000`) p.push(`$1 (the chief address) ${s.chief}`);
+    const lines = s.script.split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
+    if (lines[0] !== "set -eu") p.push(`script starts with ${JSON.stringify(lines[0])}, want set -eu`);
+    const submit = lines.filter((l) => /\bbrook submit\b/.test(l));
+    if (submit.length !== 1 || !/^id=\$\(brook submit \/usr\/share\/brook\/smoke\/job\.yaml --chief "\$1" --timeout \d+\)$/.test(submit[0]))
+      p.push(`want one id=$(brook submit ${SMOKE_DIR}/job.yaml --chief "$1" --timeout N), got ${JSON.stringify(submit)}`);
+    const watch = lines.filter((l) => /\bbrook status\b/.test(l));
+    if (watch.length !== 1 || !/^exec brook status "\$id" --chief "\$1"( --\S+( \d+)?)*$/.test(watch[0]) || !/ --watch\b/.test(watch[0]))
+      p.push(`want one exec brook status "$id" --chief "$1" ... --watch, got ${JSON.stringify(watch)}`);
+    if (lines.indexOf(submit[0]) > lines.indexOf(watch[0])) p.push("watches before it submits");
+    if (/\{\{|<no value>|%!/.test(s.script)) p.push("template holes in the script");
+    if (c.securityContext?.readOnlyRootFilesystem !== true || c.securityContext?.runAsNonRoot !== true) p.push("not the restricted, read-only-root securityContext");
     if (t[0].spec.restartPolicy !== "Never") p.push("restartPolicy");
     if (t[0].spec.containers[0].envFrom) p.push("test pod now has envFrom: update the TLS env checks");
     return p;
@@ -977,6 +1002,52 @@ if (!existsSync(BROOK)) {
   function run(args, env) {
     return spawnSync(BROOK, args, { encoding: "utf8", env: { PATH: process.env.PATH, HOME: scratch, ...env }, timeout: 20000 });
   }
+  // The smoke job the images ship: its data made with exactly the
+  // Dockerfiles' `brook data gen` arguments (--out moved here), its spec
+  // beside it, as in the image's /usr/share/brook/smoke.
+  const smokeDir = path.join(scratch, "smoke");
+  function dockerDataGen(file) {
+    const text = readFileSync(path.join(repo, file), "utf8").replace(/\\\n/g, " ");
+    const runs = text.split("\n").map((l) => l.trim()).filter((l) => /^RUN\s+brook\s+data\s+gen\b/.test(l));
+    if (runs.length !== 1) throw new Error(`${file}: ${runs.length} RUN brook data gen instructions, want 1`);
+    const cmd = runs[0].replace(/^RUN\s+/, "").split("&&")[0].trim();
+    if (/['"$`\\;|<>(){}*?]/.test(cmd)) throw new Error(`${file}: brook data gen arguments need shell parsing: ${cmd}`);
+    return cmd.split(/\s+/).slice(1); // without "brook"
+  }
+  let smokeReady = false;
+  try {
+    const genArgs = dockerDataGen("docker/Dockerfile.cpu");
+    const cudaArgs = dockerDataGen("docker/Dockerfile.cuda");
+    if (JSON.stringify(genArgs) !== JSON.stringify(cudaArgs)) throw new Error(`docker/Dockerfile.cuda runs brook ${cudaArgs.join(" ")}, docker/Dockerfile.cpu brook ${genArgs.join(" ")}`);
+    ok(`both Dockerfiles make the smoke data with brook ${genArgs.join(" ")}`);
+    const out = genArgs.indexOf("--out");
+    if (out < 0 || genArgs[out + 1] !== SMOKE_DIR) throw new Error(`brook data gen --out ${genArgs[out + 1]}, want ${SMOKE_DIR}`);
+    const args = [...genArgs];
+    args[out + 1] = smokeDir;
+    const g = run(args, {});
+    if (g.status !== 0) throw new Error(`brook ${args.join(" ")}: exit ${g.status} ${g.signal || ""}: ${(g.stderr || "").trim()}`);
+    writeFileSync(path.join(smokeDir, "job.yaml"), readFileSync(path.join(repo, "examples/smoke/job.yaml")));
+    const d = run(["submit", path.join(smokeDir, "job.yaml"), "--dry-run"], {});
+    if (d.status !== 0) throw new Error(`brook submit examples/smoke/job.yaml --dry-run beside the data: exit ${d.status} ${d.signal || ""}: ${(d.stderr || "").trim()}`);
+    ok(`examples/smoke/job.yaml passes brook submit --dry-run beside the Dockerfiles' data: ${(d.stderr || "").trim().split("\n").pop()}`);
+    smokeReady = true;
+  } catch (e) {
+    fail(`smoke job: ${e.message}`);
+  }
+  // The test pod's script under /bin/sh, with `brook` on PATH, the smoke job
+  // at smokeDir instead of the image's path, $1 = chief.
+  const binDir = path.join(scratch, "bin");
+  mkdirSync(binDir, { recursive: true });
+  symlinkSync(path.resolve(BROOK), path.join(binDir, "brook"));
+  const localScript = (s, opts = {}) => {
+    let script = s.script.split(SMOKE_DIR).join(smokeDir);
+    if (opts.timeout) script = script.replace(/--timeout \d+/g, `--timeout ${opts.timeout}`);
+    return script;
+  };
+  const shEnv = (env) => ({ PATH: `${binDir}:${process.env.PATH}`, HOME: scratch, ...env });
+  function runTestScript(s, chief, env, opts) {
+    return spawnSync("/bin/sh", ["-c", localScript(s, opts), s.argv0 || "sh", chief], { encoding: "utf8", env: shEnv(env), timeout: 30000 });
+  }
   let checked = 0;
   for (const entry of rendered) {
     const { v, objs } = entry;
@@ -985,6 +1056,26 @@ if (!existsSync(BROOK)) {
       if (!spec) continue;
       const replicas = o.kind === "StatefulSet" ? o.spec.replicas : 1;
       for (const c of containersOf(spec)) {
+        if (isHelmTest(o)) {
+          // A client script: it must validate the smoke job (spec and data)
+          // and fail only for want of a chief (exit 4: unreachable).
+          let env;
+          try {
+            env = localize(containerEnv(objs, o, c, 0), entry);
+          } catch (e) {
+            fail(`[${v.name}] ${o.metadata.name}/${c.name}: ${e.message}`);
+            continue;
+          }
+          const s = testPodScript(o);
+          const key = JSON.stringify([s.script, s.chief, env]);
+          if (seen.has(key)) continue;
+          seen.add(key);
+          const r = runTestScript(s, s.chief, env, { timeout: "1" });
+          if (r.status === 4) ok(`[${v.name}] test pod script: smoke job valid, flags accepted (exit 4: no chief here)`);
+          else fail(`[${v.name}] test pod script: exit ${r.status} ${r.signal || ""}, want 4 (unreachable): ${(r.stderr || "").trim()} ${(r.stdout || "").trim()}`);
+          checked++;
+          continue;
+        }
         const cmd = c.command || [];
         if (cmd.length && !(cmd.length === 1 && cmd[0] === "brook")) {
           fail(`[${v.name}] ${o.metadata.name}/${c.name}: command ${cmd} is not the image's brook entrypoint`);
@@ -1002,18 +1093,6 @@ if (!existsSync(BROOK)) {
           if (seen.has(key)) continue;
           seen.add(key);
           const shown = `brook ${c.args.join(" ")}`;
-          if (isHelmTest(o)) {
-            // A client: `list` has no --check-config; it must parse its flags
-            // and fail only for want of a chief (exit 4: unreachable).
-            const args = [...c.args];
-            const t = args.indexOf("--timeout");
-            if (t >= 0) args[t + 1] = "1";
-            const r = run(args, env);
-            if (r.status === 4) ok(`[${v.name}] ${shown}: flags accepted (exit 4: no chief here)`);
-            else fail(`[${v.name}] ${shown}: exit ${r.status} ${r.signal || ""}, want 4 (unreachable): ${(r.stderr || "").trim()}`);
-            checked++;
-            continue;
-          }
           const r = run([...c.args, "--check-config"], env);
           const envShown = Object.keys(env).filter((k) => k.startsWith("BROOK_")).length;
           if (r.status === 0 && r.stdout.includes("config ok")) ok(`[${v.name}] pod ${o.kind === "Pod" ? o.metadata.name : `${o.metadata.name}-${podIndex}`}: ${shown} --check-config (${envShown} BROOK_* vars)`);
@@ -1053,64 +1132,126 @@ if (!existsSync(BROOK)) {
     await liveChief(def, chief, chiefEnv);
   }
   // The default render's generated certificate and token, in the real
-  // binary: a chief started with the chief pod's env serves `brook list` to a
-  // client with the test pod's env, and turns away clients without them.
-  async function liveChief(def, chiefC, chiefEnv) {
-    const n = names(RELEASE);
-    const token = unb64(find(def.objs, "Secret", `${n.full}-auth`).data.token);
-    const env = { ...chiefEnv(), BROOK_CHIEF_TOKEN: token };
-    env.BROOK_CHIEF_STATE_DIR = path.join(scratch, "live-chief-state");
-    mkdirSync(env.BROOK_CHIEF_STATE_DIR, { recursive: true });
-    const args = [...chiefC.args];
-    args[args.indexOf("--listen") + 1] = "127.0.0.1:0";
-    args[args.indexOf("--metrics-listen") + 1] = "";
+  // binary: two PS shards started with the PS pods' env and a chief started
+  // with the chief pod's env (its StatefulSet DNS names replaced by the local
+  // PS addresses) serve `brook list` to a client with the test pod's env and
+  // turn away clients without them; then, with a trainer started with the
+  // trainer pod's env, the test pod's own script (the smoke job at
+  // smokeDir) submits the smoke job, watches it and exits 0.
+  async function startServer(what, args, env, waitForAddress = true) {
     const child = spawn(BROOK, args, { env: { PATH: process.env.PATH, HOME: scratch, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (d) => (out += d));
-    child.stderr.on("data", (d) => (err += d));
-    const exited = new Promise((resolve) => {
+    const s = { what, child, out: "", err: "", address: null };
+    child.stdout.on("data", (d) => (s.out += d));
+    child.stderr.on("data", (d) => (s.err += d));
+    s.exited = new Promise((resolve) => {
       child.on("exit", (code, sig) => resolve(`exit ${code} ${sig || ""}`));
       child.on("error", (e) => resolve(`spawn failed: ${e.message}`));
     });
-    let address = null;
-    for (let i = 0; i < 150 && !address; i++) {
-      const m = out.match(/brook chief listening on (\S+)/);
-      if (m) address = m[1];
+    for (let i = 0; waitForAddress && i < 150 && !s.address; i++) {
+      const m = s.out.match(/listening on (\S+)/);
+      if (m) s.address = m[1];
       else if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) break;
       else await new Promise((r) => setTimeout(r, 100));
     }
-    if (!address) {
+    if (waitForAddress && !s.address) {
       child.kill("SIGKILL");
-      fail(`live chief with the generated certificate and token did not start (${await exited}): ${err.trim().slice(-600)}`);
-      return;
+      fail(`live ${what} with the generated certificate and token did not start (${await s.exited}): ${s.err.trim().slice(-600)}`);
+      return null;
     }
-    const testPod = def.objs.find(isHelmTest);
-    const tc = testPod.spec.containers[0];
-    const clientEnv = { ...localize(containerEnv(def.objs, testPod, tc, 0), def), BROOK_TOKEN: token };
-    const list = (extraEnv, drop = []) => {
-      const e = { ...clientEnv, ...extraEnv };
-      for (const k of drop) delete e[k];
-      return run(["list", "--chief", address, "--timeout", "5"], e);
-    };
-    const cases = [
-      ["test pod env (generated CA, client certificate, token), dialling 127.0.0.1", {}, [], 0],
-      [`checking the chief's Service name ${n.chief}.default.svc`, { BROOK_TLS_SERVER_NAME: `${n.chief}.default.svc` }, [], 0],
-      ["a wrong token", { BROOK_TOKEN: "wrong-token-0123456789" }, [], 5],
-      ["no token", {}, ["BROOK_TOKEN"], 5],
-      ["no client certificate (mutual TLS)", { BROOK_TLS_MUTUAL: "false" }, ["BROOK_TLS_CERT", "BROOK_TLS_KEY"], 4],
-      ["another CA", { BROOK_TLS_CA: USER_CERT.ca }, [], 4],
-      ["a name the certificate does not carry", { BROOK_TLS_SERVER_NAME: "evil.example.com" }, [], 4],
-    ];
-    for (const [what, extraEnv, drop, want] of cases) {
-      const r = list(extraEnv, drop);
-      if (r.status === want) ok(`live TLS chief: brook list with ${what}: exit ${want}`);
-      else fail(`live TLS chief: brook list with ${what}: exit ${r.status} ${r.signal || ""}, want ${want}: ${(r.stderr || "").trim()} ${(r.stdout || "").trim().slice(0, 200)}`);
+    return s;
+  }
+  async function stopAll(servers) {
+    for (const s of servers) s.child.kill("SIGTERM");
+    await Promise.all(servers.map(async (s) => {
+      const t = setTimeout(() => s.child.kill("SIGKILL"), 10000);
+      await s.exited;
+      clearTimeout(t);
+    }));
+  }
+  function setFlag(args, flag, value) {
+    const i = args.indexOf(flag);
+    if (i < 0) args.push(flag, value);
+    else args[i + 1] = value;
+    return args;
+  }
+  async function liveChief(def, chiefC, chiefEnv) {
+    const n = names(RELEASE);
+    const token = unb64(find(def.objs, "Secret", `${n.full}-auth`).data.token);
+    const servers = [];
+    try {
+      const psSet = find(def.objs, "StatefulSet", n.ps);
+      const psC = psSet.spec.template.spec.containers[0];
+      for (let i = 0; i < psSet.spec.replicas; i++) {
+        const env = { ...localize(containerEnv(def.objs, psSet, psC, i), def), BROOK_PS_THREADS: "2" };
+        env.BROOK_PS_DATA_DIR = path.join(scratch, `live-ps-${i}`);
+        mkdirSync(env.BROOK_PS_DATA_DIR, { recursive: true });
+        const args = setFlag(setFlag([...psC.args], "--listen", "127.0.0.1:0"), "--metrics-listen", "");
+        const s = await startServer(`PS shard ${i}`, args, env);
+        if (!s) return;
+        servers.push(s);
+      }
+      const env = { ...chiefEnv(), BROOK_CHIEF_TOKEN: token };
+      env.BROOK_CHIEF_STATE_DIR = path.join(scratch, "live-chief-state");
+      mkdirSync(env.BROOK_CHIEF_STATE_DIR, { recursive: true });
+      const psFlags = ["--ps-statefulset", "--ps-service", "--ps-namespace", "--ps-replicas", "--ps-port"];
+      const args = chiefC.args.filter((a, i, all) => !psFlags.includes(a) && !psFlags.includes(all[i - 1]));
+      setFlag(setFlag(args, "--listen", "127.0.0.1:0"), "--metrics-listen", "");
+      args.push("--ps", servers.map((s) => s.address).join(","));
+      const chief = await startServer("chief", args, env);
+      if (!chief) return;
+      servers.push(chief);
+      const address = chief.address;
+
+      const testPod = def.objs.find(isHelmTest);
+      const tc = testPod.spec.containers[0];
+      const clientEnv = { ...localize(containerEnv(def.objs, testPod, tc, 0), def), BROOK_TOKEN: token };
+      const list = (extraEnv, drop = []) => {
+        const e = { ...clientEnv, ...extraEnv };
+        for (const k of drop) delete e[k];
+        return run(["list", "--chief", address, "--timeout", "5"], e);
+      };
+      const cases = [
+        ["test pod env (generated CA, client certificate, token), dialling 127.0.0.1", {}, [], 0],
+        [`checking the chief's Service name ${n.chief}.default.svc`, { BROOK_TLS_SERVER_NAME: `${n.chief}.default.svc` }, [], 0],
+        ["a wrong token", { BROOK_TOKEN: "wrong-token-0123456789" }, [], 5],
+        ["no token", {}, ["BROOK_TOKEN"], 5],
+        ["no client certificate (mutual TLS)", { BROOK_TLS_MUTUAL: "false" }, ["BROOK_TLS_CERT", "BROOK_TLS_KEY"], 4],
+        ["another CA", { BROOK_TLS_CA: USER_CERT.ca }, [], 4],
+        ["a name the certificate does not carry", { BROOK_TLS_SERVER_NAME: "evil.example.com" }, [], 4],
+      ];
+      for (const [what, extraEnv, drop, want] of cases) {
+        const r = list(extraEnv, drop);
+        if (r.status === want) ok(`live TLS chief: brook list with ${what}: exit ${want}`);
+        else fail(`live TLS chief: brook list with ${what}: exit ${r.status} ${r.signal || ""}, want ${want}: ${(r.stderr || "").trim()} ${(r.stdout || "").trim().slice(0, 200)}`);
+      }
+
+      // The helm test pod's script, end to end (needs the smoke data).
+      if (!smokeReady) return fail("live TLS chief: the test pod's script not run (no smoke data)");
+      const trainerSet = find(def.objs, "StatefulSet", n.trainer);
+      const trC = trainerSet.spec.template.spec.containers[0];
+      const trEnv = { ...localize(containerEnv(def.objs, trainerSet, trC, 0), def), BROOK_TOKEN: token, BROOK_TRAINER_CPU_THREADS: "2" };
+      const trArgs = setFlag(setFlag([...trC.args], "--chief", address), "--metrics-listen", "");
+      const trainer = await startServer("trainer", trArgs, trEnv, false);
+      servers.push(trainer);
+      const s = testPodScript(testPod);
+      const started = Date.now();
+      const child = spawn("/bin/sh", ["-c", localScript(s), s.argv0 || "sh", address], { env: shEnv(clientEnv), stdio: ["ignore", "pipe", "pipe"] });
+      let out = "";
+      child.stdout.on("data", (d) => (out += d));
+      child.stderr.on("data", (d) => (out += d));
+      const killer = setTimeout(() => child.kill("SIGKILL"), 90000);
+      const status = await new Promise((resolve) => {
+        child.on("exit", (code, sig) => resolve(sig ? sig : code));
+        child.on("error", (e) => resolve(`spawn failed: ${e.message}`));
+      });
+      clearTimeout(killer);
+      const secs = ((Date.now() - started) / 1000).toFixed(1);
+      const last = out.trim().split("\n").find((l) => /SUCCEEDED after|FAILED|CANCELLED/.test(l)) || out.trim().split("\n").pop();
+      if (status === 0 && /SUCCEEDED/.test(out)) ok(`live TLS cluster (chief, ${servers.length - 2} PS, 1 trainer): the helm test pod's script submits the smoke job, watches it and exits 0 in ${secs} s: ${last}`);
+      else fail(`live TLS cluster: the helm test pod's script: exit ${status} after ${secs} s, want 0: ${out.trim().slice(-800)} | trainer: ${trainer.err.trim().slice(-600)} | chief: ${chief.err.trim().slice(-600)}`);
+    } finally {
+      await stopAll(servers);
     }
-    child.kill("SIGTERM");
-    const t = setTimeout(() => child.kill("SIGKILL"), 10000);
-    await exited;
-    clearTimeout(t);
   }
   if (checked === 0) fail("no container was run through the binary");
   rmSync(scratch, { recursive: true, force: true });
