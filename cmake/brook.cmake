@@ -5,6 +5,14 @@ if(BROOK_WERROR)
   list(APPEND BROOK_WARNING_FLAGS -Werror)
 endif()
 
+# brook_unity(target): batch the target's sources when BROOK_UNITY is on.
+function(brook_unity target)
+  if(BROOK_UNITY)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON
+                                               UNITY_BUILD_BATCH_SIZE ${BROOK_UNITY_BATCH})
+  endif()
+endfunction()
+
 # brook_cc_library(NAME name SRCS ... DEPS ...): one library per folder; DEPS
 # mirror the dependency column of DESIGN.md so the build enforces the layering.
 function(brook_cc_library)
@@ -18,6 +26,7 @@ function(brook_cc_library)
   target_include_directories(${ARG_NAME} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
   target_compile_options(${ARG_NAME} PRIVATE ${BROOK_WARNING_FLAGS})
   target_link_libraries(${ARG_NAME} PUBLIC ${ARG_DEPS})
+  brook_unity(${ARG_NAME})
 endfunction()
 
 # brook_cc_test(NAME name SRCS ... DEPS ... [LABELS ...]): a GoogleTest binary
@@ -37,6 +46,7 @@ function(brook_cc_test)
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_compile_options(${ARG_NAME} PRIVATE ${BROOK_WARNING_FLAGS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  brook_unity(${ARG_NAME})
   include(GoogleTest)
   gtest_discover_tests(${ARG_NAME}
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}

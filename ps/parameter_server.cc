@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "ps/internal/dense_variable.h"
 #include "ps/internal/mutex.h"
@@ -92,6 +94,7 @@ uint64_t WalPushLog::LogPart(const PushPart& part) {
 namespace {
 
 using internal::TooManyKeys;
+using internal::FencedError;
 
 // Runs `apply` exactly once per (client, sequence); client 0 skips dedup.
 // `apply` sets *changed once memory holds the update: if it then fails (the
@@ -118,6 +121,8 @@ absl::StatusOr<PushOutcome> Deduplicated(State& state, const PushContext& ctx, s
           absl::StrCat(Av(kind), " '", Av(name), "': push sequence ", ctx.sequence, " of client ",
                        ctx.client_id, " is older than the dedup window (", dedup.window(),
                        " sequences); cannot tell whether it was applied"));
+    case internal::PushDedup::Claim::kFenced:
+      return FencedError(ctx.client_id);
     case internal::PushDedup::Claim::kFresh:
       break;
   }
@@ -133,6 +138,11 @@ absl::StatusOr<PushOutcome> Deduplicated(State& state, const PushContext& ctx, s
 ParameterServer::ParameterServer(const ParameterServerOptions& options)
     : options_(options), state_(std::make_unique<State>(options)) {
   options_.data_dir.clear();  // memory only: Open() is the durable way in
+  std::random_device rd;
+  while (state_->startup.incarnation == 0) {
+    state_->startup.incarnation = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  }
+  state_->startup.started_unix_micros = absl::ToUnixMicros(absl::Now());
 }
 
 ParameterServer::~ParameterServer() = default;
@@ -322,6 +332,18 @@ absl::StatusOr<PushOutcome> ParameterServer::PushDense(std::string_view name,
       &duplicate);
 }
 
+uint64_t ParameterServer::FenceClients(absl::Span<const uint64_t> client_ids) {
+  uint64_t fenced = 0;
+  for (uint64_t id : client_ids) {
+    if (id != 0 && state_->dedup.Fence(id)) ++fenced;
+  }
+  return fenced;
+}
+
+uint64_t ParameterServer::fenced_clients() const { return state_->dedup.fenced_clients(); }
+
+const StartupInfo& ParameterServer::startup() const { return state_->startup; }
+
 uint64_t ParameterServer::Evict(int64_t current_step) {
   internal::GateReader gate(&state_->gate);
   std::vector<std::shared_ptr<Table>> tables;
@@ -349,6 +371,9 @@ ServerStats ParameterServer::Stats() const {
     for (const auto& [name, v] : state_->dense) dense.push_back(v);
   }
   ServerStats s;
+  s.startup = state_->startup;
+  s.fenced_clients = state_->dedup.fenced_clients();
+  s.fenced_pushes = state_->dedup.fenced_refusals();
   for (const auto& t : tables) s.tables.push_back(t->Stats());
   for (const auto& v : dense) s.dense.push_back(v->Stats());
   std::sort(s.tables.begin(), s.tables.end(),

@@ -169,6 +169,20 @@ struct DenseStats {
   uint64_t rejected_gradients = 0;
 };
 
+// How this PS process started: what a restart kept. The chief compares
+// incarnations to notice a PS that restarted, and reports to the jobs what
+// the restart rolled back (a PS without a WAL goes back to its checkpoint).
+struct StartupInfo {
+  uint64_t incarnation = 0;         // random per process start, never 0
+  int64_t started_unix_micros = 0;
+  bool data_dir = false;            // started over a data dir (else: memory only, empty)
+  bool wal = false;                 // with its write-ahead log: nothing acknowledged is lost
+  std::string restored_checkpoint;  // the checkpoint it began from ("" = none)
+  int64_t restored_step = 0;        // that checkpoint's step
+  int64_t restored_created_unix_micros = 0;
+  uint64_t wal_records_replayed = 0;
+};
+
 struct ServerStats {
   std::vector<TableStats> tables;
   std::vector<DenseStats> dense;
@@ -179,6 +193,9 @@ struct ServerStats {
   // The write-ahead log (records, bytes, failed writes, out of space now);
   // nullopt without one.
   std::optional<storage::WalStats> wal;
+  StartupInfo startup;
+  uint64_t fenced_clients = 0;  // FenceClients
+  uint64_t fenced_pushes = 0;   // pushes (or batch parts) refused as fenced
 };
 
 class ParameterServer {
@@ -250,6 +267,18 @@ class ParameterServer {
   absl::Status PullDense(std::string_view name, absl::Span<float> out);
   absl::StatusOr<PushOutcome> PushDense(std::string_view name, absl::Span<const float> grads,
                                         const PushContext& ctx);
+
+  // Fences push clients: every later push or push batch carrying one of
+  // these client ids is refused with ABORTED and changes nothing. The chief
+  // fences the client id of a trainer whose lease expired (presumed dead, its
+  // data re-leased to others), so a zombie that wakes up cannot apply stale
+  // gradients. Pushes already being applied finish. Kept in memory only: the
+  // chief sends its fence list again periodically, so a restarted PS learns
+  // it back. Returns how many ids were not fenced before.
+  uint64_t FenceClients(absl::Span<const uint64_t> client_ids);
+  uint64_t fenced_clients() const;
+  // How this process started (constant after Open).
+  const StartupInfo& startup() const;
 
   // Drops rows whose TTL has passed (given the current step / wall time);
   // returns how many. Called periodically by the daemon.

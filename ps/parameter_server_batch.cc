@@ -151,6 +151,10 @@ absl::StatusOr<PushBatchOutcome> ParameterServer::PushBatch(absl::Span<const Tab
         }
         continue;
       }
+      if (claim == internal::PushDedup::Claim::kFenced) {
+        error = internal::FencedError(ctx.client_id);
+        break;
+      }
       if (claim == internal::PushDedup::Claim::kTooOld) {
         error = absl::FailedPreconditionError(
             absl::StrCat(name_of(p), ": push sequence ", part_ctx.sequence, " of client ",

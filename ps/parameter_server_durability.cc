@@ -176,9 +176,19 @@ absl::Status ParameterServer::OpenDurable() {
     }
   }
   ASSIGN_OR_RETURN(state_->db, storage::RocksDb::Open(live, options_.rocksdb));
+  StartupInfo& startup = state_->startup;
+  startup.data_dir = true;
+  startup.wal = options_.wal;
   if (!latest.dir().empty()) {
     GateWriter gate(&state_->gate);
     RETURN_IF_ERROR(RestoreLocked(latest.dir(), /*startup=*/linked).status());
+    ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> parts,
+                     internal::ReadCheckpoint(latest.dir()));
+    startup.restored_checkpoint = latest.dir();
+    if (!parts.empty()) {
+      startup.restored_step = parts[0].info().step();
+      startup.restored_created_unix_micros = parts[0].info().created_unix_micros();
+    }
   }
 
   const std::string wal_dir = dir + "/wal";
@@ -237,6 +247,7 @@ absl::Status ParameterServer::ReplayWal(uint64_t from_lsn) {
   RETURN_IF_ERROR(storage::ReplayWal(wal_dir, from_lsn,
                                      [&](uint64_t lsn, std::string_view record) -> absl::Status {
                                        RETURN_IF_ERROR(parse(lsn, record));
+                                       ++state_->startup.wal_records_replayed;
                                        if (!entry.has_push_part()) return absl::OkStatus();
                                        const v1::WalPushPart& p = entry.push_part();
                                        auto& [seen, of] = parts[p.push_id()];

@@ -97,6 +97,7 @@ absl::StatusOr<std::unique_ptr<Chief>> Chief::Open(const ChiefOptions& options,
   if (options.background) {
     chief->housekeeping_ = std::thread([c = chief.get()] { c->HousekeepingLoop(); });
     chief->worker_ = std::thread([c = chief.get()] { c->WorkerLoop(); });
+    chief->fencer_ = std::thread([c = chief.get()] { c->FenceLoop(); });
   }
   return chief;
 }
@@ -111,8 +112,125 @@ Chief::~Chief() {
     stopping_ = true;
   }
   tasks_cv_.notify_all();
+  fence_cv_.notify_all();
   if (housekeeping_.joinable()) housekeeping_.join();
   if (worker_.joinable()) worker_.join();
+  if (fencer_.joinable()) fencer_.join();
+}
+
+void Chief::FenceLocked(uint64_t ps_client_id) {
+  if (ps_client_id == 0) return;
+  if (std::find(fenced_.begin(), fenced_.end(), ps_client_id) != fenced_.end()) return;
+  fenced_.push_back(ps_client_id);
+  while (fenced_.size() > options_.max_fenced_clients) fenced_.pop_front();
+  ++fenced_total_;
+  fence_pending_ = true;
+  fence_cv_.notify_all();
+}
+
+void Chief::FenceTrainerLocked(const std::string& trainer_id) {
+  auto it = trainer_ps_clients_.find(trainer_id);
+  if (it == trainer_ps_clients_.end()) return;
+  FenceLocked(it->second);
+  trainer_ps_clients_.erase(it);
+}
+
+std::vector<uint64_t> Chief::FencedClients() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {fenced_.begin(), fenced_.end()};
+}
+
+absl::Status Chief::SendFences() {
+  std::vector<uint64_t> ids;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fence_pending_ = false;  // a fence added while we send sets it again
+    if (ps_ == nullptr) return absl::OkStatus();
+    ids.assign(fenced_.begin(), fenced_.end());
+  }
+  // Sent even when empty: the answers carry each PS's incarnation.
+  absl::StatusOr<std::vector<ps::StartupInfo>> startups = ps_->FenceClients(ids);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++fence_sends_;
+  if (!startups.ok()) {
+    ++fence_send_errors_;
+    if (!fenced_.empty()) fence_pending_ = true;  // again at the next round
+    return absl::UnavailableError(
+        absl::StrCat("fencing ", ids.size(), " PS client ids: ", startups.status().message()));
+  }
+  ps_incarnations_.resize(startups->size(), 0);
+  for (size_t shard = 0; shard < startups->size(); ++shard) {
+    const ps::StartupInfo& now = (*startups)[shard];
+    uint64_t& known = ps_incarnations_[shard];
+    if (known != 0 && known != now.incarnation) PsRestartedLocked(shard, now);
+    known = now.incarnation;
+  }
+  return absl::OkStatus();
+}
+
+void Chief::PsRestartedLocked(size_t shard, const ps::StartupInfo& startup) {
+  const std::string who = absl::StrCat(
+      "PS shard ", shard,
+      shard < options_.ps_addresses.size() ? absl::StrCat(" (", options_.ps_addresses[shard], ")")
+                                           : std::string(),
+      " restarted");
+  const bool rolled_back = !startup.wal;
+  ++ps_restarts_;
+  if (rolled_back) ++ps_rollbacks_;
+  const absl::Time now = absl::Now();
+  for (const JobInfo& info : queue_->List()) {
+    if (info.state != JobState::kRunning) continue;
+    const int64_t step = StepsLocked(info.id);
+    std::string text;
+    if (!startup.data_dir) {
+      text = absl::StrCat(who, " with no data dir: every row and dense variable it held is back "
+                               "at its initial value; what this job trained into it is lost (the "
+                               "job is at step ", step, ")");
+    } else if (!rolled_back) {
+      text = absl::StrCat(who, " and replayed its write-ahead log (", startup.wal_records_replayed,
+                          " records after ",
+                          startup.restored_checkpoint.empty()
+                              ? std::string("its start")
+                              : absl::StrCat("checkpoint ", startup.restored_checkpoint),
+                          "): nothing it acknowledged was lost");
+    } else if (startup.restored_checkpoint.empty()) {
+      text = absl::StrCat(who, " without its write-ahead log and with no checkpoint: it is "
+                               "empty again; what this job trained into it up to step ", step,
+                          " is lost");
+    } else {
+      text = absl::StrCat(
+          who, " without its write-ahead log: ROLLED BACK to checkpoint ",
+          startup.restored_checkpoint, " (step ", startup.restored_step, ", written ",
+          absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
+                           absl::FromUnixMicros(startup.restored_created_unix_micros),
+                           absl::UTCTimeZone()),
+          "); the updates pushed to it after that are lost: about ",
+          std::max<int64_t>(0, step - startup.restored_step), " steps (step ",
+          startup.restored_step, " to ", step, ")");
+    }
+    std::cerr << "brook chief: job " << info.id << ": " << text << "\n";
+    if (absl::Status s = queue_->LogEvent(info.id, text, now); !s.ok()) {
+      std::cerr << "brook chief: " << s.message() << "\n";
+    }
+  }
+  if (absl::Status s = SaveLocked(); !s.ok()) std::cerr << "brook chief: " << s.message() << "\n";
+}
+
+void Chief::FenceLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  absl::Time next_resend = absl::Now();  // learn the PS incarnations at once
+  while (!stopping_) {
+    // A failed send is retried after a tick, not in a tight loop.
+    fence_cv_.wait_for(lock, absl::ToChronoMilliseconds(options_.tick),
+                       [&] { return stopping_ || fence_pending_; });
+    if (stopping_) return;
+    const absl::Time now = absl::Now();
+    if (!fence_pending_ && now < next_resend) continue;
+    next_resend = now + options_.fence_resend;
+    lock.unlock();
+    if (absl::Status s = SendFences(); !s.ok()) std::cerr << "brook chief: " << s.message() << "\n";
+    lock.lock();
+  }
 }
 
 absl::Status Chief::SaveLocked() {
@@ -287,6 +405,13 @@ absl::StatusOr<v1::RegisterNodeResponse> Chief::RegisterNode(
   std::lock_guard<std::mutex> lock(mu_);
   const absl::Time now = absl::Now();
   RETURN_IF_ERROR(queue_->RegisterTrainer(request.node_id(), now));
+  // A node id registering again is a new process (or one that lost its
+  // leases): whatever its previous registration pushes from now on is stale.
+  auto known = trainer_ps_clients_.find(request.node_id());
+  if (known != trainer_ps_clients_.end() && known->second != request.ps_client_id()) {
+    FenceTrainerLocked(request.node_id());
+  }
+  if (request.ps_client_id() != 0) trainer_ps_clients_[request.node_id()] = request.ps_client_id();
   queue_->Schedule(now);
   RETURN_IF_ERROR(SaveLocked());
   v1::RegisterNodeResponse out;
@@ -298,6 +423,8 @@ absl::StatusOr<v1::RegisterNodeResponse> Chief::RegisterNode(
 absl::StatusOr<v1::HeartbeatResponse> Chief::Heartbeat(const v1::HeartbeatRequest& request) {
   std::lock_guard<std::mutex> lock(mu_);
   RETURN_IF_ERROR(queue_->Heartbeat(request.node_id(), absl::Now()));
+  // A restarted chief learns the trainers' PS client ids back from here.
+  if (request.ps_client_id() != 0) trainer_ps_clients_[request.node_id()] = request.ps_client_id();
   v1::HeartbeatResponse out;
   out.set_job_id(queue_->JobOfTrainer(request.node_id()).value_or(""));
   return out;
@@ -389,6 +516,7 @@ void Chief::Tick(absl::Time now) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const std::string& t : queue_->Expire(now)) {
     ++expired_trainers_;
+    FenceTrainerLocked(t);
     std::cerr << "brook chief: trainer '" << t << "' missed its heartbeats; its work units go back\n";
   }
   queue_->Schedule(now);
@@ -557,6 +685,9 @@ absl::Status Chief::Finalize(const std::string& job_id) {
       return SaveLocked();
     }
   }
+  // A PS that restarted since the last round is reported to the job before
+  // the job is declared done.
+  if (absl::Status f = SendFences(); !f.ok()) std::cerr << "brook chief: " << f.message() << "\n";
   absl::Status s = [&]() -> absl::Status {
     if (!spec->checkpoint.dir.empty()) RETURN_IF_ERROR(Checkpoint(job_id, *spec, steps, "final"));
     ASSIGN_OR_RETURN(std::optional<trainer::EvalResult> eval, Evaluate(job_id, *spec, steps));
@@ -654,6 +785,22 @@ std::vector<prometheus::MetricFamily> Chief::CollectMetrics() const {
   set.Add(set.Counter("brook_chief_tasks_failed_total",
                       "Checkpoints and finalizations that failed"),
           {}, static_cast<double>(tasks_failed_));
+  set.Add(set.Counter("brook_chief_fenced_ps_clients_total",
+                      "PS client ids of expired (or re-registered) trainers fenced on every PS"),
+          {}, static_cast<double>(fenced_total_));
+  auto* sends = set.Counter("brook_chief_fence_sends_total",
+                            "Sends of the fence list to the PS nodes, by result");
+  set.Add(sends, {{"result", "ok"}}, static_cast<double>(fence_sends_ - fence_send_errors_));
+  set.Add(sends, {{"result", "error"}}, static_cast<double>(fence_send_errors_));
+  auto* restarts = set.Counter("brook_chief_ps_restarts_total",
+                               "PS restarts the chief noticed (a new incarnation): rolled_back "
+                               "false came back with its WAL (nothing acknowledged lost), true "
+                               "went back to a checkpoint or to empty (the jobs' events say what)");
+  set.Add(restarts, {{"rolled_back", "false"}}, static_cast<double>(ps_restarts_ - ps_rollbacks_));
+  set.Add(restarts, {{"rolled_back", "true"}}, static_cast<double>(ps_rollbacks_));
+  set.Add(set.Gauge("brook_chief_fence_pending",
+                    "1 while a fence has not reached every PS yet (sent again every tick)"),
+          {}, fence_pending_ ? 1.0 : 0.0);
   return set.Take();
 }
 

@@ -15,6 +15,15 @@
 // finalization talk to the PS and run on a worker
 // thread of their own, outside the mutex, so API calls never wait on them.
 //
+// Fencing: trainers tell the chief the client id their PS pushes carry. When
+// a trainer expires (or its node id registers again), the chief fences that
+// id on every PS (PsClient::FenceClients), on a thread of its own right
+// away, and sends the whole fence list again every `fence_resend` so a
+// restarted PS learns it back. The answers carry each PS's incarnation: a
+// PS that restarted is reported to every running job (an event saying what
+// it kept, or what it rolled back to), also checked before a job finishes. A paused trainer that wakes up past its lease
+// then has its pushes refused: its data was re-leased to others.
+//
 // Thread-safe.
 #pragma once
 
@@ -52,8 +61,13 @@ struct ChiefOptions {
   absl::Duration tick = absl::Milliseconds(200);
   // What AcquireWork tells a trainer with nothing to do.
   absl::Duration retry_after = absl::Milliseconds(300);
-  // Start the housekeeping and worker threads (off: tests call Tick).
+  // Start the housekeeping, worker and fencing threads (off: tests call
+  // Tick, RunPendingWork and SendFences).
   bool background = true;
+  // How often the fence list is sent to every PS even when nothing changed.
+  absl::Duration fence_resend = absl::Seconds(1);
+  // Fenced client ids kept (and re-sent); the oldest go first.
+  size_t max_fenced_clients = 4096;
 
   absl::Status Validate() const;
 };
@@ -85,6 +99,12 @@ class Chief {
   // Runs the checkpoints and finalizations Tick queued, on the calling thread
   // (tests without background threads).
   void RunPendingWork();
+
+  // Sends the fence list to every PS now (the fencing thread calls it when a
+  // trainer expired and every fence_resend). OK with nothing to send or no PS.
+  absl::Status SendFences();
+  // The fenced PS client ids, oldest first.
+  std::vector<uint64_t> FencedClients() const;
 
   // brook_chief_* families for /metrics.
   std::vector<prometheus::MetricFamily> CollectMetrics() const;
@@ -124,6 +144,13 @@ class Chief {
   absl::Status Finalize(const std::string& job_id);
   void HousekeepingLoop();
   void WorkerLoop();
+  void FenceLoop();
+  // Fences the PS client id of `trainer_id`, if it told one. REQUIRES: mu_
+  void FenceTrainerLocked(const std::string& trainer_id);
+  void FenceLocked(uint64_t ps_client_id);
+  // A PS came back as a new process: tells every running job what it kept
+  // or rolled back (a job event). REQUIRES: mu_
+  void PsRestartedLocked(size_t shard, const ps::StartupInfo& startup);
 
   const ChiefOptions options_;
   ps::PsClient* const ps_;
@@ -139,7 +166,16 @@ class Chief {
   uint64_t tasks_failed_ = 0;  // guarded by mu_
   uint64_t expired_trainers_ = 0;  // guarded by mu_: missed heartbeats, all jobs
 
-  std::thread housekeeping_, worker_;
+  // Fencing, guarded by mu_.
+  std::map<std::string, uint64_t> trainer_ps_clients_;  // node id -> PS client id
+  std::deque<uint64_t> fenced_;                         // oldest first
+  bool fence_pending_ = false;  // fenced_ changed since the last successful send
+  std::condition_variable fence_cv_;
+  uint64_t fence_sends_ = 0, fence_send_errors_ = 0, fenced_total_ = 0;
+  std::vector<uint64_t> ps_incarnations_;  // by shard; 0 = not seen yet
+  uint64_t ps_restarts_ = 0, ps_rollbacks_ = 0;
+
+  std::thread housekeeping_, worker_, fencer_;
 };
 
 }  // namespace brook::chief

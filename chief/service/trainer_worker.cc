@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <iostream>
+#include <random>
 #include <thread>
 #include <utility>
 
@@ -39,6 +40,15 @@ auto RetryUnavailable(const std::atomic<bool>& stopping, Fn fn) -> decltype(fn()
     absl::SleepFor(backoff);
     backoff = std::min(backoff * 2, absl::Seconds(2));
   }
+}
+
+// A fresh PS client id per registration: the chief fences the previous one
+// when the lease it went with expired.
+uint64_t NewPsClientId() {
+  std::random_device rd;
+  uint64_t id = 0;
+  while (id == 0) id = (static_cast<uint64_t>(rd()) << 32) ^ rd();  // 0 disables dedup
+  return id;
 }
 
 std::string DefaultNodeId() {
@@ -103,10 +113,16 @@ absl::Status TrainerWorker::Register() {
   req.set_role(v1::NODE_ROLE_TRAINER);
   req.set_node_id(node_id_);
   req.set_address(options_.address);
+  // Every registration pushes under a new client id: if this process was
+  // paused past its lease, the chief has fenced the old one on every PS.
+  const uint64_t ps_client_id = NewPsClientId();
+  req.set_ps_client_id(ps_client_id);
   ASSIGN_OR_RETURN(v1::RegisterNodeResponse resp,
                    RetryUnavailable(stopping_, [&] { return chief_->RegisterNode(req); }));
-  if (ps_ == nullptr) {
+  {
+    // No job holds the old client any more (Run dropped job_ first).
     ps::GrpcPsClientOptions po;
+    po.client_id = ps_client_id;
     po.addresses = options_.ps_addresses;
     po.tls = options_.tls;
     if (po.addresses.empty()) po.addresses.assign(resp.ps_addresses().begin(), resp.ps_addresses().end());
@@ -115,7 +131,9 @@ absl::Status TrainerWorker::Register() {
     }
     ASSIGN_OR_RETURN(auto grpc, ps::GrpcPsClient::Create(po));
     RETURN_IF_ERROR(grpc->WaitForReady(absl::Seconds(60)));
+    std::lock_guard<std::mutex> lock(mu_);
     ps_ = std::move(grpc);
+    ps_client_id_ = ps_client_id;
   }
   must_register_.store(false);
   std::cerr << "brook trainer " << node_id_ << ": registered with the chief at " << options_.chief
@@ -128,6 +146,10 @@ void TrainerWorker::HeartbeatLoop() {
   while (Sleep(interval)) {
     v1::HeartbeatRequest req;
     req.set_node_id(node_id_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      req.set_ps_client_id(ps_client_id_);
+    }
     absl::StatusOr<v1::HeartbeatResponse> resp = chief_->Heartbeat(req);
     std::lock_guard<std::mutex> lock(mu_);
     if (absl::IsNotFound(resp.status())) {
@@ -341,6 +363,15 @@ absl::Status TrainerWorker::Run() {
       // Stop is sticky: the next unit of this job gets a fresh Trainer.
       std::lock_guard<std::mutex> lock(mu_);
       job_.reset();
+    }
+    if (absl::IsAborted(s) && !stopping_.load()) {
+      // The PS refused our pushes as fenced: we were presumed dead and our
+      // data went to others. Not the job's fault: register again.
+      std::cerr << "brook trainer " << node_id_ << ": " << s.message() << "\n";
+      must_register_.store(true);
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.units_dropped;
+      continue;
     }
     if (!s.ok() && !stopping_.load()) {
       // This job cannot be trained here (bad data, a spec the backend cannot

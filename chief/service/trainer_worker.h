@@ -104,6 +104,7 @@ class TrainerWorker {
   std::string node_id_;
   std::unique_ptr<ChiefClient> chief_;
   std::unique_ptr<ps::PsClient> ps_;
+  uint64_t ps_client_id_ = 0;  // guarded by mu_: the id ps_ pushes under
   std::unique_ptr<Job> job_;
 
   std::atomic<bool> stopping_{false};

@@ -508,4 +508,25 @@ absl::StatusOr<std::vector<RestoreInfo>> GrpcPsClient::Restore(const std::string
   return out;
 }
 
+absl::StatusOr<std::vector<StartupInfo>> GrpcPsClient::FenceClients(
+    absl::Span<const uint64_t> client_ids) {
+  v1::FenceClientsRequest req;
+  req.mutable_client_ids()->Add(client_ids.begin(), client_ids.end());
+  std::vector<v1::FenceClientsResponse> resps(shards_.size());
+  std::vector<Call> calls(shards_.size());
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    calls[s].shard = static_cast<int32_t>(s);
+    calls[s].issue = [&req, resp = &resps[s]](Stub* stub, grpc::ClientContext* ctx, Done done) {
+      stub->async()->FenceClients(ctx, &req, resp, std::move(done));
+    };
+  }
+  // Short: the chief sends the list again every few seconds, and must not
+  // wait long on a PS that is down when it shuts down.
+  RETURN_IF_ERROR(Run(calls, absl::Now() + std::min(options_.deadline, absl::Seconds(5))));
+  std::vector<StartupInfo> out;
+  out.reserve(resps.size());
+  for (const v1::FenceClientsResponse& r : resps) out.push_back(rpc::FromProto(r.startup()));
+  return out;
+}
+
 }  // namespace brook::ps

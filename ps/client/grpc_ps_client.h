@@ -103,6 +103,8 @@ class GrpcPsClient final : public PsClient {
   absl::StatusOr<std::vector<ServerStats>> Stats() override;
   absl::StatusOr<std::vector<CheckpointInfo>> Checkpoint(const CheckpointOptions& options) override;
   absl::StatusOr<std::vector<RestoreInfo>> Restore(const std::string& dir) override;
+  absl::StatusOr<std::vector<StartupInfo>> FenceClients(
+      absl::Span<const uint64_t> client_ids) override;
 
   // RPCs re-sent after UNAVAILABLE / DEADLINE_EXCEEDED, since creation.
   uint64_t retries() const { return retries_.load(std::memory_order_relaxed); }

@@ -262,4 +262,14 @@ absl::StatusOr<std::vector<RestoreInfo>> LocalPsClient::Restore(const std::strin
   return out;
 }
 
+absl::StatusOr<std::vector<StartupInfo>> LocalPsClient::FenceClients(
+    absl::Span<const uint64_t> client_ids) {
+  std::vector<StartupInfo> out;
+  for (ParameterServer* ps : shards_) {
+    ps->FenceClients(client_ids);
+    out.push_back(ps->startup());
+  }
+  return out;
+}
+
 }  // namespace brook::ps

@@ -108,4 +108,9 @@ PrefixedPsClient::Restore(const std::string &dir) {
   return inner_->Restore(dir);
 }
 
+absl::StatusOr<std::vector<StartupInfo>> PrefixedPsClient::FenceClients(
+    absl::Span<const uint64_t> client_ids) {
+  return inner_->FenceClients(client_ids);
+}
+
 } // namespace brook::ps

@@ -57,6 +57,8 @@ public:
   Checkpoint(const CheckpointOptions &options) override;
   absl::StatusOr<std::vector<RestoreInfo>>
   Restore(const std::string &dir) override;
+  absl::StatusOr<std::vector<StartupInfo>> FenceClients(
+      absl::Span<const uint64_t> client_ids) override;
 
 private:
   PsClient *const inner_; // not owned

@@ -127,6 +127,14 @@ class PsClient {
   // owns in the checkpoint at `dir`, whatever shard count wrote it.
   virtual absl::StatusOr<std::vector<RestoreInfo>> Restore(const std::string& dir) = 0;
 
+  // Every shard refuses later pushes from these client ids with ABORTED
+  // (ParameterServer::FenceClients): the chief fences a trainer whose lease
+  // expired. Idempotent (an empty list is fine); an error means some shard
+  // may not have it yet (send again). Returns each shard's StartupInfo, by
+  // shard: the chief notices a restarted PS by a new incarnation.
+  virtual absl::StatusOr<std::vector<StartupInfo>> FenceClients(
+      absl::Span<const uint64_t> client_ids) = 0;
+
  protected:
   // client_id 0 draws a random one.
   PsClient(int32_t num_shards, uint64_t client_id);

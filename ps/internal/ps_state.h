@@ -105,6 +105,16 @@ inline absl::Status TooManyKeys(std::string_view what, std::string_view name, si
                    " exceeds max_keys_per_request ", limit));
 }
 
+// A push from a fenced client (ParameterServer::FenceClients). ABORTED, not
+// FAILED_PRECONDITION: the trainer must not retry or report it as a bad job;
+// it has lost its lease and registers again.
+inline absl::Status FencedError(uint64_t client) {
+  return absl::AbortedError(absl::StrCat(
+      "push refused: client ", client,
+      " is fenced (its trainer's lease expired and its data was re-leased); register with the "
+      "chief again"));
+}
+
 // PushLog over the WAL: one WalEntry per push part.
 class WalPushLog final : public PushLog {
  public:
@@ -127,6 +137,7 @@ struct ParameterServer::State {
 
   internal::PushDedup dedup;
   internal::CheckpointGate gate;
+  StartupInfo startup;  // set by the constructor and Open, constant after
 
   mutable internal::RwMutex mu;
   absl::flat_hash_map<std::string, std::shared_ptr<Table>> tables ABSL_GUARDED_BY(mu);

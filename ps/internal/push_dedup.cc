@@ -11,6 +11,7 @@ struct PushDedup::Client {
   Mutex mu;
   std::condition_variable settled;
   bool any ABSL_GUARDED_BY(mu) = false;
+  bool fenced ABSL_GUARDED_BY(mu) = false;
   uint64_t max_seq ABSL_GUARDED_BY(mu) = 0;
   std::vector<uint64_t> bits ABSL_GUARDED_BY(mu);
   std::vector<uint64_t> in_flight ABSL_GUARDED_BY(mu);
@@ -54,6 +55,10 @@ PushDedup::Claim PushDedup::Begin(uint64_t client, uint64_t seq) {
   const uint64_t w = window_;
   auto mask = [&](uint64_t s) { return uint64_t{1} << (s % 64); };
   for (;;) {
+    if (c->fenced) {
+      fenced_refusals_.fetch_add(1, std::memory_order_relaxed);
+      return Claim::kFenced;
+    }
     if (!c->any || seq > c->max_seq) {
       // New high-water mark: sequences in (max_seq, seq] become part of the
       // window unseen, so clear their bits (all of them for a big jump).
@@ -82,11 +87,36 @@ void PushDedup::End(uint64_t client, uint64_t seq, bool applied) {
     MutexLock lock(&c->mu);
     auto it = std::find(c->in_flight.begin(), c->in_flight.end(), seq);
     if (it != c->in_flight.end()) c->in_flight.erase(it);
-    if (!applied && c->max_seq - seq < window_) {
+    if (!applied && !c->bits.empty() && c->max_seq - seq < window_) {
       c->Word(seq, window_) &= ~(uint64_t{1} << (seq % 64));
     }
   }
   c->settled.notify_all();
+}
+
+bool PushDedup::Fence(uint64_t client) {
+  Client* c = GetClient(client);
+  {
+    MutexLock lock(&c->mu);
+    if (c->fenced) return false;
+    c->fenced = true;
+    // In-flight claims still settle through End(), which only touches bits
+    // within the window: keep the words until they have.
+    if (c->in_flight.empty()) std::vector<uint64_t>().swap(c->bits);
+  }
+  fenced_.fetch_add(1, std::memory_order_relaxed);
+  c->settled.notify_all();  // a duplicate waiting on a claim re-checks: refused
+  return true;
+}
+
+bool PushDedup::IsFenced(uint64_t client) {
+  {
+    ReaderLock lock(&mu_);
+    if (!clients_.contains(client)) return false;
+  }
+  Client* c = GetClient(client);
+  MutexLock lock(&c->mu);
+  return c->fenced;
 }
 
 }  // namespace brook::ps::internal

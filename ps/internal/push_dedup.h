@@ -11,11 +11,16 @@
 // for its outcome instead of applying again or acknowledging a push that
 // might yet fail.
 //
-// Thread-safe. Memory: window/8 bytes per client ever seen (8 KiB at the
-// default window); clients are never forgotten (TODO(#dedup-gc): expire idle
-// clients together with their trainer's lease).
+// Fencing: a client whose trainer lost its lease (the chief presumed it dead
+// and re-leased its data) is fenced; every later push of it is refused, so a
+// zombie that wakes up cannot apply gradients for data now trained by
+// another. A fenced client keeps no window.
+//
+// Thread-safe. Memory: window/8 bytes per live client ever seen (8 KiB at
+// the default window); fenced clients keep a few bytes.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -32,6 +37,7 @@ class PushDedup {
     kFresh,      // caller applies, then must call End()
     kDuplicate,  // already applied: acknowledge, change nothing
     kTooOld,     // older than the window: FAILED_PRECONDITION
+    kFenced,     // the client is fenced: ABORTED
   };
 
   // `window` is rounded up to a multiple of 64; REQUIRES window > 0.
@@ -46,6 +52,14 @@ class PushDedup {
   // retry can apply.
   void End(uint64_t client, uint64_t sequence, bool applied) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Refuses every later Begin of `client` (kFenced); a claim already in
+  // flight settles as it would have. True if it was not fenced before.
+  bool Fence(uint64_t client) ABSL_LOCKS_EXCLUDED(mu_);
+  bool IsFenced(uint64_t client) ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t fenced_clients() const { return fenced_.load(std::memory_order_relaxed); }
+  // Begin calls answered kFenced.
+  uint64_t fenced_refusals() const { return fenced_refusals_.load(std::memory_order_relaxed); }
+
   uint64_t window() const { return window_; }
 
  private:
@@ -53,6 +67,8 @@ class PushDedup {
   Client* GetClient(uint64_t client) ABSL_LOCKS_EXCLUDED(mu_);
 
   const uint64_t window_;  // bits, multiple of 64
+  std::atomic<uint64_t> fenced_{0};
+  std::atomic<uint64_t> fenced_refusals_{0};
 
   RwMutex mu_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Client>> clients_ ABSL_GUARDED_BY(mu_);

@@ -224,7 +224,34 @@ inline void ToProto(const CheckpointInfo& i, v1::CheckpointInfo* p) {
   p->set_seconds(i.seconds);
 }
 
+inline void ToProto(const StartupInfo& s, v1::PsStartup* p) {
+  p->set_incarnation(s.incarnation);
+  p->set_started_unix_micros(s.started_unix_micros);
+  p->set_data_dir(s.data_dir);
+  p->set_wal(s.wal);
+  p->set_restored_checkpoint(s.restored_checkpoint);
+  p->set_restored_step(s.restored_step);
+  p->set_restored_created_unix_micros(s.restored_created_unix_micros);
+  p->set_wal_records_replayed(s.wal_records_replayed);
+}
+
+inline StartupInfo FromProto(const v1::PsStartup& p) {
+  StartupInfo s;
+  s.incarnation = p.incarnation();
+  s.started_unix_micros = p.started_unix_micros();
+  s.data_dir = p.data_dir();
+  s.wal = p.wal();
+  s.restored_checkpoint = p.restored_checkpoint();
+  s.restored_step = p.restored_step();
+  s.restored_created_unix_micros = p.restored_created_unix_micros();
+  s.wal_records_replayed = p.wal_records_replayed();
+  return s;
+}
+
 inline void ToProto(const ServerStats& s, v1::StatsResponse* p) {
+  ToProto(s.startup, p->mutable_startup());
+  p->set_fenced_clients(s.fenced_clients);
+  p->set_fenced_pushes(s.fenced_pushes);
   for (const TableStats& t : s.tables) {
     v1::TableStats* pt = p->add_tables();
     pt->set_name(t.name);
@@ -263,6 +290,9 @@ inline void ToProto(const ServerStats& s, v1::StatsResponse* p) {
 
 inline ServerStats FromProto(const v1::StatsResponse& p) {
   ServerStats s;
+  s.startup = FromProto(p.startup());
+  s.fenced_clients = p.fenced_clients();
+  s.fenced_pushes = p.fenced_pushes();
   for (const v1::TableStats& pt : p.tables()) {
     TableStats t;
     t.name = pt.name();

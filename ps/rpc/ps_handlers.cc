@@ -324,6 +324,22 @@ absl::Status PsHandlers::Restore(const v1::RestoreRequest& req, v1::RestoreRespo
   return absl::OkStatus();
 }
 
+absl::Status PsHandlers::FenceClients(const v1::FenceClientsRequest& req,
+                                      v1::FenceClientsResponse* resp) {
+  // The chief sends at most its bounded list (4096 by default).
+  constexpr int kMaxFencesPerRequest = 1 << 16;
+  if (req.client_ids_size() > kMaxFencesPerRequest) {
+    return absl::ResourceExhaustedError(absl::StrCat("fence_clients: ", req.client_ids_size(),
+                                                     " client ids exceed the limit of ",
+                                                     kMaxFencesPerRequest, " per request"));
+  }
+  resp->set_newly_fenced(
+      ps_->FenceClients(absl::MakeConstSpan(req.client_ids().data(), req.client_ids().size())));
+  resp->set_fenced_clients(ps_->fenced_clients());
+  ToProto(ps_->startup(), resp->mutable_startup());
+  return absl::OkStatus();
+}
+
 absl::Status PsHandlers::Health(const v1::HealthRequest& /*req*/, v1::HealthResponse* resp) {
   resp->set_version(Version());
   resp->set_commit(GitCommit());

@@ -59,6 +59,7 @@ class PsHandlers {
   absl::Status Stats(const v1::StatsRequest& req, v1::StatsResponse* resp);
   absl::Status Checkpoint(const v1::CheckpointRequest& req, v1::CheckpointResponse* resp);
   absl::Status Restore(const v1::RestoreRequest& req, v1::RestoreResponse* resp);
+  absl::Status FenceClients(const v1::FenceClientsRequest& req, v1::FenceClientsResponse* resp);
   // Fills version and commit; `serving` is the caller's to set.
   absl::Status Health(const v1::HealthRequest& req, v1::HealthResponse* resp);
 

@@ -112,6 +112,14 @@ std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServ
       set.Add(dense_floats, labels, static_cast<double>(d.num_floats));
     }
 
+    set.Add(set.Gauge("brook_ps_fenced_clients",
+                      "Push client ids fenced by the chief (trainers whose lease expired)"),
+            {}, static_cast<double>(stats.fenced_clients));
+    set.Add(set.Counter("brook_ps_fenced_pushes_total",
+                        "Pushes (batch parts) refused because their client was fenced: a "
+                        "paused trainer's late gradients"),
+            {}, static_cast<double>(stats.fenced_pushes));
+
     if (stats.rocksdb.has_value()) {
       const storage::RocksDb::Stats& r = *stats.rocksdb;
       auto* cache = set.Counter("brook_ps_rocksdb_block_cache_lookups_total",

@@ -12,7 +12,7 @@ std::vector<std::string> PsMethodNames() {
   // Order matches PsMethod.
   return {"Health",     "CreateTable", "DropTable", "Pull",      "Push",
           "CreateDense", "PullDense",  "PushDense", "Stats",     "Checkpoint",
-          "Restore",     "PullBatch",  "PushBatch"};
+          "Restore",     "PullBatch",  "PushBatch", "FenceClients"};
 }
 
 PsService::PsService(ParameterServer* ps, const PsServiceOptions& options)
@@ -127,6 +127,12 @@ grpc::ServerUnaryReactor* PsService::Restore(grpc::CallbackServerContext* ctx,
                                              const v1::RestoreRequest* req,
                                              v1::RestoreResponse* resp) {
   return Serve(ctx, PsMethod::kRestore, req, resp, &PsHandlers::Restore);
+}
+
+grpc::ServerUnaryReactor* PsService::FenceClients(grpc::CallbackServerContext* ctx,
+                                                  const v1::FenceClientsRequest* req,
+                                                  v1::FenceClientsResponse* resp) {
+  return Serve(ctx, PsMethod::kFenceClients, req, resp, &PsHandlers::FenceClients);
 }
 
 }  // namespace brook::ps::rpc

@@ -46,6 +46,7 @@ enum class PsMethod {
   kRestore,
   kPullBatch,
   kPushBatch,
+  kFenceClients,
 };
 std::vector<std::string> PsMethodNames();
 
@@ -106,6 +107,9 @@ class PsService final
   grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* ctx,
                                     const v1::RestoreRequest* req,
                                     v1::RestoreResponse* resp) override;
+  grpc::ServerUnaryReactor* FenceClients(grpc::CallbackServerContext* ctx,
+                                         const v1::FenceClientsRequest* req,
+                                         v1::FenceClientsResponse* resp) override;
 
  private:
   // Runs `handler(*req, resp)` (inline or on the executor), maps its status,

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <string>
@@ -150,9 +151,10 @@ class ChiefE2eTest : public ::testing::Test {
     return RunCommand(args, timeout_seconds);
   }
 
-  v1::JobStatus Job(const std::string& id) {
+  v1::JobStatus Job(const std::string& id, bool with_events = false) {
     v1::GetJobRequest r;
     r.set_job_id(id);
+    r.set_with_events(with_events);
     auto s = client_->GetJob(r);
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? *s : v1::JobStatus();
@@ -177,6 +179,16 @@ class ChiefE2eTest : public ::testing::Test {
       EXPECT_EQ(job.examples_per_epoch(e), kAdultTrainRows) << "epoch " << e;
       EXPECT_EQ(job.records_per_epoch(e), kAdultTrainRows) << "epoch " << e;
     }
+  }
+
+  // The job's event texts that contain `needle`.
+  std::vector<std::string> EventsWith(const std::string& id, const std::string& needle) {
+    std::vector<std::string> out;
+    const v1::JobStatus job = Job(id, true);
+    for (const v1::ChiefJobEvent& e : job.events()) {
+      if (absl::StrContains(e.text(), needle)) out.push_back(e.text());
+    }
+    return out;
   }
 
   static testing::TempDir* data_;
@@ -445,6 +457,61 @@ TEST_F(ChiefE2eTest, PsKilledMidJobAndRestartedOnItsDataDirServesItsRowsAndTheJo
   const v1::JobStatus s = Job("pskill-1");
   ExpectEveryEpochCountsTheDataOnce(s, 2);
   EXPECT_GE(s.eval().auc(), 0.88);
+  // The chief noticed the restart and told the job that nothing was lost.
+  const std::vector<std::string> restarts = EventsWith("pskill-1", "restarted");
+  ASSERT_EQ(restarts.size(), 1u) << Job("pskill-1", true).DebugString();
+  EXPECT_NE(restarts[0].find("PS shard 1"), std::string::npos) << restarts[0];
+  EXPECT_NE(restarts[0].find("nothing it acknowledged was lost"), std::string::npos) << restarts[0];
+}
+
+// The same kill with the WAL off (`--no-wal`): the restarted PS goes back to
+// the job's last checkpoint, and the job reports what was rolled back (an
+// event naming the checkpoint and the steps lost; a metric), then completes:
+// the loss is bounded by the checkpoint, and the data ledger stays exact.
+TEST_F(ChiefE2eTest, PsKilledWithoutItsWalRollsBackToTheCheckpointAndTheJobReportsIt) {
+  for (int i = 0; i < 2; ++i) {
+    std::string error;
+    auto ps = testing::StartBrookPs(
+        i, 2, {"--data-dir", dir_.Join(absl::StrCat("ps-", i)), "--no-wal"}, 30s, &error);
+    ASSERT_TRUE(ps.has_value()) << error;
+    ps_addresses_.push_back(ps->address);
+    metrics_["ps-" + std::to_string(i)] = ps->metrics_address;
+    ps_.push_back(std::move(ps->process));
+  }
+  StartChief();
+  StartTrainer("t0");
+  StartTrainer("t1");
+  // Epochs enough to outlast a checkpoint, the kill and the restart.
+  std::string yaml = JobYaml("nowal", 0, 8, 64, 4000, 2);
+  yaml = absl::StrReplaceAll(yaml, {{"interval_seconds: 600", "interval_seconds: 1"}});
+  ASSERT_EQ(Cli({"submit", WriteJob("nowal.yaml", yaml)}).exit_code, 0);
+  ASSERT_TRUE(WaitFor("nowal-1", [](const v1::JobStatus& j) {
+    return j.checkpoints_size() >= 1 && j.examples_per_epoch_size() <= 4;
+  }, 60s)) << Job("nowal-1").DebugString();
+  std::this_thread::sleep_for(1s);  // steps past the checkpoint, to be lost
+  ASSERT_TRUE(ps_[1]->Signal(SIGKILL));
+  ASSERT_TRUE(ps_[1]->Wait(10s).has_value());
+  std::string error;
+  auto again = testing::StartBrookPs(1, 2, {"--data-dir", dir_.Join("ps-1"), "--no-wal"}, 60s,
+                                     &error, ps_addresses_[1]);
+  ASSERT_TRUE(again.has_value()) << error;
+  ps_[1] = std::move(again->process);
+
+  ASSERT_TRUE(WaitFor("nowal-1", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
+                      240s))
+      << Job("nowal-1", true).DebugString();
+  const v1::JobStatus s = Job("nowal-1");
+  ExpectEveryEpochCountsTheDataOnce(s, 8);
+  const std::vector<std::string> rollbacks = EventsWith("nowal-1", "ROLLED BACK");
+  ASSERT_EQ(rollbacks.size(), 1u) << Job("nowal-1", true).DebugString();
+  EXPECT_NE(rollbacks[0].find("PS shard 1"), std::string::npos) << rollbacks[0];
+  EXPECT_NE(rollbacks[0].find(dir_.Join("ckpt")), std::string::npos) << rollbacks[0];
+  EXPECT_NE(rollbacks[0].find("are lost"), std::string::npos) << rollbacks[0];
+  auto page = testing::HttpGet(metrics_["chief"], "/metrics", 5000, &error);
+  ASSERT_TRUE(page.has_value()) << error;
+  EXPECT_NE(page->body.find("brook_chief_ps_restarts_total{rolled_back=\"true\"} 1"),
+            std::string::npos)
+      << page->body;
 }
 
 // A PS frozen mid-job (SIGSTOP: a network partition as its clients see it,
@@ -527,6 +594,26 @@ TEST_F(ChiefE2eTest, TrainerFrozenPastItsLeaseIsRefusedOnWakingAndNothingCountsT
     refused += std::stod(std::string(line.substr(line.rfind(' ') + 1)));
   }
   EXPECT_GE(refused, 1) << page->body;
+
+  // The chief fenced the paused trainer's PS client id on the PS, so the
+  // gradients it pushed on waking for data now someone else's were refused
+  // (how many it tried depends on who won the race after SIGCONT: its push
+  // thread or its heartbeat learning of the expiry).
+  auto sample = [](const std::string& body, std::string_view name) {
+    for (absl::string_view line : absl::StrSplit(body, '\n')) {
+      if (absl::StartsWith(line, absl::StrCat(absl::string_view(name.data(), name.size()), " "))) {
+        return std::stod(std::string(line.substr(line.rfind(' ') + 1)));
+      }
+    }
+    return -1.0;
+  };
+  EXPECT_GE(sample(page->body, "brook_chief_fenced_ps_clients_total"), 1) << page->body;
+  auto ps_page = testing::HttpGet(metrics_["ps-0"], "/metrics", 5000, &error);
+  ASSERT_TRUE(ps_page.has_value()) << error;
+  EXPECT_GE(sample(ps_page->body, "brook_ps_fenced_clients"), 1) << ps_page->body;
+  const double fenced_pushes = sample(ps_page->body, "brook_ps_fenced_pushes_total");
+  EXPECT_GE(fenced_pushes, 0) << ps_page->body;
+  std::cout << "the woken trainer's pushes refused as fenced: " << fenced_pushes << "\n";
 }
 
 

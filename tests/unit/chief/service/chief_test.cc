@@ -3,12 +3,16 @@
 // restart over the same state directory, and its metrics.
 #include "chief/service/chief.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "ps/client/local_ps_client.h"
+#include "ps/parameter_server.h"
+#include "tests/testing/ps_rpc_testing.h"
 #include "tests/testing/test_util.h"
 
 namespace brook::chief {
@@ -31,12 +35,12 @@ class ChiefTest : public ::testing::Test {
         "model: {type: lr}\nsparse:\n  - {feature: C1}\n",
         "training: {batch_size: 8, epochs: ", epochs, "}\n");
   }
-  std::unique_ptr<Chief> Open() {
+  std::unique_ptr<Chief> Open(ps::PsClient* ps = nullptr) {
     ChiefOptions o;
     o.state_dir = dir_.Join("state");
     o.ps_addresses = {"127.0.0.1:7070"};
     o.background = false;
-    auto c = Chief::Open(o, nullptr);
+    auto c = Chief::Open(o, ps);
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? std::move(*c) : nullptr;
   }
@@ -62,10 +66,11 @@ class ChiefTest : public ::testing::Test {
     r.set_done(done);
     return r;
   }
-  void RegisterTrainer(Chief* c, const std::string& node) {
+  void RegisterTrainer(Chief* c, const std::string& node, uint64_t ps_client_id = 0) {
     v1::RegisterNodeRequest r;
     r.set_role(v1::NODE_ROLE_TRAINER);
     r.set_node_id(node);
+    r.set_ps_client_id(ps_client_id);
     auto resp = c->RegisterNode(r);
     ASSERT_TRUE(resp.ok()) << resp.status();
     EXPECT_EQ(resp->ps_addresses_size(), 1);
@@ -157,6 +162,74 @@ TEST_F(ChiefTest, StateSurvivesARestartAndAStaleLeaseIsRefused) {
   auto late = c->CompleteWork(late_report);
   EXPECT_FALSE(late.ok());
   EXPECT_EQ(Get(c.get(), "resume-1").examples_trained(), 7u);
+}
+
+// A trainer presumed dead has its PS client id fenced on every PS: if it was
+// only paused, the pushes it makes on waking are refused.
+TEST_F(ChiefTest, ExpiredOrReRegisteredTrainersPsClientIdsAreFencedOnEveryPs) {
+  ps::ParameterServerOptions po;
+  po.num_shards = 2;
+  ps::ParameterServer shard0(po);
+  po.shard_index = 1;
+  ps::ParameterServer shard1(po);
+  for (ps::ParameterServer* s : {&shard0, &shard1}) {
+    ASSERT_TRUE(s->CreateTable(testing::CounterTable("emb", 1)).ok());
+  }
+  ps::LocalPsClient ps({&shard0, &shard1});
+  auto c = Open(&ps);
+  ASSERT_TRUE(c->SubmitJob(Submit(Spec("fence"))).ok());
+  RegisterTrainer(c.get(), "paused", 501);
+  RegisterTrainer(c.get(), "restarted", 601);
+  RegisterTrainer(c.get(), "live", 701);
+  ASSERT_TRUE(c->SendFences().ok());  // nothing to fence yet
+  EXPECT_TRUE(c->FencedClients().empty());
+
+  // "restarted" registers again under a new id (a new process with the same
+  // node id): the old id is fenced at once. A repeat of the same
+  // registration (a lost reply) fences nothing.
+  RegisterTrainer(c.get(), "restarted", 602);
+  RegisterTrainer(c.get(), "restarted", 602);
+  EXPECT_EQ(c->FencedClients(), std::vector<uint64_t>({601}));
+
+  // Heartbeats carry the id too (a restarted chief learns it back).
+  const absl::Time later = absl::Now() + absl::Seconds(8);
+  for (auto [node, id] : {std::pair<std::string, uint64_t>{"live", 701}, {"restarted", 602}}) {
+    v1::HeartbeatRequest hb;
+    hb.set_node_id(node);
+    hb.set_ps_client_id(id);
+    ASSERT_TRUE(c->Heartbeat(hb).ok());
+  }
+  c->Tick(later);  // heartbeats were at ~now: nobody is 10 s late yet
+  EXPECT_EQ(c->FencedClients().size(), 1u);
+  c->Tick(absl::Now() + absl::Seconds(30));
+  // At +30 s every trainer has missed its lease: each id is fenced, once.
+  std::vector<uint64_t> fenced = c->FencedClients();
+  std::sort(fenced.begin(), fenced.end());
+  EXPECT_EQ(fenced, std::vector<uint64_t>({501, 601, 602, 701}));
+  ASSERT_TRUE(c->SendFences().ok());
+
+  // Every shard refuses the fenced ids and takes everybody else's pushes.
+  const std::vector<uint64_t> keys = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<float> grads(keys.size(), -1.0f);
+  for (ps::ParameterServer* s : {&shard0, &shard1}) {
+    EXPECT_EQ(s->Stats().fenced_clients, 4u);
+    ps::PushContext zombie{.client_id = 501, .sequence = 1};
+    EXPECT_TRUE(absl::IsAborted(s->Push("emb", keys, grads, zombie).status()));
+    ps::PushContext fresh{.client_id = 502, .sequence = 1};
+    EXPECT_TRUE(s->Push("emb", keys, grads, fresh).ok());
+  }
+  // The paused trainer registers again with a new id: pushes from it apply.
+  RegisterTrainer(c.get(), "paused", 502);
+  EXPECT_EQ(c->FencedClients().size(), 4u);
+
+  std::string text;
+  for (const auto& family : c->CollectMetrics()) {
+    if (family.name == "brook_chief_fenced_ps_clients_total") {
+      EXPECT_EQ(family.metric.at(0).counter.value, 4);
+      text = family.name;
+    }
+  }
+  EXPECT_FALSE(text.empty()) << "brook_chief_fenced_ps_clients_total not exported";
 }
 
 TEST_F(ChiefTest, BadSpecsAndUnknownJobsAreRefusedNamingWhatIsWrong) {

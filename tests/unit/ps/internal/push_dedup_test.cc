@@ -60,5 +60,42 @@ TEST(PushDedupTest, DuplicateOfInFlightPushWaitsForItsOutcome) {
   }
 }
 
+TEST(PushDedupTest, FencedClientIsRefusedEverySequenceOthersAreNot) {
+  PushDedup d(64);
+  ASSERT_EQ(d.Begin(5, 1), Claim::kFresh);
+  d.End(5, 1, true);
+  EXPECT_FALSE(d.IsFenced(5));
+  EXPECT_FALSE(d.IsFenced(6));  // never seen: not fenced, and not created
+  EXPECT_TRUE(d.Fence(5));
+  EXPECT_FALSE(d.Fence(5));  // once
+  EXPECT_TRUE(d.IsFenced(5));
+  EXPECT_EQ(d.fenced_clients(), 1u);
+  // New, retried and ancient sequences alike.
+  EXPECT_EQ(d.Begin(5, 2), Claim::kFenced);
+  EXPECT_EQ(d.Begin(5, 1), Claim::kFenced);
+  EXPECT_EQ(d.Begin(5, 1u << 20), Claim::kFenced);
+  EXPECT_EQ(d.fenced_refusals(), 3u);
+  // A client never seen can be fenced before its first push.
+  EXPECT_TRUE(d.Fence(8));
+  EXPECT_EQ(d.Begin(8, 1), Claim::kFenced);
+  ASSERT_EQ(d.Begin(6, 1), Claim::kFresh);
+  d.End(6, 1, true);
+  EXPECT_EQ(d.Begin(6, 1), Claim::kDuplicate);
+}
+
+TEST(PushDedupTest, FenceDuringAnApplyLetsItSettleAndRefusesItsWaitingRetry) {
+  PushDedup d(64);
+  ASSERT_EQ(d.Begin(4, 10), Claim::kFresh);  // being applied
+  std::atomic<int> retry{-1};
+  std::thread dup([&] { retry = static_cast<int>(d.Begin(4, 10)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(retry.load(), -1);  // waits for the original
+  EXPECT_TRUE(d.Fence(4));
+  dup.join();
+  EXPECT_EQ(retry.load(), static_cast<int>(Claim::kFenced));
+  d.End(4, 10, /*applied=*/false);  // the original settles after the fence
+  EXPECT_EQ(d.Begin(4, 10), Claim::kFenced);
+}
+
 }  // namespace
 }  // namespace brook::ps::internal

@@ -342,6 +342,55 @@ TEST_P(PsServiceTest, SequenceOlderThanTheDedupWindowIsFailedPrecondition) {
   server->Shutdown();
 }
 
+TEST_P(PsServiceTest, FencedClientsPushesAreAbortedAndChangeNothing) {
+  const std::string keys = PackKeys({2});
+  const std::string grads = PackFloats(std::vector<float>(kDim, -1.0f));
+  ASSERT_TRUE(Push("emb", keys, grads, /*client_id=*/41, /*sequence=*/1).ok());
+  v1::FenceClientsRequest fence;
+  fence.add_client_ids(41);
+  fence.add_client_ids(42);
+  fence.add_client_ids(0);  // "no dedup" is never fenced
+  v1::FenceClientsResponse fenced;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->FenceClients(&ctx, fence, &fenced).ok());
+  }
+  EXPECT_EQ(fenced.newly_fenced(), 2u);
+  EXPECT_EQ(fenced.fenced_clients(), 2u);
+  {
+    grpc::ClientContext ctx;  // idempotent: the chief re-sends its list
+    ASSERT_TRUE(stub_->FenceClients(&ctx, fence, &fenced).ok());
+    EXPECT_EQ(fenced.newly_fenced(), 0u);
+  }
+  const std::vector<float> before = Snapshot();
+  grpc::Status st = Push("emb", keys, grads, 41, 2);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::ABORTED) << st.error_message();
+  EXPECT_NE(st.error_message().find("fenced"), std::string::npos) << st.error_message();
+  EXPECT_EQ(Push("emb", keys, grads, 41, 1).error_code(), grpc::StatusCode::ABORTED);  // a retry too
+  // A push batch of a fenced client: nothing of it applies.
+  v1::PushBatchRequest batch;
+  batch.set_client_id(42);
+  v1::PushRequest* part = batch.add_tables();
+  part->set_table("emb");
+  part->set_keys(keys);
+  part->set_grads(grads);
+  part->set_sequence(1);
+  v1::PushBatchResponse batch_resp;
+  {
+    grpc::ClientContext ctx;
+    EXPECT_EQ(stub_->PushBatch(&ctx, batch, &batch_resp).error_code(), grpc::StatusCode::ABORTED);
+  }
+  EXPECT_EQ(Snapshot(), before);
+  // Everybody else goes on.
+  ASSERT_TRUE(Push("emb", keys, grads, 43, 1).ok());
+  EXPECT_EQ(Snapshot()[kDim], before[kDim] + 1.0f);
+  const ServerStats stats = ps_->Stats();
+  EXPECT_EQ(stats.fenced_clients, 2u);
+  EXPECT_EQ(stats.fenced_pushes, 3u);
+  EXPECT_EQ(RequestCount("Push", "ABORTED"), 2);
+  EXPECT_EQ(RequestCount("FenceClients", "OK"), 2);
+}
+
 TEST_P(PsServiceTest, NotServingIsUnavailableAndHealthSaysSo) {
   service_->SetServing(false);
   v1::PullResponse resp;
