@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include "common/absl_compat.h"
+#include "datatools/yaml_error.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -18,7 +20,6 @@ namespace brook::datatools {
 namespace {
 
 // Debian's abseil has its own string_view type, not std's.
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 // UCI Adult as TensorFlow's Wide & Deep census tutorial uses it: fnlwgt (a
 // census sampling weight, not a property of the person) is dropped. The test
@@ -55,14 +56,8 @@ label: {column: label}
 constexpr int kCriteoIntColumns = 13;
 constexpr int kCriteoCatColumns = 26;
 
-absl::Status YamlError(const YAML::Node& node, std::string_view what) {
-  const YAML::Mark mark = node.Mark();
-  if (mark.is_null()) return absl::InvalidArgumentError(std::string(what));
-  return absl::InvalidArgumentError(absl::StrCat("line ", mark.line + 1, ": ", AV(what)));
-}
-
 absl::StatusOr<std::string> ScalarString(const YAML::Node& node, std::string_view key) {
-  if (!node.IsScalar()) return YamlError(node, absl::StrCat("`", AV(key), "` must be a string"));
+  if (!node.IsScalar()) return YamlError(node, absl::StrCat("`", AbslView(key), "` must be a string"));
   return node.Scalar();
 }
 
@@ -73,7 +68,7 @@ absl::StatusOr<std::vector<std::string>> StringList(const YAML::Node& node, std:
     return out;
   }
   if (!node.IsSequence()) {
-    return YamlError(node, absl::StrCat("`", AV(key), "` must be a list of strings"));
+    return YamlError(node, absl::StrCat("`", AbslView(key), "` must be a list of strings"));
   }
   for (const YAML::Node& item : node) {
     ASSIGN_OR_RETURN(std::string s, ScalarString(item, key));
@@ -88,7 +83,7 @@ absl::StatusOr<ColumnType> ParseColumnType(const YAML::Node& node, std::string_v
   if (s == "numeric") return ColumnType::kNumeric;
   if (s == "categorical") return ColumnType::kCategorical;
   if (s == "ignore") return ColumnType::kIgnore;
-  return YamlError(node, absl::StrCat(AV(where), ": unknown type \"", node.Scalar(),
+  return YamlError(node, absl::StrCat(AbslView(where), ": unknown type \"", node.Scalar(),
                                       "\"; expected numeric, categorical or ignore"));
 }
 
@@ -225,12 +220,12 @@ std::string_view TextFormatName(TextFormat f) {
 }
 
 absl::StatusOr<TextFormat> ParseTextFormat(std::string_view name) {
-  const std::string s = absl::AsciiStrToLower(AV(name));
+  const std::string s = absl::AsciiStrToLower(AbslView(name));
   if (s == "csv") return TextFormat::kCsv;
   if (s == "tsv") return TextFormat::kTsv;
   if (s == "criteo") return TextFormat::kCriteo;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown format \"", AV(name), "\"; expected csv, tsv or criteo"));
+      absl::StrCat("unknown format \"", AbslView(name), "\"; expected csv, tsv or criteo"));
 }
 
 std::string_view ColumnTypeName(ColumnType t) {
@@ -260,7 +255,7 @@ absl::StatusOr<ConvertSchema> ConvertSchema::FromYaml(const std::string& yaml_te
 absl::StatusOr<ConvertSchema> ConvertSchema::Preset(std::string_view name) {
   const std::string_view yaml = PresetYaml(name);
   if (yaml.empty()) {
-    return absl::NotFoundError(absl::StrCat("no schema preset \"", AV(name), "\" (have adult, criteo)"));
+    return absl::NotFoundError(absl::StrCat("no schema preset \"", AbslView(name), "\" (have adult, criteo)"));
   }
   return FromYaml(std::string(yaml));
 }

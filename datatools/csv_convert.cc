@@ -13,6 +13,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include "common/absl_compat.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -26,7 +27,6 @@ namespace brook::datatools {
 namespace {
 
 // Debian's abseil has its own string_view type, not std's.
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 constexpr size_t kReadChunk = 1 << 20;
 // A line (or a quoted record spanning lines) longer than this is taken to be
@@ -36,7 +36,7 @@ constexpr size_t kMaxRecordBytes = 64 << 20;
 bool IsBlank(char c) { return c == ' ' || c == '\t'; }
 
 absl::Status Prefixed(std::string_view where, const absl::Status& s) {
-  return absl::Status(s.code(), absl::StrCat(AV(where), ": ", s.message()));
+  return absl::Status(s.code(), absl::StrCat(AbslView(where), ": ", s.message()));
 }
 
 // Parses a number for a float feature. Non-finite values are refused: "nan"
@@ -44,13 +44,13 @@ absl::Status Prefixed(std::string_view where, const absl::Status& s) {
 // `missing:`, and a NaN feature silently poisons training.
 absl::StatusOr<float> ParseNumber(std::string_view text) {
   double d = 0;
-  if (!absl::SimpleAtod(AV(text), &d)) {
-    return absl::InvalidArgumentError(absl::StrCat("\"", AV(text), "\" is not a number"));
+  if (!absl::SimpleAtod(AbslView(text), &d)) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", AbslView(text), "\" is not a number"));
   }
   const float f = static_cast<float>(d);
   if (!std::isfinite(d) || !std::isfinite(f)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("\"", AV(text), "\" is not a finite float (list it under `missing:` if it "
+        absl::StrCat("\"", AbslView(text), "\" is not a finite float (list it under `missing:` if it "
                                  "marks a missing value)"));
   }
   return f;
@@ -88,7 +88,7 @@ absl::StatusOr<float> LabelValue(const LabelSchema& label, std::string_view valu
   if (in(label.positive)) return 1.0f;
   if (label.negative.empty() || in(label.negative)) return 0.0f;
   return absl::InvalidArgumentError(absl::StrCat(
-      "label column \"", label.column, "\": \"", AV(value), "\" is neither positive (",
+      "label column \"", label.column, "\": \"", AbslView(value), "\" is neither positive (",
       absl::StrJoin(label.positive, ", "), ") nor negative (", absl::StrJoin(label.negative, ", "),
       ")"));
 }
@@ -134,7 +134,7 @@ absl::StatusOr<std::vector<std::string>> SplitRecord(std::string_view record, ch
       const size_t k = record.find(delimiter, i);
       const std::string_view field =
           record.substr(i, k == std::string_view::npos ? std::string_view::npos : k - i);
-      fields.emplace_back(absl::StripAsciiWhitespace(AV(field)));
+      fields.emplace_back(absl::StripAsciiWhitespace(AbslView(field)));
       if (k == std::string_view::npos) break;
       i = k + 1;
     }
@@ -247,8 +247,8 @@ absl::Status ConvertOptions::Validate() const {
 
 std::string ShardFileName(std::string_view prefix, int index, int count,
                           storage::Compression compression) {
-  return absl::StrFormat("%s-%05d-of-%05d.tfrecord%s", AV(prefix), index, count,
-                         AV(CompressionSuffix(compression)));
+  return absl::StrFormat("%s-%05d-of-%05d.tfrecord%s", AbslView(prefix), index, count,
+                         AbslView(CompressionSuffix(compression)));
 }
 
 CsvConverter::CsvConverter(ConvertSchema schema, ConvertOptions options, std::vector<Input> inputs)
@@ -404,7 +404,7 @@ absl::Status WriteFeatureSpec(const std::string& path, const ConvertSchema& sche
   const input::FeatureSpec spec = ToFeatureSpec(schema, columns);
   std::ofstream out(path, std::ios::trunc);
   out << "# Reads " << options.prefix << "-*-of-" << absl::StrFormat("%05d", options.shards)
-      << ".tfrecord" << AV(CompressionSuffix(options.compression))
+      << ".tfrecord" << AbslView(CompressionSuffix(options.compression))
       << "; written by `brook data convert`.\n"
       << spec.ToYaml();
   out.close();

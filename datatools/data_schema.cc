@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/absl_compat.h"
+#include "datatools/yaml_error.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -20,7 +22,6 @@ namespace brook::datatools {
 namespace {
 
 // Debian's abseil has its own string_view type, not std's.
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 // Shortest text that reads back as the same float32: the schema file stays
 // readable (0.1, not 0.100000001490116) and a check of the data the schema
@@ -32,12 +33,6 @@ std::string FloatText(double v) {
 }
 
 std::string NumberText(double v) { return absl::StrFormat("%.6g", v); }
-
-absl::Status YamlError(const YAML::Node& node, std::string_view what) {
-  const YAML::Mark mark = node.Mark();
-  if (mark.is_null()) return absl::InvalidArgumentError(std::string(what));
-  return absl::InvalidArgumentError(absl::StrCat("line ", mark.line + 1, ": ", AV(what)));
-}
 
 absl::StatusOr<ValueKind> ParseKind(const YAML::Node& node, const std::string& feature) {
   const std::string s = node.IsScalar() ? node.Scalar() : "";
@@ -141,7 +136,7 @@ void CheckRange(const FeatureSchema& fs, const FeatureStats& f, const CheckOptio
                 std::vector<Anomaly>* out) {
   auto report = [&](double value, double lo, double hi, std::string_view which) {
     out->push_back(Error(AnomalyKind::kOutOfRange, fs.name,
-                         absl::StrCat(AV(which), " value ", NumberText(value), " is outside the range [",
+                         absl::StrCat(AbslView(which), " value ", NumberText(value), " is outside the range [",
                                       NumberText(lo), ", ", NumberText(hi), "]")));
   };
   if (fs.type == ValueKind::kFloat && fs.float_min && fs.float_max) {
@@ -312,9 +307,9 @@ std::vector<Anomaly> CheckStats(const DatasetStats& stats, const DataSchema& sch
     for (int k = 0; k < kNumValueKinds; ++k) {
       if (static_cast<ValueKind>(k) == fs.type || f->kind_examples[k] == 0) continue;
       out.push_back(Error(AnomalyKind::kTypeChange, fs.name,
-                          absl::StrCat(AV(ValueKindName(static_cast<ValueKind>(k))), " values in ",
+                          absl::StrCat(AbslView(ValueKindName(static_cast<ValueKind>(k))), " values in ",
                                        f->kind_examples[k], " examples; the schema says ",
-                                       AV(ValueKindName(fs.type)))));
+                                       AbslView(ValueKindName(fs.type)))));
     }
     if (fs.min_values && f->min_values < *fs.min_values) {
       out.push_back(Error(AnomalyKind::kValueCount, fs.name,
@@ -332,7 +327,7 @@ std::vector<Anomaly> CheckStats(const DatasetStats& stats, const DataSchema& sch
     if (f.present == 0 || schema.Find(f.name) != nullptr) continue;
     out.push_back(Anomaly{AnomalyKind::kNewFeature, f.name,
                           absl::StrCat("not in the schema; present in ", f.present, " examples as ",
-                                       AV(ValueKindName(f.main_kind()))),
+                                       AbslView(ValueKindName(f.main_kind()))),
                           !options.new_features_are_errors});
   }
   return out;

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/absl_compat.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
@@ -24,7 +25,6 @@ namespace brook::datatools {
 namespace {
 
 // Debian's abseil has its own string_view type, not std's.
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 // Salts keep an int64 and a float with the same bit pattern apart in the
 // distinct-count sketch; strings go through Hash64 (XXH64) as everywhere.
@@ -254,7 +254,7 @@ bool IsPrintableText(std::string_view v) {
 }
 
 std::string PrintableValue(std::string_view value, size_t max_chars) {
-  std::string out = IsPrintableText(value) ? std::string(value) : absl::CHexEscape(AV(value));
+  std::string out = IsPrintableText(value) ? std::string(value) : absl::CHexEscape(AbslView(value));
   if (max_chars > 0 && out.size() > max_chars) {
     size_t cut = max_chars;
     // Do not cut a UTF-8 sequence in half.
@@ -270,7 +270,7 @@ std::string KindsText(const FeatureStats& f) {
   if (f.kinds_seen() <= 1) return f.kinds_seen() == 0 ? "empty" : std::string(ValueKindName(f.main_kind()));
   std::vector<absl::string_view> names;
   for (int k = 0; k < kNumValueKinds; ++k) {
-    if (f.kind_examples[k] > 0) names.push_back(AV(ValueKindName(static_cast<ValueKind>(k))));
+    if (f.kind_examples[k] > 0) names.push_back(AbslView(ValueKindName(static_cast<ValueKind>(k))));
   }
   return absl::StrCat("mixed(", absl::StrJoin(names, ","), ")");
 }

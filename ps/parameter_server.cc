@@ -6,6 +6,7 @@
 #include <random>
 #include <string>
 
+#include "common/absl_compat.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -21,24 +22,23 @@ namespace brook::ps {
 namespace {
 
 // Debian's abseil has its own string_view type.
-absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Table>> ParameterServer::State::FindTable(
     std::string_view name) const {
   internal::ReaderLock lock(&mu);
-  auto it = tables.find(Av(name));
-  if (it == tables.end()) return absl::NotFoundError(absl::StrCat("no table '", Av(name), "'"));
+  auto it = tables.find(AbslView(name));
+  if (it == tables.end()) return absl::NotFoundError(absl::StrCat("no table '", AbslView(name), "'"));
   return it->second;
 }
 
 absl::StatusOr<std::shared_ptr<internal::DenseVariable>> ParameterServer::State::FindDense(
     std::string_view name) const {
   internal::ReaderLock lock(&mu);
-  auto it = dense.find(Av(name));
+  auto it = dense.find(AbslView(name));
   if (it == dense.end())
-    return absl::NotFoundError(absl::StrCat("no dense variable '", Av(name), "'"));
+    return absl::NotFoundError(absl::StrCat("no dense variable '", AbslView(name), "'"));
   return it->second;
 }
 
@@ -118,7 +118,7 @@ absl::StatusOr<PushOutcome> Deduplicated(State& state, const PushContext& ctx, s
       return PushOutcome::kDuplicate;
     case internal::PushDedup::Claim::kTooOld:
       return absl::FailedPreconditionError(
-          absl::StrCat(Av(kind), " '", Av(name), "': push sequence ", ctx.sequence, " of client ",
+          absl::StrCat(AbslView(kind), " '", AbslView(name), "': push sequence ", ctx.sequence, " of client ",
                        ctx.client_id, " is older than the dedup window (", dedup.window(),
                        " sequences); cannot tell whether it was applied"));
     case internal::PushDedup::Claim::kFenced:
@@ -188,9 +188,9 @@ absl::Status ParameterServer::DropTable(std::string_view name) {
   internal::GateReader gate(&state_->gate);
   {
     internal::WriterLock lock(&state_->mu);
-    auto it = state_->tables.find(Av(name));
+    auto it = state_->tables.find(AbslView(name));
     if (it == state_->tables.end())
-      return absl::NotFoundError(absl::StrCat("no table '", Av(name), "'"));
+      return absl::NotFoundError(absl::StrCat("no table '", AbslView(name), "'"));
     state_->tables.erase(it);
   }
   // The family goes with the table; a request still holding the table
@@ -297,9 +297,9 @@ absl::Status ParameterServer::DropDense(std::string_view name) {
   internal::GateReader gate(&state_->gate);
   {
     internal::WriterLock lock(&state_->mu);
-    auto it = state_->dense.find(Av(name));
+    auto it = state_->dense.find(AbslView(name));
     if (it == state_->dense.end()) {
-      return absl::NotFoundError(absl::StrCat("no dense variable '", Av(name), "'"));
+      return absl::NotFoundError(absl::StrCat("no dense variable '", AbslView(name), "'"));
     }
     state_->dense.erase(it);
   }

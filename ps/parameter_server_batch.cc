@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/absl_compat.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "ps/internal/key_batch.h"
@@ -20,7 +21,6 @@
 namespace brook::ps {
 namespace {
 
-absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 // A prepared push keeps its grouped keys in a KeyBatch until it is applied,
 // so a batch of parts prepared together needs one each. Per thread, grown to
@@ -46,7 +46,7 @@ absl::Status ParameterServer::PullBatch(absl::Span<const TablePull> tables,
     const size_t dim = found_tables[i]->dim();
     if (part.out.size() != part.keys.size() * dim) {
       return absl::InvalidArgumentError(
-          absl::StrCat("table '", Av(part.table), "': pull of ", part.keys.size(), " keys x dim ",
+          absl::StrCat("table '", AbslView(part.table), "': pull of ", part.keys.size(), " keys x dim ",
                        dim, " needs ", part.keys.size() * dim, " floats, got ", part.out.size()));
     }
   }
@@ -55,7 +55,7 @@ absl::Status ParameterServer::PullBatch(absl::Span<const TablePull> tables,
     ASSIGN_OR_RETURN(found_dense[i], state_->FindDense(dense[i].name));
     const uint64_t n = found_dense[i]->options().num_floats();
     if (dense[i].out.size() != n) {
-      return absl::InvalidArgumentError(absl::StrCat("dense variable '", Av(dense[i].name),
+      return absl::InvalidArgumentError(absl::StrCat("dense variable '", AbslView(dense[i].name),
                                                      "' has ", n, " floats; pull buffer has ",
                                                      dense[i].out.size()));
     }
@@ -107,8 +107,8 @@ absl::StatusOr<PushBatchOutcome> ParameterServer::PushBatch(absl::Span<const Tab
   };
   auto name_of = [&](size_t p) {
     return p < tables.size()
-               ? absl::StrCat("table '", Av(tables[p].table), "'")
-               : absl::StrCat("dense variable '", Av(dense[p - tables.size()].name), "'");
+               ? absl::StrCat("table '", AbslView(tables[p].table), "'")
+               : absl::StrCat("dense variable '", AbslView(dense[p - tables.size()].name), "'");
   };
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);

@@ -9,13 +9,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "storage/file.h"
 
 namespace brook::storage {
 namespace {
-
-absl::Status ErrnoError(int error_number, absl::string_view what, const std::string& path) {
-  return absl::ErrnoToStatus(error_number, absl::StrCat(what, " ", path));
-}
 
 absl::Status WriteAll(int fd, std::string_view data, const std::string& path) {
   while (!data.empty()) {

@@ -20,15 +20,16 @@
 #include "common/status_macros.h"
 
 namespace brook::storage {
+
+absl::Status ErrnoError(int error_number, absl::string_view what, const std::string& path) {
+  return absl::ErrnoToStatus(error_number, absl::StrCat(what, " ", path));
+}
+
 namespace {
 
 // Output is gathered into this much memory before a write(2): a TFRecord frame
 // arrives as three small Append calls, and a syscall each would dominate.
 constexpr size_t kOutputBufferBytes = 256 << 10;
-
-absl::Status ErrnoError(int error_number, absl::string_view what, const std::string& path) {
-  return absl::ErrnoToStatus(error_number, absl::StrCat(what, " ", path));
-}
 
 class LocalInputStream final : public InputStream {
  public:

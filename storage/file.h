@@ -14,8 +14,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace brook::storage {
+
+// errno as a Status naming what failed and the path ("open /x/y: ...").
+absl::Status ErrnoError(int error_number, absl::string_view what, const std::string& path);
 
 class InputStream {
  public:

@@ -19,6 +19,7 @@
 #include "common/status_macros.h"
 #include "storage/atomic_file.h"
 #include "storage/crc32c.h"
+#include "storage/file.h"
 #include "storage/internal/record_framing.h"
 
 namespace brook::storage {
@@ -30,10 +31,6 @@ using internal::EncodeFixed32;
 using internal::EncodeFixed64;
 
 constexpr size_t kNotFound = static_cast<size_t>(-1);
-
-absl::Status ErrnoError(int error_number, absl::string_view what, const std::string& path) {
-  return absl::ErrnoToStatus(error_number, absl::StrCat(what, " ", path));
-}
 
 absl::Status CorruptAt(const std::string& path, size_t offset, absl::string_view problem) {
   return absl::DataLossError(absl::StrCat("WAL ", path, " at offset ", offset, ": ", problem));

@@ -37,7 +37,7 @@ struct StatsFlags {
   int64_t max_examples = 0;
 };
 
-int Fail(int code, const std::string& message) {
+int StatsFail(int code, const std::string& message) {
   std::cerr << "brook data stats: " << message << "\n";
   return code;
 }
@@ -84,10 +84,10 @@ std::string Dump(const nlohmann::json& j) {
 }
 
 int RunStats(const StatsFlags& f) {
-  if (f.inputs.empty()) return Fail(kExitUsage, "no input files");
-  if (f.top_k < 1) return Fail(kExitUsage, "--top-k must be at least 1");
+  if (f.inputs.empty()) return StatsFail(kExitUsage, "no input files");
+  if (f.top_k < 1) return StatsFail(kExitUsage, "--top-k must be at least 1");
   if (f.presence_margin < 0 || f.range_slack < 0) {
-    return Fail(kExitUsage, "--presence-margin and --range-slack must be >= 0");
+    return StatsFail(kExitUsage, "--presence-margin and --range-slack must be >= 0");
   }
   datatools::StatsOptions options;
   options.top_k = f.top_k;
@@ -95,7 +95,7 @@ int RunStats(const StatsFlags& f) {
   options.max_examples = f.max_examples;
   if (f.compression != "auto") {
     auto c = storage::ParseCompression(f.compression);
-    if (!c.ok()) return Fail(kExitUsage, absl::StrCat("--compression: ", c.status().message()));
+    if (!c.ok()) return StatsFail(kExitUsage, absl::StrCat("--compression: ", c.status().message()));
     options.compression = *c;
   }
   // Load the schema before reading any data: a typo in its path should not
@@ -103,21 +103,21 @@ int RunStats(const StatsFlags& f) {
   std::optional<datatools::DataSchema> schema;
   if (!f.check.empty()) {
     auto s = datatools::DataSchema::FromYamlFile(f.check);
-    if (!s.ok()) return Fail(kExitUsage, std::string(s.status().message()));
+    if (!s.ok()) return StatsFail(kExitUsage, std::string(s.status().message()));
     schema = *std::move(s);
   }
   auto files = ExpandInputs(f.inputs);
-  if (!files.ok()) return Fail(kExitUsage, std::string(files.status().message()));
+  if (!files.ok()) return StatsFail(kExitUsage, std::string(files.status().message()));
   auto stats = datatools::ComputeStats(*files, options);
   if (!stats.ok()) {
-    return Fail(IsUsageError(stats.status()) ? kExitUsage : kExitFailed, std::string(stats.status().message()));
+    return StatsFail(IsUsageError(stats.status()) ? kExitUsage : kExitFailed, std::string(stats.status().message()));
   }
 
   if (!f.schema_out.empty()) {
     std::ofstream out(f.schema_out, std::ios::trunc);
     out << datatools::InferSchema(*stats).ToYaml();
     out.close();
-    if (!out) return Fail(kExitFailed, absl::StrCat(f.schema_out, ": cannot write the schema"));
+    if (!out) return StatsFail(kExitFailed, absl::StrCat(f.schema_out, ": cannot write the schema"));
   }
 
   if (!schema) {
