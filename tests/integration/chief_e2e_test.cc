@@ -88,10 +88,15 @@ class ChiefE2eTest : public ::testing::Test {
     return path;
   }
 
-  void StartPs(int n) {
+  // n PS processes; with data_dirs each gets --data-dir <tmp>/ps-<i> (so a
+  // test can restart it over the same one), then `flags`.
+  void StartPs(int n, bool data_dirs = false, const std::vector<std::string>& flags = {}) {
     for (int i = 0; i < n; ++i) {
       std::string error;
-      auto ps = testing::StartBrookPs(i, n, {}, 30s, &error);
+      std::vector<std::string> args;
+      if (data_dirs) args = {"--data-dir", dir_.Join(absl::StrCat("ps-", i))};
+      args.insert(args.end(), flags.begin(), flags.end());
+      auto ps = testing::StartBrookPs(i, n, args, 30s, &error);
       ASSERT_TRUE(ps.has_value()) << error;
       ps_addresses_.push_back(ps->address);
       metrics_["ps-" + std::to_string(i)] = ps->metrics_address;
@@ -419,15 +424,7 @@ double SumOfMetric(const std::string& page, const std::string& name) {
 // are back from the checkpoint + WAL), the trainers' retries carry them over
 // the gap, and the job completes with every example counted once.
 TEST_F(ChiefE2eTest, PsKilledMidJobAndRestartedOnItsDataDirServesItsRowsAndTheJobCompletes) {
-  for (int i = 0; i < 2; ++i) {
-    std::string error;
-    auto ps = testing::StartBrookPs(i, 2, {"--data-dir", dir_.Join(absl::StrCat("ps-", i))}, 30s,
-                                    &error);
-    ASSERT_TRUE(ps.has_value()) << error;
-    ps_addresses_.push_back(ps->address);
-    metrics_["ps-" + std::to_string(i)] = ps->metrics_address;
-    ps_.push_back(std::move(ps->process));
-  }
+  StartPs(2, /*data_dirs=*/true);
   StartChief();
   StartTrainer("t0");
   StartTrainer("t1");
@@ -469,15 +466,7 @@ TEST_F(ChiefE2eTest, PsKilledMidJobAndRestartedOnItsDataDirServesItsRowsAndTheJo
 // event naming the checkpoint and the steps lost; a metric), then completes:
 // the loss is bounded by the checkpoint, and the data ledger stays exact.
 TEST_F(ChiefE2eTest, PsKilledWithoutItsWalRollsBackToTheCheckpointAndTheJobReportsIt) {
-  for (int i = 0; i < 2; ++i) {
-    std::string error;
-    auto ps = testing::StartBrookPs(
-        i, 2, {"--data-dir", dir_.Join(absl::StrCat("ps-", i)), "--no-wal"}, 30s, &error);
-    ASSERT_TRUE(ps.has_value()) << error;
-    ps_addresses_.push_back(ps->address);
-    metrics_["ps-" + std::to_string(i)] = ps->metrics_address;
-    ps_.push_back(std::move(ps->process));
-  }
+  StartPs(2, /*data_dirs=*/true, {"--no-wal"});
   StartChief();
   StartTrainer("t0");
   StartTrainer("t1");
