@@ -130,7 +130,10 @@ absl::Status TrainerWorker::Register() {
       return absl::FailedPreconditionError("the chief knows no PS nodes and none were given");
     }
     ASSIGN_OR_RETURN(auto grpc, ps::GrpcPsClient::Create(po));
-    RETURN_IF_ERROR(grpc->WaitForReady(absl::Seconds(60)));
+    // At start-up, wait for the PS nodes to come up. Registering again (after
+    // an expiry) must not fail on a PS that is briefly down: calls retry
+    // UNAVAILABLE within their own deadline.
+    if (ps_ == nullptr) RETURN_IF_ERROR(grpc->WaitForReady(absl::Seconds(60)));
     std::lock_guard<std::mutex> lock(mu_);
     ps_ = std::move(grpc);
     ps_client_id_ = ps_client_id;
