@@ -62,6 +62,7 @@ TEST(ChiefConcurrencyTest, TrainersReadersAndHousekeepingAtOnceKeepTheLedgerExac
   const std::string job_id = job->id();
 
   std::atomic<bool> done{false};
+  std::atomic<bool> zombie_holds_a_unit{false};
   std::atomic<int> refused_reports{0}, fenced_pushes{0};
   std::mutex units_mu;
   std::set<uint64_t> unit_ids;  // guarded by units_mu
@@ -114,6 +115,7 @@ TEST(ChiefConcurrencyTest, TrainersReadersAndHousekeepingAtOnceKeepTheLedgerExac
       if (index == 0 && !paused_once) {
         // A zombie: silent past its lease, then it wakes and carries on.
         paused_once = true;
+        zombie_holds_a_unit.store(true);
         std::this_thread::sleep_for(std::chrono::milliseconds(2500));
         r.set_offset(half);
         r.set_examples(half - w->resume_offset());
@@ -149,8 +151,19 @@ TEST(ChiefConcurrencyTest, TrainersReadersAndHousekeepingAtOnceKeepTheLedgerExac
     }
   };
 
+  // The zombie takes its unit before the others start: otherwise they could
+  // finish the job before it holds anything.
   std::vector<std::thread> threads;
-  for (int i = 0; i < 4; ++i) threads.emplace_back(trainer, i);
+  threads.emplace_back(trainer, 0);
+  for (int i = 0; i < 2000 && !zombie_holds_a_unit.load(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (!zombie_holds_a_unit.load()) {
+    done.store(true);
+    threads[0].join();
+    FAIL() << "the first trainer never got a unit";
+  }
+  for (int i = 1; i < 4; ++i) threads.emplace_back(trainer, i);
   threads.emplace_back(reader);
   v1::JobStatus status;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
