@@ -13,6 +13,11 @@
 
 namespace brook::ps {
 
+// A stream push's part sequence is step << kStreamPartBits | part, the part's
+// index among the step's parts on one shard (PushContext::stream_id).
+inline constexpr int kStreamPartBits = 12;
+inline constexpr uint64_t kMaxStreamParts = uint64_t{1} << kStreamPartBits;
+
 // Largest embedding dim a table accepts (a row must fit in the arena's blocks).
 inline constexpr int kMaxDim = 1 << 16;
 // admission_min_count is kept in a 16-bit counter per pending key.

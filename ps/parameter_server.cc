@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <string>
 
 #include "common/absl_compat.h"
+#include "common/random_id.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -76,6 +76,7 @@ uint64_t WalPushLog::LogPart(const PushPart& part) {
   p->set_step(part.step);
   p->set_client_id(part.client_id);
   p->set_sequence(part.sequence);
+  if (part.stream_id != 0) p->set_stream_id(part.stream_id);
   // Not written when 1: an unscaled push logs the bytes it always did.
   if (part.learning_rate_scale != 1.0f) p->set_learning_rate_scale(part.learning_rate_scale);
   p->set_keys(reinterpret_cast<const char*>(part.keys.data()), part.keys.size() * sizeof(uint64_t));
@@ -106,12 +107,12 @@ absl::StatusOr<PushOutcome> Deduplicated(State& state, const PushContext& ctx, s
   internal::PushDedup& dedup = state.dedup;
   *duplicate = false;
   RETURN_IF_ERROR(state.WalWritable());
-  if (ctx.client_id == 0) {
+  if (ctx.client_id == 0 && ctx.stream_id == 0) {
     bool changed = false;
     RETURN_IF_ERROR(apply(&changed));
     return PushOutcome::kApplied;
   }
-  switch (dedup.Begin(ctx.client_id, ctx.sequence)) {
+  switch (internal::BeginPush(dedup, ctx, ctx.sequence)) {
     case internal::PushDedup::Claim::kDuplicate:
       *duplicate = true;
       RETURN_IF_ERROR(state.WalDurable());
@@ -128,7 +129,7 @@ absl::StatusOr<PushOutcome> Deduplicated(State& state, const PushContext& ctx, s
   }
   bool changed = false;
   const absl::Status s = apply(&changed);
-  dedup.End(ctx.client_id, ctx.sequence, s.ok() || changed);
+  internal::EndPush(dedup, ctx, ctx.sequence, s.ok() || changed);
   RETURN_IF_ERROR(s);
   return PushOutcome::kApplied;
 }
@@ -138,10 +139,7 @@ absl::StatusOr<PushOutcome> Deduplicated(State& state, const PushContext& ctx, s
 ParameterServer::ParameterServer(const ParameterServerOptions& options)
     : options_(options), state_(std::make_unique<State>(options)) {
   options_.data_dir.clear();  // memory only: Open() is the durable way in
-  std::random_device rd;
-  while (state_->startup.incarnation == 0) {
-    state_->startup.incarnation = (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  }
+  state_->startup.incarnation = RandomNonZeroId();
   state_->startup.started_unix_micros = absl::ToUnixMicros(absl::Now());
 }
 
@@ -246,6 +244,7 @@ absl::Status ParameterServer::State::ApplyTablePush(Table& t, const PreparedPush
   part.push_id = next_push_id.fetch_add(1, std::memory_order_relaxed);
   part.client_id = ctx.client_id;
   part.sequence = ctx.sequence;
+  part.stream_id = ctx.stream_id;
   part.learning_rate_scale = ctx.learning_rate_scale;
   return t.ApplyPush(push, ctx.step, ctx.learning_rate_scale, &push_log, &part, lsn);
 }
@@ -262,6 +261,7 @@ uint64_t ParameterServer::State::ApplyDensePush(internal::DenseVariable& v, std:
       d->set_step(ctx.step);
       d->set_client_id(ctx.client_id);
       d->set_sequence(ctx.sequence);
+      if (ctx.stream_id != 0) d->set_stream_id(ctx.stream_id);
       if (scale != 1.0f) d->set_learning_rate_scale(scale);
       d->set_grads(reinterpret_cast<const char*>(grads.data()), grads.size() * sizeof(float));
     });
@@ -374,6 +374,7 @@ ServerStats ParameterServer::Stats() const {
   s.startup = state_->startup;
   s.fenced_clients = state_->dedup.fenced_clients();
   s.fenced_pushes = state_->dedup.fenced_refusals();
+  s.push_streams = state_->dedup.streams();
   for (const auto& t : tables) s.tables.push_back(t->Stats());
   for (const auto& v : dense) s.dense.push_back(v->Stats());
   std::sort(s.tables.begin(), s.tables.end(),

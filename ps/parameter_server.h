@@ -94,6 +94,13 @@ struct PushContext {
   // learning_rate * learning_rate_scale. Finite and > 0, else
   // INVALID_ARGUMENT. Logged with the push, so WAL replay reproduces it.
   float learning_rate_scale = 1.0f;
+  // Non-zero: dedup by (stream_id, sequence), sequence = step <<
+  // kStreamPartBits | part, instead of (client_id, sequence); the
+  // client id is still checked against the fence. Every trainer that trains
+  // a given work unit's epoch pushes its steps under the same stream, so a
+  // step one of them pushed is never applied again by another
+  // (internal::PushDedup, "Streams").
+  uint64_t stream_id = 0;
 };
 
 enum class PushOutcome { kApplied, kDuplicate };
@@ -196,6 +203,7 @@ struct ServerStats {
   StartupInfo startup;
   uint64_t fenced_clients = 0;  // FenceClients
   uint64_t fenced_pushes = 0;   // pushes (or batch parts) refused as fenced
+  uint64_t push_streams = 0;    // work-unit push streams seen (PushContext::stream_id)
 };
 
 class ParameterServer {

@@ -112,7 +112,8 @@ absl::StatusOr<PushBatchOutcome> ParameterServer::PushBatch(absl::Span<const Tab
   };
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  if (ctx.client_id != 0) {
+  const bool dedup = ctx.client_id != 0 || ctx.stream_id != 0;
+  if (dedup) {
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return sequence_of(a) < sequence_of(b); });
     for (size_t k = 1; k < n; ++k) {
@@ -138,9 +139,9 @@ absl::StatusOr<PushBatchOutcome> ParameterServer::PushBatch(absl::Span<const Tab
   for (size_t p : order) {
     PushContext part_ctx = ctx;
     part_ctx.sequence = sequence_of(p);
-    if (ctx.client_id != 0) {
+    if (dedup) {
       const internal::PushDedup::Claim claim =
-          state_->dedup.Begin(ctx.client_id, part_ctx.sequence);
+          internal::BeginPush(state_->dedup, ctx, part_ctx.sequence);
       if (claim == internal::PushDedup::Claim::kDuplicate) {
         saw_duplicate = true;
         if (p < tables.size()) {
@@ -173,11 +174,11 @@ absl::StatusOr<PushBatchOutcome> ParameterServer::PushBatch(absl::Span<const Tab
                                    part_ctx);
     }
     if (!applied.ok()) {
-      if (ctx.client_id != 0) state_->dedup.End(ctx.client_id, part_ctx.sequence, false);
+      if (dedup) internal::EndPush(state_->dedup, ctx, part_ctx.sequence, false);
       error = std::move(applied);
       break;
     }
-    if (ctx.client_id != 0) claimed.push_back(part_ctx.sequence);
+    if (dedup) claimed.push_back(part_ctx.sequence);
     max_lsn = std::max(max_lsn, lsn);
   }
   // Acknowledged only once logged (as a single push): one write for the batch.
@@ -190,7 +191,7 @@ absl::StatusOr<PushBatchOutcome> ParameterServer::PushBatch(absl::Span<const Tab
   }
   // Claimed parts are in memory whether or not the WAL has them yet: a retry
   // must be a duplicate (acknowledged once logged), never a second update.
-  for (uint64_t sequence : claimed) state_->dedup.End(ctx.client_id, sequence, true);
+  for (uint64_t sequence : claimed) internal::EndPush(state_->dedup, ctx, sequence, true);
   RETURN_IF_ERROR(error);
   RETURN_IF_ERROR(synced);
   return outcome;

@@ -260,7 +260,13 @@ absl::Status ParameterServer::ReplayWal(uint64_t from_lsn) {
   state_->next_push_id.store(max_push_id + 1);
 
   // Pass 2: redo in log order.
-  auto note_applied = [&](uint64_t client, uint64_t sequence) {
+  auto note_applied = [&](uint64_t client, uint64_t sequence, uint64_t stream) {
+    if (stream != 0) {
+      if (state_->dedup.BeginStream(0, stream, sequence) == internal::PushDedup::Claim::kFresh) {
+        state_->dedup.EndStream(stream, sequence, /*applied=*/true);
+      }
+      return;
+    }
     if (client == 0) return;
     if (state_->dedup.Begin(client, sequence) == internal::PushDedup::Claim::kFresh) {
       state_->dedup.End(client, sequence, /*applied=*/true);
@@ -283,7 +289,7 @@ absl::Status ParameterServer::ReplayWal(uint64_t from_lsn) {
         absl::Status st =
             prepared.ok() ? (*t)->ApplyPush(*prepared, p.step(), scale) : prepared.status();
         if (!st.ok()) return absl::DataLossError(absl::StrCat(where, ": ", st.message()));
-        if (p.part() == 0) note_applied(p.client_id(), p.sequence());
+        if (p.part() == 0) note_applied(p.client_id(), p.sequence(), p.stream_id());
         return absl::OkStatus();
       }
       case v1::WalEntry::kDensePush: {
@@ -296,7 +302,7 @@ absl::Status ParameterServer::ReplayWal(uint64_t from_lsn) {
           return absl::DataLossError(absl::StrCat(where, ": ", nonfinite.status().message()));
         }
         (*v)->Apply(grads, *nonfinite, ReplayScale(d.learning_rate_scale()));
-        note_applied(d.client_id(), d.sequence());
+        note_applied(d.client_id(), d.sequence(), d.stream_id());
         return absl::OkStatus();
       }
       case v1::WalEntry::kCreateTable: {

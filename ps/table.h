@@ -62,6 +62,7 @@ struct PushPart {
   int64_t step = 0;
   uint64_t client_id = 0;  // for dedup after a restart
   uint64_t sequence = 0;
+  uint64_t stream_id = 0;  // PushContext::stream_id
   float learning_rate_scale = 1.0f;  // PushContext::learning_rate_scale
   int dim = 0;
   absl::Span<const uint64_t> keys;      // this stripe's keys

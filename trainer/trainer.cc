@@ -275,7 +275,35 @@ absl::Status Trainer::Pull(const ModelBatch& batch, std::vector<std::vector<floa
   return ps_->PullBatch(tables, dense);
 }
 
-absl::Status Trainer::Train(input::Pipeline* pipeline, input::UnitProgress* progress) {
+// Reads past the first `steps` optimizer steps of a unit's batches (what its
+// earlier holders committed), tracking and acking them in `progress` as the
+// Trainer did, so its mark and step count are theirs. A last, partial step
+// counts as one, as the Trainer pushes it.
+absl::Status SkipSteps(input::Pipeline* pipeline, input::UnitProgress* progress, uint64_t steps,
+                       int accumulation_steps) {
+  std::vector<uint64_t> sequences;
+  uint64_t skipped = 0;
+  while (skipped < steps) {
+    ASSIGN_OR_RETURN(std::optional<input::Batch> batch, pipeline->Next());
+    if (!batch.has_value()) break;
+    RETURN_IF_ERROR(progress->Track(batch->provenance));
+    if (batch->data.num_rows == 0) {
+      RETURN_IF_ERROR(progress->Ack(batch->provenance.sequence));
+      continue;
+    }
+    sequences.push_back(batch->provenance.sequence);
+    if (sequences.size() == static_cast<size_t>(accumulation_steps)) {
+      RETURN_IF_ERROR(progress->AckStep(sequences));
+      sequences.clear();
+      ++skipped;
+    }
+  }
+  if (!sequences.empty()) RETURN_IF_ERROR(progress->AckStep(sequences));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Train(input::Pipeline* pipeline, input::UnitProgress* progress,
+                            TrainStream stream) {
   const auto wall0 = Clock::now();
   const int k = options_.accumulation_steps;
   Credits credits(options_.staleness + 1);
@@ -379,15 +407,24 @@ absl::Status Trainer::Train(input::Pipeline* pipeline, input::UnitProgress* prog
     Accumulator acc(model_->layout(), model_->dense_variables());
     std::vector<ps::TablePush> tables;
     std::vector<ps::DensePush> dense;
+    std::vector<uint64_t> batch_sequences;
+    uint64_t pushed = 0;  // steps pushed by this call
     auto flush = [&]() -> bool {
       const int64_t step = acc.step();
       const float scale = options_.lr_schedule.Scale(step);
       acc.MakeParts(&tables, &dense);
+      ps::PushStream push_stream;
+      if (stream.id != 0) push_stream = {.id = stream.id, .step = stream.first_step + pushed};
       auto t0 = Clock::now();
-      absl::Status st = ps_->PushBatch(tables, dense, step, scale);
+      absl::Status st = ps_->PushBatch(tables, dense, step, scale, push_stream);
       add(&TrainerStats::push_seconds, Since(t0));
-      for (size_t i = 0; i < acc.size() && st.ok() && progress != nullptr; ++i) {
-        st = progress->Ack(acc.items()[i]->provenance.sequence);
+      ++pushed;
+      if (st.ok() && progress != nullptr) {
+        batch_sequences.clear();
+        for (size_t i = 0; i < acc.size(); ++i) {
+          batch_sequences.push_back(acc.items()[i]->provenance.sequence);
+        }
+        st = progress->AckStep(batch_sequences);
       }
       acc.Clear();
       if (!st.ok()) {

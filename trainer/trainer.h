@@ -129,6 +129,26 @@ struct TrainerStats {
   std::optional<DeviceStats> device;
 };
 
+// Where a Train call's steps go in a PS push stream (ps::PushStream): the
+// stream of the work unit's epoch being trained, and the number of its first
+// step there (the steps earlier holders of the unit committed). Every holder
+// forms the same steps from the same records, so the PS applies a step that
+// a dead holder pushed but never committed only once. id 0: no stream.
+struct TrainStream {
+  uint64_t id = 0;
+  uint64_t first_step = 0;
+};
+
+// Reads past the first `steps` optimizer steps of `pipeline` (what earlier
+// holders of its work unit committed), tracking and acking them in
+// `progress` as Train does, so that its mark and step count are theirs and
+// the next batch is the first of step `steps`: a holder that resumes a
+// shuffled unit reads it from its start (the shuffle order depends on every
+// record read) and skips. A last, partial step counts as one, as Train
+// pushes it. Stops early, OK, if the data ends first.
+absl::Status SkipSteps(input::Pipeline* pipeline, input::UnitProgress* progress, uint64_t steps,
+                       int accumulation_steps);
+
 struct EvalResult {
   int64_t examples = 0;
   double auc = 0;
@@ -153,8 +173,11 @@ class Trainer {
   // Trains on every batch of `pipeline` (or max_steps). `progress`, when
   // given, is told of every batch whose pushes were all acknowledged; it
   // covers one epoch (as a chief's lease does), so a pipeline that runs into
-  // another epoch stops with its INVALID_ARGUMENT.
-  absl::Status Train(input::Pipeline* pipeline, input::UnitProgress* progress = nullptr);
+  // another epoch stops with its INVALID_ARGUMENT. Each step's batches are
+  // acked together (UnitProgress::AckStep). With a `stream`, step i of this
+  // call is pushed as step stream.first_step + i of it.
+  absl::Status Train(input::Pipeline* pipeline, input::UnitProgress* progress = nullptr,
+                     TrainStream stream = {});
   // Makes Train stop taking batches at the next step boundary; what is in
   // flight is pushed and acknowledged as usual, so Train returns OK with
   // the progress it made (stopped() tells). Sticky; any thread.

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "brook/v1/chief.pb.h"
+#include "common/hash.h"
 #include "common/status_macros.h"
 
 namespace brook::chief {
@@ -339,10 +340,10 @@ absl::StatusOr<std::optional<JobLease>> JobQueue::Acquire(const std::string& tra
 
 absl::Status JobQueue::Commit(const std::string& trainer_id, const std::string& job_id,
                               uint32_t unit_id, uint64_t lease_epoch, uint64_t committed_offset,
-                              uint64_t examples, absl::Time now) {
+                              uint64_t examples, absl::Time now, std::optional<uint64_t> steps) {
   ASSIGN_OR_RETURN(Job * job, JobOf(trainer_id, &job_id, now));
-  RETURN_IF_ERROR(
-      job->leases->Commit(trainer_id, unit_id, lease_epoch, committed_offset, examples, now));
+  RETURN_IF_ERROR(job->leases->Commit(trainer_id, unit_id, lease_epoch, committed_offset,
+                                      examples, now, steps));
   ++job->version;
   return absl::OkStatus();
 }
@@ -460,6 +461,14 @@ absl::StatusOr<uint64_t> JobQueue::Version(const std::string& job_id) const {
 absl::StatusOr<uint64_t> JobQueue::Seq(const std::string& job_id) const {
   ASSIGN_OR_RETURN(Job * job, FindOrNotFound(job_id));
   return job->info.seq;
+}
+
+uint64_t PushStreamOf(const JobInfo& job, uint32_t unit_id, int64_t data_epoch) {
+  const uint64_t job_salt =
+      Mix64(Hash64(job.id), static_cast<uint64_t>(absl::ToUnixMicros(job.submit_time)));
+  const uint64_t stream =
+      Mix64(job_salt, (static_cast<uint64_t>(data_epoch) << 32) | uint64_t{unit_id});
+  return stream != 0 ? stream : 1;
 }
 
 }  // namespace brook::chief

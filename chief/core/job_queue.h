@@ -198,7 +198,7 @@ class JobQueue {
   absl::StatusOr<std::optional<JobLease>> Acquire(const std::string& trainer_id, absl::Time now);
   absl::Status Commit(const std::string& trainer_id, const std::string& job_id, uint32_t unit_id,
                       uint64_t lease_epoch, uint64_t committed_offset, uint64_t examples,
-                      absl::Time now);
+                      absl::Time now, std::optional<uint64_t> steps = std::nullopt);
   absl::Status Complete(const std::string& trainer_id, const std::string& job_id,
                         uint32_t unit_id, uint64_t lease_epoch, uint64_t end_offset,
                         uint64_t examples, absl::Time now);
@@ -263,5 +263,11 @@ class JobQueue {
   std::map<std::string, PoolTrainer> trainers_;    // ordered: deterministic assignment
   uint64_t next_seq_ = 1;
 };
+
+// The PS push stream of a work unit in one data epoch of a job
+// (AcquireWorkResponse.push_stream): the same for every holder of that
+// unit-epoch, different for another job, unit or epoch, and for a job
+// resubmitted under the same id (its submit time differs). Never 0.
+uint64_t PushStreamOf(const JobInfo& job, uint32_t unit_id, int64_t data_epoch);
 
 }  // namespace brook::chief

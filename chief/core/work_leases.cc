@@ -61,6 +61,7 @@ void WorkLeases::StartEpoch() {
   for (size_t i = 0; i < units_.size(); ++i) {
     UnitState& u = units_[i];
     u.committed = u.unit.begin;
+    u.committed_steps = 0;
     u.done = false;
     u.holder.clear();
     queue_.push_back(i);
@@ -92,8 +93,8 @@ absl::Status WorkLeases::Heartbeat(const std::string& trainer_id, absl::Time now
 
 Lease WorkLeases::LeaseFor(size_t index) const {
   const UnitState& u = units_[index];
-  return Lease{.unit = u.unit, .resume_offset = u.committed, .epoch = epoch_,
-               .lease_epoch = u.lease_epoch};
+  return Lease{.unit = u.unit, .resume_offset = u.committed, .resume_step = u.committed_steps,
+               .epoch = epoch_, .lease_epoch = u.lease_epoch};
 }
 
 absl::StatusOr<std::optional<Lease>> WorkLeases::Acquire(const std::string& trainer_id,
@@ -114,20 +115,22 @@ absl::StatusOr<std::optional<Lease>> WorkLeases::Acquire(const std::string& trai
 
 absl::Status WorkLeases::Commit(const std::string& trainer_id, uint32_t unit_id,
                                 uint64_t lease_epoch, uint64_t committed_offset,
-                                uint64_t examples, absl::Time now) {
+                                uint64_t examples, absl::Time now,
+                                std::optional<uint64_t> steps) {
   return Report(trainer_id, unit_id, lease_epoch, committed_offset, examples, /*complete=*/false,
-                now);
+                now, steps);
 }
 
 absl::Status WorkLeases::Complete(const std::string& trainer_id, uint32_t unit_id,
                                   uint64_t lease_epoch, uint64_t end_offset, uint64_t examples,
                                   absl::Time now) {
-  return Report(trainer_id, unit_id, lease_epoch, end_offset, examples, /*complete=*/true, now);
+  return Report(trainer_id, unit_id, lease_epoch, end_offset, examples, /*complete=*/true, now,
+                std::nullopt);
 }
 
 absl::Status WorkLeases::Report(const std::string& trainer_id, uint32_t unit_id,
                                 uint64_t lease_epoch, uint64_t offset, uint64_t examples,
-                                bool complete, absl::Time now) {
+                                bool complete, absl::Time now, std::optional<uint64_t> steps) {
   auto found = index_of_.find(unit_id);
   if (found == index_of_.end()) {
     return absl::InvalidArgumentError(absl::StrCat("unknown work unit ", unit_id));
@@ -173,6 +176,7 @@ absl::Status WorkLeases::Report(const std::string& trainer_id, uint32_t unit_id,
   Trainer& trainer = trainers_[trainer_id];
   trainer.last_seen = std::max(trainer.last_seen, now);
   u.committed = offset;
+  u.committed_steps = steps;
   examples_per_epoch_[epoch_] += examples;
   records_per_epoch_[epoch_] += records;
   if (complete && !u.end_known) {

@@ -65,6 +65,11 @@ struct WorkLeasesOptions {
 struct Lease {
   sharding::WorkUnit unit;
   uint64_t resume_offset = 0;  // first record not yet committed
+  // The optimizer steps of the unit's epoch that made resume_offset (the
+  // next holder numbers its steps on from here, so the PS dedups a step the
+  // last holder pushed but did not commit); nullopt when a report did not
+  // say (an older trainer).
+  std::optional<uint64_t> resume_step = 0;
   int64_t epoch = 0;           // data epoch, from 0
   uint64_t lease_epoch = 0;    // this lease; greater than any earlier lease of the unit
 };
@@ -126,8 +131,11 @@ class WorkLeases {
   // - OK with no effect: a repeat of the last accepted report (same lease,
   //   same offset): gRPC may deliver a report twice.
   // - INVALID_ARGUMENT: unknown unit, or more examples than new records.
+  // `steps`: the optimizer steps of the unit's epoch that trained the records
+  // before committed_offset (the next lease's resume_step).
   absl::Status Commit(const std::string& trainer_id, uint32_t unit_id, uint64_t lease_epoch,
-                      uint64_t committed_offset, uint64_t examples, absl::Time now);
+                      uint64_t committed_offset, uint64_t examples, absl::Time now,
+                      std::optional<uint64_t> steps = std::nullopt);
   // A final Commit at `end_offset`, the unit's end. For a unit of unknown end
   // (end 0) this is where the end is learned (and kept for later epochs);
   // otherwise FAILED_PRECONDITION unless end_offset equals the known end.
@@ -153,6 +161,7 @@ class WorkLeases {
     sharding::WorkUnit unit;  // end learned on Complete when it was 0
     bool end_known = false;   // unit.end != 0 at first; an empty file may end at 0
     uint64_t committed = 0;
+    std::optional<uint64_t> committed_steps = 0;  // Lease::resume_step
     uint64_t lease_epoch = 0;
     uint64_t done_lease_epoch = 0;
     std::string holder;  // empty: not leased
@@ -166,7 +175,8 @@ class WorkLeases {
   explicit WorkLeases(const WorkLeasesOptions& options) : options_(options) {}
   absl::Status AddUnits(std::vector<sharding::WorkUnit> units);
   absl::Status Report(const std::string& trainer_id, uint32_t unit_id, uint64_t lease_epoch,
-                      uint64_t offset, uint64_t examples, bool complete, absl::Time now);
+                      uint64_t offset, uint64_t examples, bool complete, absl::Time now,
+                      std::optional<uint64_t> steps);
   Lease LeaseFor(size_t index) const;
   void TakeBack(Trainer* trainer);
   void FinishUnit(size_t index);

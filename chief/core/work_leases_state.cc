@@ -22,6 +22,7 @@ v1::WorkLeasesState WorkLeases::ToProto() const {
     out->set_end(u.unit.end);
     out->set_end_known(u.end_known);
     out->set_committed(u.committed);
+    if (u.committed_steps.has_value()) out->set_committed_steps(*u.committed_steps);
     out->set_lease_epoch(u.lease_epoch);
     out->set_holder(u.holder);
     out->set_done(u.done);
@@ -100,6 +101,11 @@ absl::StatusOr<std::unique_ptr<WorkLeases>> WorkLeases::FromProto(
     u.end_known = in.end_known();
     u.unit.end = in.end();
     u.committed = in.committed();
+    // State written before steps were kept: known only where nothing was
+    // committed yet.
+    u.committed_steps = in.has_committed_steps() ? std::optional<uint64_t>(in.committed_steps())
+                        : in.committed() == in.begin() ? std::optional<uint64_t>(0)
+                                                       : std::nullopt;
     u.lease_epoch = in.lease_epoch();
     u.done_lease_epoch = in.done_lease_epoch();
     u.holder = in.holder();

@@ -462,6 +462,10 @@ absl::StatusOr<v1::AcquireWorkResponse> Chief::AcquireWork(const v1::AcquireWork
   u->set_begin(l.unit.begin);
   u->set_end(l.unit.end);
   out.set_resume_offset(l.resume_offset);
+  if (l.resume_step.has_value()) {
+    out.set_resume_step(*l.resume_step);
+    out.set_push_stream(PushStreamOf(info, l.unit.id, l.epoch));
+  }
   out.set_data_epoch(l.epoch);
   out.set_lease_epoch(l.lease_epoch);
   return out;
@@ -475,7 +479,9 @@ absl::Status Chief::CompleteWork(const v1::CompleteWorkRequest& r) {
                                      r.offset(), r.examples(), now));
   } else {
     RETURN_IF_ERROR(queue_->Commit(r.node_id(), r.job_id(), r.unit_id(), r.lease_epoch(),
-                                   r.offset(), r.examples(), now));
+                                   r.offset(), r.examples(), now,
+                                   r.has_steps() ? std::optional<uint64_t>(r.steps())
+                                                 : std::nullopt));
   }
   RETURN_IF_ERROR(SaveLocked());
   ASSIGN_OR_RETURN(JobInfo info, queue_->Get(r.job_id()));

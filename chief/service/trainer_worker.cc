@@ -6,7 +6,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <iostream>
-#include <random>
 #include <thread>
 #include <utility>
 
@@ -14,6 +13,7 @@
 #include "brook/v1/chief.pb.h"
 #include "chief/client/chief_client.h"
 #include "chief/job/job_spec.h"
+#include "common/random_id.h"
 #include "common/status_macros.h"
 #include "ps/client/grpc_ps_client.h"
 #include "ps/client/prefixed_ps_client.h"
@@ -21,6 +21,7 @@
 #include "trainer/backend/backend_loader.h"
 #include "trainer/input/pipeline.h"
 #include "trainer/input/progress.h"
+#include "trainer/trainer.h"
 
 namespace brook::chief {
 namespace {
@@ -44,12 +45,7 @@ auto RetryUnavailable(const std::atomic<bool>& stopping, Fn fn) -> decltype(fn()
 
 // A fresh PS client id per registration: the chief fences the previous one
 // when the lease it went with expired.
-uint64_t NewPsClientId() {
-  std::random_device rd;
-  uint64_t id = 0;
-  while (id == 0) id = (static_cast<uint64_t>(rd()) << 32) ^ rd();  // 0 disables dedup
-  return id;
-}
+uint64_t NewPsClientId() { return RandomNonZeroId(); }
 
 std::string DefaultNodeId() {
   char host[256] = {0};
@@ -201,7 +197,7 @@ void TrainerWorker::ReportMetrics(const Job& job) {
 }
 
 absl::Status TrainerWorker::Commit(const v1::AcquireWorkResponse& lease, uint64_t offset,
-                                   uint64_t examples, bool done) {
+                                   uint64_t examples, bool done, std::optional<uint64_t> steps) {
   v1::CompleteWorkRequest req;
   req.set_node_id(node_id_);
   req.set_job_id(lease.job_id());
@@ -210,13 +206,34 @@ absl::Status TrainerWorker::Commit(const v1::AcquireWorkResponse& lease, uint64_
   req.set_offset(offset);
   req.set_examples(examples);
   req.set_done(done);
+  if (steps.has_value()) req.set_steps(*steps);
   return RetryUnavailable(stopping_, [&] { return chief_->CompleteWork(req); }).status();
 }
 
 absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& lease) {
   const JobSpec& spec = job->spec;
+  // Exactly-once steps (DESIGN.md "Exactly once per epoch", docs/reliability.md):
+  // every holder of this unit in this data epoch pushes its steps under one
+  // PS stream, numbered from the unit's start, so a step an earlier holder
+  // pushed but did not commit (it died) is applied once. That needs the
+  // same steps: without shuffling the records after resume_offset batch the
+  // same way whoever reads them; with shuffling the holder reads from the
+  // unit's start and skips the committed steps (the shuffle order is a
+  // function of the seed and the records read).
+  const bool shuffled = spec.training.shuffle_buffer > 0;
+  // Without a known resume step (state from an older chief) the holder
+  // pushes under its own client's sequences: at-least-once, as before.
+  const bool in_stream = lease.has_resume_step() && lease.push_stream() != 0;
+  const uint64_t resume_step = in_stream ? lease.resume_step() : 0;
+  trainer::TrainStream stream;
+  if (in_stream) {
+    stream.id = lease.push_stream();
+    stream.first_step = resume_step;
+  }
+  const uint64_t read_from =
+      shuffled && in_stream ? lease.unit().begin() : lease.resume_offset();
   sharding::WorkUnit unit{.id = lease.unit().id(), .path = lease.unit().path(),
-                          .begin = lease.resume_offset(), .end = lease.unit().end()};
+                          .begin = read_from, .end = lease.unit().end()};
   input::PipelineOptions o;
   o.units = {unit};
   o.compression = spec.data.compression;
@@ -229,6 +246,12 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
   o.epochs = 1;
   ASSIGN_OR_RETURN(auto pipeline, input::Pipeline::Create(spec.features, o));
   input::UnitProgress progress(pipeline->units(), 0);
+  if (in_stream && !shuffled) progress.AddSteps(resume_step);
+  if (in_stream && shuffled && resume_step > 0) {
+    // Skip the committed steps: the same batches as their holders formed.
+    RETURN_IF_ERROR(trainer::SkipSteps(pipeline.get(), &progress, resume_step,
+                                       spec.training.accumulation_steps));
+  }
 
   // Commits on a timer while the unit trains.
   uint64_t reported = lease.resume_offset();
@@ -242,9 +265,10 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
     while (training) {
       commit_cv.wait_for(lock, absl::ToChronoMilliseconds(options_.commit_interval));
       if (!training) break;
-      const uint64_t committed = progress.Committed(unit.id);
+      const auto [committed, steps] = progress.CommittedSteps(unit.id);
       if (committed > reported && lease_status.ok()) {
-        absl::Status s = Commit(lease, committed, committed - reported, false);
+        absl::Status s = Commit(lease, committed, committed - reported, false,
+                                stream.id != 0 ? std::optional<uint64_t>(steps) : std::nullopt);
         if (s.ok()) {
           std::lock_guard<std::mutex> l(mu_);
           stats_.examples += committed - reported;
@@ -268,7 +292,7 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
     active_ = job->trainer.get();
     if (stopping_.load() || must_register_.load() || serving_job_ != job->id) job->trainer->Stop();
   }
-  absl::Status trained = job->trainer->Train(pipeline.get(), &progress);
+  absl::Status trained = job->trainer->Train(pipeline.get(), &progress, stream);
   {
     std::lock_guard<std::mutex> lock(mu_);
     active_ = nullptr;
@@ -286,11 +310,15 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
     return absl::OkStatus();
   }
 
-  const uint64_t committed = progress.Committed(unit.id);
+  const auto [committed, steps] = progress.CommittedSteps(unit.id);
   if (job->trainer->stopped()) {
     // Stopped mid-unit: commit what the PS acknowledged, leave the rest to
     // whoever gets the unit next.
-    if (committed > reported) Commit(lease, committed, committed - reported, false).IgnoreError();
+    if (committed > reported) {
+      Commit(lease, committed, committed - reported, false,
+             stream.id != 0 ? std::optional<uint64_t>(steps) : std::nullopt)
+          .IgnoreError();
+    }
     std::lock_guard<std::mutex> l(mu_);
     ++stats_.units_dropped;
     return absl::OkStatus();

@@ -94,8 +94,10 @@ class TrainerWorker {
                               const std::string& table_prefix);
   absl::Status TrainUnit(Job* job, const v1::AcquireWorkResponse& lease);
   // Retries a commit until the chief answers (it may be restarting).
+  // `steps`: the unit-epoch's steps that trained the records before offset
+  // (nullopt: not known, e.g. on completion).
   absl::Status Commit(const v1::AcquireWorkResponse& lease, uint64_t offset, uint64_t examples,
-                      bool done);
+                      bool done, std::optional<uint64_t> steps = std::nullopt);
   void HeartbeatLoop();
   void ReportMetrics(const Job& job);  // best effort
   bool Sleep(absl::Duration d);  // false when stopping

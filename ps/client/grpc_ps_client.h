@@ -98,8 +98,10 @@ class GrpcPsClient final : public PsClient {
   // like a single call's), all shards at once, retried like Pull / Push.
   absl::Status PullBatch(absl::Span<const TablePull> tables,
                          absl::Span<const DensePull> dense) override;
+  using PsClient::PushBatch;
   absl::Status PushBatch(absl::Span<const TablePush> tables, absl::Span<const DensePush> dense,
-                         int64_t step, float learning_rate_scale) override;
+                         int64_t step, float learning_rate_scale,
+                         const PushStream& stream) override;
   absl::StatusOr<std::vector<ServerStats>> Stats() override;
   absl::StatusOr<std::vector<CheckpointInfo>> Checkpoint(const CheckpointOptions& options) override;
   absl::StatusOr<std::vector<RestoreInfo>> Restore(const std::string& dir) override;

@@ -178,10 +178,11 @@ absl::Status GrpcPsClient::PullBatch(absl::Span<const TablePull> tables,
 
 absl::Status GrpcPsClient::PushBatch(absl::Span<const TablePush> tables,
                                      absl::Span<const DensePush> dense, int64_t step,
-                                     float learning_rate_scale) {
+                                     float learning_rate_scale, const PushStream& stream) {
   RETURN_IF_ERROR(CheckPushScale(learning_rate_scale));
   ASSIGN_OR_RETURN(BatchPlan bp, BatchPlan::ForPush(tables, dense, dense_, num_shards()));
   Packer<PushRpc> packer(num_shards(), options_.max_request_bytes, options_.check_route);
+  PartSequences sequences(this, stream);
   // Per table: each shard's summed gradients go straight into its request
   // when one request carries the shard's part, else into split[s] first.
   std::vector<absl::Span<float>> sums(num_shards());
@@ -211,7 +212,8 @@ absl::Status GrpcPsClient::PushBatch(absl::Span<const TablePush> tables,
         part->set_table(std::string(tables[i].table));
         rpc::EncodeKeys(keys.subspan(b, e - b), part->mutable_keys());
         // Fixed before the first attempt: every retry of the batch carries it.
-        part->set_sequence(NextSequence());
+        ASSIGN_OR_RETURN(const uint64_t sequence, sequences.Next(s));
+        part->set_sequence(sequence);
         if (keys.size() <= per) {
           sums[s] = rpc::MutableFloats(part->mutable_grads(), keys.size() * dim);
         } else {
@@ -230,13 +232,15 @@ absl::Status GrpcPsClient::PushBatch(absl::Span<const TablePush> tables,
     v1::PushDenseRequest* part = rpc.req.add_dense();
     part->set_name(std::string(dense[d].name));
     rpc::EncodeFloats(dense[d].grads, part->mutable_grads());
-    part->set_sequence(NextSequence());
+    ASSIGN_OR_RETURN(const uint64_t sequence, sequences.Next(bp.dense_shard(d)));
+    part->set_sequence(sequence);
   }
   std::deque<PushRpc>& rpcs = packer.rpcs();
   std::vector<Call> calls(rpcs.size());
   for (size_t r = 0; r < rpcs.size(); ++r) {
     PushRpc& rpc = rpcs[r];
     rpc.req.set_client_id(client_id());
+    rpc.req.set_stream_id(stream.id);
     rpc.req.set_step(step);
     rpc.req.set_learning_rate_scale(learning_rate_scale);
     calls[r].shard = rpc.shard;

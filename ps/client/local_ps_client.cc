@@ -194,8 +194,9 @@ absl::Status LocalPsClient::PullBatch(absl::Span<const TablePull> tables,
 
 absl::Status LocalPsClient::PushBatch(absl::Span<const TablePush> tables,
                                       absl::Span<const DensePush> dense, int64_t step,
-                                      float learning_rate_scale) {
+                                      float learning_rate_scale, const PushStream& stream) {
   RETURN_IF_ERROR(CheckPushScale(learning_rate_scale));
+  PartSequences sequences(this, stream);
   ASSIGN_OR_RETURN(BatchPlan bp, BatchPlan::ForPush(tables, dense, dense_, num_shards()));
   // sums[i][s]: table i's summed gradients for shard s's keys.
   std::vector<std::vector<std::vector<float>>> sums(tables.size());
@@ -217,15 +218,17 @@ absl::Status LocalPsClient::PushBatch(absl::Span<const TablePush> tables,
     if (plan == nullptr) continue;
     for (int32_t s = 0; s < num_shards(); ++s) {
       if (plan->shard_keys(s).empty()) continue;
-      shard_tables[s].push_back(
-          {tables[i].table, plan->shard_keys(s), sums[i][s], NextSequence()});
+      ASSIGN_OR_RETURN(const uint64_t sequence, sequences.Next(s));
+      shard_tables[s].push_back({tables[i].table, plan->shard_keys(s), sums[i][s], sequence});
     }
   }
   for (size_t d = 0; d < dense.size(); ++d) {
-    shard_dense[bp.dense_shard(d)].push_back({dense[d].name, dense[d].grads, NextSequence()});
+    ASSIGN_OR_RETURN(const uint64_t sequence, sequences.Next(bp.dense_shard(d)));
+    shard_dense[bp.dense_shard(d)].push_back({dense[d].name, dense[d].grads, sequence});
   }
   PushContext ctx;
   ctx.client_id = client_id();
+  ctx.stream_id = stream.id;
   ctx.step = step;
   ctx.learning_rate_scale = learning_rate_scale;
   for (int32_t s = 0; s < num_shards(); ++s) {

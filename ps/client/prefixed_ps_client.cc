@@ -78,7 +78,8 @@ absl::Status PrefixedPsClient::PullBatch(absl::Span<const TablePull> tables,
 absl::Status PrefixedPsClient::PushBatch(absl::Span<const TablePush> tables,
                                          absl::Span<const DensePush> dense,
                                          int64_t step,
-                                         float learning_rate_scale) {
+                                         float learning_rate_scale,
+                                         const PushStream& stream) {
   std::vector<std::string> names;
   names.reserve(tables.size() + dense.size());
   for (const TablePush &t : tables)
@@ -91,7 +92,7 @@ absl::Status PrefixedPsClient::PushBatch(absl::Span<const TablePush> tables,
     t2[i].table = names[i];
   for (size_t i = 0; i < d2.size(); ++i)
     d2[i].name = names[t2.size() + i];
-  return inner_->PushBatch(t2, d2, step, learning_rate_scale);
+  return inner_->PushBatch(t2, d2, step, learning_rate_scale, stream);
 }
 
 absl::StatusOr<std::vector<ServerStats>> PrefixedPsClient::Stats() {

@@ -48,9 +48,10 @@ public:
                          int64_t step) override;
   absl::Status PullBatch(absl::Span<const TablePull> tables,
                          absl::Span<const DensePull> dense) override;
+  using PsClient::PushBatch;
   absl::Status PushBatch(absl::Span<const TablePush> tables,
                          absl::Span<const DensePush> dense, int64_t step,
-                         float learning_rate_scale) override;
+                         float learning_rate_scale, const PushStream& stream) override;
   // Whole shards: every job's tables and variables, with their PS names.
   absl::StatusOr<std::vector<ServerStats>> Stats() override;
   absl::StatusOr<std::vector<CheckpointInfo>>

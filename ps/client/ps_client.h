@@ -52,6 +52,17 @@ struct DensePush {
   absl::Span<const float> grads;
 };
 
+// The dedup identity of a training step's PushBatch that any trainer
+// pushing the same step shares (PushContext::stream_id): `id` names the
+// stream (a job's work unit in one data epoch), `step` the step within it,
+// counted from 0. The step's parts then carry step << kStreamPartBits | their
+// index on their shard, so every holder of the unit numbers them alike and
+// the PS applies each once. id 0: no stream (this client's own sequences).
+struct PushStream {
+  uint64_t id = 0;
+  uint64_t step = 0;
+};
+
 class PsClient {
  public:
   virtual ~PsClient() = default;
@@ -110,9 +121,17 @@ class PsClient {
   // its own exactly-once (client_id, sequence) so a retried batch applies
   // each part at most once. A shard applies its part of the batch only if
   // all of it is valid; across shards a push batch is, like Push, not atomic.
+  //
+  // With a `stream` (id != 0) the parts are deduplicated by the stream's
+  // step instead of this client's sequences: INVALID_ARGUMENT if a shard
+  // would get kMaxStreamParts parts or more, or the step does not fit.
+  absl::Status PushBatch(absl::Span<const TablePush> tables, absl::Span<const DensePush> dense,
+                         int64_t step, float learning_rate_scale) {
+    return PushBatch(tables, dense, step, learning_rate_scale, PushStream{});
+  }
   virtual absl::Status PushBatch(absl::Span<const TablePush> tables,
                                  absl::Span<const DensePush> dense, int64_t step,
-                                 float learning_rate_scale) = 0;
+                                 float learning_rate_scale, const PushStream& stream) = 0;
 
   // One ServerStats per shard, in shard order.
   virtual absl::StatusOr<std::vector<ServerStats>> Stats() = 0;
@@ -139,6 +158,22 @@ class PsClient {
   // client_id 0 draws a random one.
   PsClient(int32_t num_shards, uint64_t client_id);
   uint64_t NextSequence() { return next_sequence_.fetch_add(1, std::memory_order_relaxed); }
+
+  // The part sequences of one PushBatch, in the order its parts are made:
+  // this client's counter, or under a stream step << kStreamPartBits | the
+  // part's index on its shard (the same for every client that makes the
+  // same parts).
+  class PartSequences {
+   public:
+    PartSequences(PsClient* client, const PushStream& stream)
+        : client_(client), stream_(stream), next_part_(client->num_shards(), 0) {}
+    absl::StatusOr<uint64_t> Next(int32_t shard);
+
+   private:
+    PsClient* const client_;
+    const PushStream stream_;
+    std::vector<uint64_t> next_part_;  // per shard
+  };
 
  private:
   const int32_t num_shards_;

@@ -115,6 +115,21 @@ inline absl::Status FencedError(uint64_t client) {
       "chief again"));
 }
 
+// Claims part `sequence` of a push under ctx's dedup identity: its stream
+// when it has one (the client id then only checked against the fence), else
+// its client. REQUIRES ctx.client_id != 0 or ctx.stream_id != 0.
+inline PushDedup::Claim BeginPush(PushDedup& dedup, const PushContext& ctx, uint64_t sequence) {
+  return ctx.stream_id != 0 ? dedup.BeginStream(ctx.client_id, ctx.stream_id, sequence)
+                            : dedup.Begin(ctx.client_id, sequence);
+}
+inline void EndPush(PushDedup& dedup, const PushContext& ctx, uint64_t sequence, bool applied) {
+  if (ctx.stream_id != 0) {
+    dedup.EndStream(ctx.stream_id, sequence, applied);
+  } else {
+    dedup.End(ctx.client_id, sequence, applied);
+  }
+}
+
 // PushLog over the WAL: one WalEntry per push part.
 class WalPushLog final : public PushLog {
  public:

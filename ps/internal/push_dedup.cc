@@ -22,6 +22,28 @@ struct PushDedup::Client {
   }
 };
 
+// One stream's latest step. Invariant (under mu): `bits` has a bit set for
+// every part of step `step` that was applied or is in flight; every step
+// before it is applied on this shard (a holder pushes a step only after all
+// of its earlier steps were acknowledged by every shard).
+struct PushDedup::Stream {
+  Mutex mu;
+  std::condition_variable settled;
+  bool any ABSL_GUARDED_BY(mu) = false;
+  uint64_t step ABSL_GUARDED_BY(mu) = 0;
+  std::vector<uint64_t> bits ABSL_GUARDED_BY(mu);  // by part, grown on demand
+  std::vector<uint64_t> in_flight ABSL_GUARDED_BY(mu);
+
+  bool Test(uint64_t part) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return part / 64 < bits.size() && (bits[part / 64] >> (part % 64) & 1) != 0;
+  }
+  void Set(uint64_t part, bool on) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (part / 64 >= bits.size()) bits.resize(part / 64 + 1, 0);
+    const uint64_t mask = uint64_t{1} << (part % 64);
+    bits[part / 64] = on ? bits[part / 64] | mask : bits[part / 64] & ~mask;
+  }
+};
+
 namespace {
 
 inline bool InFlight(const std::vector<uint64_t>& v, uint64_t seq) {
@@ -92,6 +114,61 @@ void PushDedup::End(uint64_t client, uint64_t seq, bool applied) {
     }
   }
   c->settled.notify_all();
+}
+
+PushDedup::Stream* PushDedup::GetStream(uint64_t stream) {
+  {
+    ReaderLock lock(&mu_);
+    auto it = streams_.find(stream);
+    if (it != streams_.end()) return it->second.get();
+  }
+  WriterLock lock(&mu_);
+  auto& slot = streams_[stream];
+  if (!slot) {
+    slot = std::make_unique<Stream>();
+    streams_count_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return slot.get();  // stable: streams are never removed
+}
+
+PushDedup::Claim PushDedup::BeginStream(uint64_t client, uint64_t stream, uint64_t seq) {
+  if (client != 0 && IsFenced(client)) {
+    fenced_refusals_.fetch_add(1, std::memory_order_relaxed);
+    return Claim::kFenced;
+  }
+  const uint64_t step = seq >> kStreamPartBits;
+  const uint64_t part = seq & ((uint64_t{1} << kStreamPartBits) - 1);
+  Stream* s = GetStream(stream);
+  MutexLock lock(&s->mu);
+  for (;;) {
+    if (!s->any || step > s->step) {
+      // A later step: every earlier one is applied; only its parts matter now.
+      s->any = true;
+      s->step = step;
+      s->bits.clear();
+      break;
+    }
+    if (step < s->step) return Claim::kDuplicate;
+    if (!s->Test(part)) break;
+    if (!InFlight(s->in_flight, seq)) return Claim::kDuplicate;
+    s->mu.Wait(&s->settled);  // another holder is applying this part: await it
+  }
+  s->Set(part, true);
+  s->in_flight.push_back(seq);
+  return Claim::kFresh;
+}
+
+void PushDedup::EndStream(uint64_t stream, uint64_t seq, bool applied) {
+  Stream* s = GetStream(stream);
+  {
+    MutexLock lock(&s->mu);
+    auto it = std::find(s->in_flight.begin(), s->in_flight.end(), seq);
+    if (it != s->in_flight.end()) s->in_flight.erase(it);
+    if (!applied && (seq >> kStreamPartBits) == s->step) {
+      s->Set(seq & ((uint64_t{1} << kStreamPartBits) - 1), false);
+    }
+  }
+  s->settled.notify_all();
 }
 
 bool PushDedup::Fence(uint64_t client) {

@@ -249,8 +249,8 @@ absl::Status PsHandlers::PullBatch(const v1::PullBatchRequest& req, v1::PullBatc
 
 absl::Status PsHandlers::PushBatch(const v1::PushBatchRequest& req, v1::PushBatchResponse* resp) {
   RETURN_IF_ERROR(CheckRoute(req.route()));
-  const PushContext ctx =
-      MakeContext(req.client_id(), 0, req.step(), req.learning_rate_scale());
+  PushContext ctx = MakeContext(req.client_id(), 0, req.step(), req.learning_rate_scale());
+  ctx.stream_id = req.stream_id();
   std::vector<std::vector<uint64_t>> key_scratch(req.tables_size());
   std::vector<std::vector<float>> grad_scratch(req.tables_size() + req.dense_size());
   std::vector<TablePushPart> tables(req.tables_size());

@@ -119,6 +119,10 @@ std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServ
                         "Pushes (batch parts) refused because their client was fenced: a "
                         "paused trainer's late gradients"),
             {}, static_cast<double>(stats.fenced_pushes));
+    set.Add(set.Gauge("brook_ps_push_streams",
+                      "Work-unit push streams this PS deduplicates steps of (one per job, "
+                      "unit and data epoch trained)"),
+            {}, static_cast<double>(stats.push_streams));
 
     if (stats.rocksdb.has_value()) {
       const storage::RocksDb::Stats& r = *stats.rocksdb;

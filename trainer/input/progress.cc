@@ -77,6 +77,34 @@ absl::Status UnitProgress::Ack(uint64_t sequence) {
   return absl::OkStatus();
 }
 
+absl::Status UnitProgress::AckStep(absl::Span<const uint64_t> sequences) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint64_t sequence : sequences) {
+    if (!pending_.contains(sequence)) {
+      return absl::NotFoundError(
+          absl::StrCat("batch ", sequence, " is not tracked (or was acked already)"));
+    }
+  }
+  for (uint64_t sequence : sequences) {
+    auto it = pending_.find(sequence);
+    for (const RecordRange& r : it->second) AddAcked(&UnitFor(r.unit_id), r.begin, r.end);
+    pending_.erase(it);
+  }
+  ++steps_;
+  return absl::OkStatus();
+}
+
+void UnitProgress::AddSteps(uint64_t steps) {
+  std::lock_guard<std::mutex> lock(mu_);
+  steps_ += steps;
+}
+
+UnitProgress::StepMark UnitProgress::CommittedSteps(uint32_t unit_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = units_.find(unit_id);
+  return {.committed = it == units_.end() ? 0 : it->second.committed, .steps = steps_};
+}
+
 uint64_t UnitProgress::Committed(uint32_t unit_id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = units_.find(unit_id);

@@ -96,6 +96,22 @@ class UnitProgress {
   // Batch `sequence` was acknowledged: its records count as done and marks
   // move up. NOT_FOUND if it is not tracked (or was acked already).
   absl::Status Ack(uint64_t sequence);
+  // Acks the batches of one optimizer step together and counts the step, so
+  // that CommittedSteps() never reads half a step. NOT_FOUND (nothing acked)
+  // if any of them is not tracked.
+  absl::Status AckStep(absl::Span<const uint64_t> sequences);
+  // Counts `steps` more steps (ones a resumed unit skipped: acked by an
+  // earlier holder) without acking anything.
+  void AddSteps(uint64_t steps);
+
+  // A unit's mark with the steps acked so far (AckStep, AddSteps), read
+  // together: the records before `committed` are exactly what those steps
+  // trained, when batches are acked in order (a trainer's pushes are).
+  struct StepMark {
+    uint64_t committed = 0;
+    uint64_t steps = 0;
+  };
+  StepMark CommittedSteps(uint32_t unit_id) const;
 
   // Low-water mark of a unit: every record of it before this index has been
   // acknowledged. A unit never seen: its begin (0 if not listed).
@@ -125,6 +141,7 @@ class UnitProgress {
   mutable std::mutex mu_;
   // Protected by mu_.
   std::map<uint32_t, Unit> units_;
+  uint64_t steps_ = 0;
   absl::flat_hash_map<uint64_t, std::vector<RecordRange>> pending_;
 };
 

@@ -263,6 +263,49 @@ TEST(DurabilityTest, RestartReplaysTheWal) {
   ExpectSameRows(Dump(*ps, "emb"), before);
 }
 
+// A restarted PS still knows which steps of a work-unit push stream it
+// applied (the WAL records carry the stream): the unit's next holder's copy
+// of a step pushed before the restart is a duplicate, its parts in a later
+// order too; a later step applies.
+TEST(DurabilityTest, RestartRemembersPushStreamSteps) {
+  testing::TempDir dir;
+  const std::vector<uint64_t> keys = {3, 9, 27};
+  const std::vector<float> grads(keys.size() * kDim, 0.5f), gw(5, 0.5f);
+  auto part = [](uint64_t step, uint64_t p) { return step << kStreamPartBits | p; };
+  Rows before;
+  std::vector<float> dense_before;
+  {
+    auto ps = OpenOrDie(DurableOptions(dir.path()));
+    ASSERT_NE(ps, nullptr);
+    PS_ASSERT_OK(ps->CreateTable(AdamTable("emb", 500)));
+    PS_ASSERT_OK(ps->CreateDense(Dense("w", 5)));
+    const std::vector<TablePushPart> tables = {{"emb", keys, grads, part(6, 0)}};
+    const std::vector<DensePushPart> dense = {{"w", gw, part(6, 1)}};
+    PS_ASSERT_OK(ps->PushBatch(tables, dense, {.client_id = 11, .step = 6, .stream_id = 900})
+                     .status());
+    before = Dump(*ps, "emb");
+    dense_before = PullDenseOrDie(*ps, "w", 5);
+    EXPECT_EQ(ps->Stats().push_streams, 1u);
+  }
+  auto ps = OpenOrDie(DurableOptions(dir.path()));
+  ASSERT_NE(ps, nullptr);
+  EXPECT_EQ(ps->Stats().push_streams, 1u);
+  const std::vector<TablePushPart> tables = {{"emb", keys, grads, part(6, 0)}};
+  const std::vector<DensePushPart> dense = {{"w", gw, part(6, 1)}};
+  absl::StatusOr<PushBatchOutcome> again =
+      ps->PushBatch(tables, dense, {.client_id = 12, .step = 6, .stream_id = 900});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->tables[0], PushOutcome::kDuplicate);
+  EXPECT_EQ(again->dense[0], PushOutcome::kDuplicate);
+  ExpectSameRows(Dump(*ps, "emb"), before);
+  EXPECT_EQ(PullDenseOrDie(*ps, "w", 5), dense_before);
+  const std::vector<TablePushPart> next = {{"emb", keys, grads, part(7, 0)}};
+  absl::StatusOr<PushBatchOutcome> later =
+      ps->PushBatch(next, {}, {.client_id = 12, .step = 7, .stream_id = 900});
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_EQ(later->tables[0], PushOutcome::kApplied);
+}
+
 TEST(DurabilityTest, RestartFromACheckpointPlusTheWalAfterIt) {
   testing::TempDir dir;
   Rows before;

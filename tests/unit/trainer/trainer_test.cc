@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "datatools/example_builder.h"
 #include "ps/client/local_ps_client.h"
 #include "ps/parameter_server.h"
@@ -102,6 +103,20 @@ class TrainerTest : public ::testing::Test {
     EXPECT_TRUE(p.ok()) << p.status();
     return p.ok() ? std::move(*p) : nullptr;
   }
+  // Work unit 0 (part-0's records) from record `begin`, as a lease hands it
+  // out; shuffled with a fixed seed, as every holder of the unit shuffles.
+  std::unique_ptr<input::Pipeline> UnitPipeline(uint64_t begin, size_t shuffle) {
+    input::PipelineOptions o;
+    o.units = {sharding::WorkUnit{.id = 0, .path = dir_.path() + "/part-0.tfrecord", .begin = begin}};
+    o.batch_size = 64;
+    o.epochs = 1;
+    o.shuffle_buffer = shuffle;
+    o.parse_threads = 1;
+    o.seed = 17;
+    auto p = input::Pipeline::Create(features_, o);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? std::move(*p) : nullptr;
+  }
   std::unique_ptr<Trainer> MakeTrainer(Cluster& c, const std::string& type, int staleness,
                                        TrainerOptions o = {}) {
     o.staleness = staleness;
@@ -169,6 +184,87 @@ TEST_F(TrainerTest, UnitOffsetsAdvanceOnlyWithAcknowledgedPushes) {
   auto two = Pipeline(2, 0);
   input::UnitProgress epoch0(two->units());
   EXPECT_EQ(t->Train(two.get(), &epoch0).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A trainer dies after pushing steps it never committed; the unit's next
+// holder resumes at the commit and trains those steps again, under the
+// unit's push stream (as TrainerWorker does with a lease): the PS applies
+// each step once, so the model ends exactly (staleness 0: bit for bit)
+// where one uninterrupted trainer leaves it. Without the stream the steps
+// trained twice count twice. Shuffled, the next holder reads the unit from
+// its start and skips the committed steps.
+TEST_F(TrainerTest, AUnitResumedByTheNextHolderAppliesEveryStepOnce) {
+  constexpr uint64_t kStream = 4242, kCommitted = 10, kDied = 17;
+  for (size_t shuffle : {size_t{0}, size_t{500}}) {
+    SCOPED_TRACE(absl::StrCat("shuffle buffer ", shuffle));
+    Cluster reference(2);
+    auto whole = MakeTrainer(reference, "wide_deep", 0);
+    ASSERT_NE(whole, nullptr);
+    auto unit = UnitPipeline(0, shuffle);
+    input::UnitProgress unit_progress(unit->units());
+    ASSERT_TRUE(whole->Train(unit.get(), &unit_progress, {.id = kStream}).ok());
+    ASSERT_TRUE(unit_progress.Complete(0));
+    auto expected = whole->Evaluate(Pipeline(1, 0).get());
+    ASSERT_TRUE(expected.ok()) << expected.status();
+
+    for (bool with_stream : {true, false}) {
+      SCOPED_TRACE(with_stream ? "with the unit's stream" : "without a stream");
+      const uint64_t stream = with_stream ? kStream : 0;
+      Cluster c(2);
+      // The first holder pushes kDied steps, then dies having committed kCommitted.
+      TrainerOptions dies;
+      dies.max_steps = kDied;
+      auto first = MakeTrainer(c, "wide_deep", 0, dies);
+      ASSERT_NE(first, nullptr);
+      auto read = UnitPipeline(0, shuffle);
+      input::UnitProgress first_progress(read->units());
+      ASSERT_TRUE(first->Train(read.get(), &first_progress, {.id = stream}).ok());
+      ASSERT_EQ(first->stats().steps, static_cast<int64_t>(kDied));
+      // Its commit after kCommitted steps: the mark and the step count.
+      auto probe = UnitPipeline(0, shuffle);
+      input::UnitProgress probe_progress(probe->units());
+      ASSERT_TRUE(SkipSteps(probe.get(), &probe_progress, kCommitted, 1).ok());
+      const input::UnitProgress::StepMark mark = probe_progress.CommittedSteps(0);
+      ASSERT_EQ(mark.steps, kCommitted);
+      ASSERT_GT(mark.committed, 0u);
+
+      // The next holder.
+      TrainerOptions resumes;
+      resumes.first_step = static_cast<int64_t>(kCommitted);
+      auto second = MakeTrainer(c, "wide_deep", 0, resumes);
+      ASSERT_NE(second, nullptr);
+      std::unique_ptr<input::Pipeline> rest;
+      std::unique_ptr<input::UnitProgress> progress;
+      if (shuffle == 0) {
+        rest = UnitPipeline(mark.committed, 0);
+        progress = std::make_unique<input::UnitProgress>(rest->units());
+        progress->AddSteps(kCommitted);
+      } else {
+        rest = UnitPipeline(0, shuffle);
+        progress = std::make_unique<input::UnitProgress>(rest->units());
+        ASSERT_TRUE(SkipSteps(rest.get(), progress.get(), kCommitted, 1).ok());
+        EXPECT_EQ(progress->CommittedSteps(0).committed, mark.committed);
+      }
+      ASSERT_TRUE(
+          second->Train(rest.get(), progress.get(), {.id = stream, .first_step = kCommitted}).ok());
+      EXPECT_TRUE(progress->Complete(0));
+      EXPECT_EQ(progress->CommittedSteps(0).steps, unit_progress.CommittedSteps(0).steps);
+      auto got = second->Evaluate(Pipeline(1, 0).get());
+      ASSERT_TRUE(got.ok()) << got.status();
+      uint64_t duplicates = 0;
+      for (int s = 0; s < 2; ++s) {
+        for (const ps::TableStats& t : c.shards[s]->Stats().tables) duplicates += t.duplicate_pushes;
+      }
+      if (with_stream) {
+        EXPECT_EQ(got->logloss, expected->logloss);
+        EXPECT_EQ(got->auc, expected->auc);
+        EXPECT_GT(duplicates, 0u);  // steps kCommitted..kDied-1, pushed twice
+      } else {
+        EXPECT_NE(got->logloss, expected->logloss);
+        EXPECT_EQ(duplicates, 0u);
+      }
+    }
+  }
 }
 
 TEST_F(TrainerTest, StalenessZeroIsReproducible) {

@@ -5,6 +5,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -147,6 +148,56 @@ TEST(WorkLeasesTest, ExpiredTrainersUnitResumesAtCommittedOffsetAndItsLateReport
   EXPECT_EQ(stats.expired_trainers, 1u);
   EXPECT_EQ(stats.live_trainers, 2u);
   EXPECT_EQ(stats.units_done, 1u);
+}
+
+// The next holder of a unit numbers its steps on from the committed ones
+// (AcquireWorkResponse.resume_step): the steps go with the offset, survive a
+// chief restart, start at 0 every epoch, and are unknown after a report
+// that did not count them (an older trainer) or in state saved before them.
+TEST(WorkLeasesTest, CommittedStepsGoToTheNextLeaseWithTheOffset) {
+  auto leases = MakeLeases(SmallPlan(), 2, absl::Seconds(10));
+  ASSERT_TRUE(leases->RegisterTrainer("a", kT0).ok());
+  const Lease first = MustAcquire(leases.get(), "a", kT0);
+  EXPECT_EQ(first.resume_step, std::optional<uint64_t>(0));
+  ASSERT_TRUE(leases->Commit("a", 0, first.lease_epoch, 2, 2, kT0, 7).ok());
+  ASSERT_TRUE(leases->Release("a").ok());
+  ASSERT_TRUE(leases->RegisterTrainer("b", kT0).ok());
+  const Lease second = MustAcquire(leases.get(), "b", kT0);
+  ASSERT_EQ(second.unit.id, 0u);
+  EXPECT_EQ(second.resume_offset, 2u);
+  EXPECT_EQ(second.resume_step, std::optional<uint64_t>(7));
+
+  // Through a restart.
+  auto restored = WorkLeases::FromProto(leases->ToProto(), kT0);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  ASSERT_TRUE((*restored)->Release("b").ok());
+  ASSERT_TRUE((*restored)->RegisterTrainer("c", kT0).ok());
+  EXPECT_EQ(MustAcquire(restored->get(), "c", kT0).resume_step, std::optional<uint64_t>(7));
+
+  // State saved before steps were kept: unknown mid-unit, 0 at its start.
+  v1::WorkLeasesState old = leases->ToProto();
+  for (v1::WorkUnitLeaseState& u : *old.mutable_units()) u.clear_committed_steps();
+  auto from_old = WorkLeases::FromProto(old, kT0);
+  ASSERT_TRUE(from_old.ok()) << from_old.status();
+  ASSERT_TRUE((*from_old)->Release("b").ok());
+  ASSERT_TRUE((*from_old)->RegisterTrainer("c", kT0).ok());
+  const Lease unknown = MustAcquire(from_old->get(), "c", kT0);
+  EXPECT_EQ(unknown.unit.id, 0u);
+  EXPECT_EQ(unknown.resume_step, std::nullopt);
+  EXPECT_EQ(MustAcquire(from_old->get(), "c", kT0).resume_step, std::optional<uint64_t>(0));
+
+  // A report without steps makes them unknown; the next epoch starts at 0.
+  ASSERT_TRUE(leases->Commit("b", 0, second.lease_epoch, 3, 1, kT0).ok());
+  ASSERT_TRUE(leases->Release("b").ok());
+  ASSERT_TRUE(leases->RegisterTrainer("d", kT0).ok());
+  const Lease third = MustAcquire(leases.get(), "d", kT0);
+  EXPECT_EQ(third.resume_step, std::nullopt);
+  ASSERT_TRUE(leases->Complete("d", 0, third.lease_epoch, 4, 1, kT0).ok());
+  while (leases->Stats().epoch == 0) {
+    const Lease l = MustAcquire(leases.get(), "d", kT0);
+    ASSERT_TRUE(leases->Complete("d", l.unit.id, l.lease_epoch, l.unit.end, 0, kT0).ok());
+  }
+  EXPECT_EQ(MustAcquire(leases.get(), "d", kT0).resume_step, std::optional<uint64_t>(0));
 }
 
 TEST(WorkLeasesTest, ReleaseAndReRegisterGiveUnitsBackAtTheFront) {

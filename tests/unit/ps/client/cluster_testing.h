@@ -67,6 +67,22 @@ inline std::unique_ptr<Cluster> MakeCluster(Kind kind, int shards) {
   return c;
 }
 
+// Another client over the cluster's shards (another trainer): its own
+// random client id.
+inline std::unique_ptr<PsClient> SecondClient(Kind kind, Cluster& c) {
+  if (kind == Kind::kLocal) {
+    std::vector<ParameterServer*> ptrs;
+    for (auto& shard : c.local) ptrs.push_back(shard.get());
+    return std::make_unique<LocalPsClient>(ptrs);
+  }
+  GrpcPsClientOptions co;
+  co.deadline = absl::Seconds(20);
+  for (auto& server : c.servers) co.addresses.push_back(server->address());
+  absl::StatusOr<std::unique_ptr<GrpcPsClient>> client = GrpcPsClient::Create(co);
+  EXPECT_TRUE(client.ok()) << client.status();
+  return client.ok() ? std::move(*client) : nullptr;
+}
+
 // What the client should have sent: gradients summed per key in input order.
 inline std::map<uint64_t, std::vector<float>> SumByKey(const std::vector<uint64_t>& keys,
                                                        const std::vector<float>& grads, int dim) {

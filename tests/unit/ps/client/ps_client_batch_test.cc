@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <numeric>
 #include <set>
 #include <string>
 #include <vector>
@@ -160,6 +161,47 @@ TEST_P(PsClientBatchTest, PushBatchEqualsPushesPerTableAndDense) {
     }
   }
   EXPECT_GT(pushed, 0u);
+}
+
+// Two trainers training the same work unit's epoch (the second after the
+// first was presumed dead) push its steps under one stream: a step is
+// applied once, whoever pushes it first; without the stream it would count
+// twice.
+TEST_P(PsClientBatchTest, AStreamStepIsAppliedOnceWhicheverClientPushesIt) {
+  BROOK_ASSERT_OK(client_->CreateTable(testing::CounterTable("a", 2)));
+  BROOK_ASSERT_OK(client_->CreateTable(testing::CounterTable("b", 1)));
+  BROOK_ASSERT_OK(client_->CreateDense({testing::CounterDense("d", {3})}));
+  std::unique_ptr<PsClient> other = testing_cluster::SecondClient(GetParam(), *cluster_);
+  ASSERT_NE(other, nullptr);
+  BROOK_ASSERT_OK(other->CreateDense({testing::CounterDense("d", {3})}));
+  ASSERT_NE(other->client_id(), client_->client_id());
+  std::vector<uint64_t> keys(100);
+  std::iota(keys.begin(), keys.end(), 1);  // every shard gets some
+  const std::vector<float> ga(keys.size() * 2, -1.0f), gb(keys.size(), -1.0f), gd(3, -1.0f);
+  auto push = [&](PsClient* c, uint64_t stream, uint64_t step) {
+    return c->PushBatch({{"a", keys, ga}, {"b", keys, gb}}, {{"d", gd}}, 1, 1.0f,
+                        PushStream{.id = stream, .step = step});
+  };
+  BROOK_ASSERT_OK(push(client_, 77, 0));
+  BROOK_ASSERT_OK(push(other.get(), 77, 0));  // the next holder re-pushes step 0
+  BROOK_ASSERT_OK(push(other.get(), 77, 1));
+  BROOK_ASSERT_OK(push(client_, 77, 0));      // the old holder, late
+  BROOK_ASSERT_OK(push(client_, 78, 0));      // another unit: its own stream
+  EXPECT_EQ(Pull("a", keys, 2), std::vector<float>(keys.size() * 2, 3.0f));
+  EXPECT_EQ(Pull("b", keys, 1), std::vector<float>(keys.size(), 3.0f));
+  EXPECT_EQ(PullDense("d", 3), std::vector<float>(3, 3.0f));
+  uint64_t duplicates = 0;
+  for (int s = 0; s < kShards; ++s) {
+    for (const TableStats& t : cluster_->shard(s)->Stats().tables) duplicates += t.duplicate_pushes;
+  }
+  EXPECT_EQ(duplicates, 2u * 2 * kShards);  // two repeats x two tables x every shard
+  // Without a stream, the same push from the two clients counts twice.
+  BROOK_ASSERT_OK(push(client_, 0, 0));
+  BROOK_ASSERT_OK(push(other.get(), 0, 0));
+  EXPECT_EQ(Pull("b", keys, 1), std::vector<float>(keys.size(), 5.0f));
+  // A stream step that does not fit its sequence bits is refused, nothing sent.
+  EXPECT_EQ(push(client_, 79, uint64_t{1} << 60).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Pull("b", keys, 1), std::vector<float>(keys.size(), 5.0f));
 }
 
 TEST_P(PsClientBatchTest, LearningRateScaleEqualsATableWithTheScaledRate) {

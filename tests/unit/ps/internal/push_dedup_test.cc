@@ -97,5 +97,63 @@ TEST(PushDedupTest, FenceDuringAnApplyLetsItSettleAndRefusesItsWaitingRetry) {
   EXPECT_EQ(d.Begin(4, 10), Claim::kFenced);
 }
 
+// Part `part` of step `step` of a stream.
+uint64_t Part(uint64_t step, uint64_t part) { return step << kStreamPartBits | part; }
+
+TEST(PushDedupTest, StreamPartsApplyOnceWhicheverClientSendsThem) {
+  PushDedup d(64);
+  // Holder 1 (client 11) pushes step 3's parts 0 and 1 of stream 500.
+  ASSERT_EQ(d.BeginStream(11, 500, Part(3, 0)), Claim::kFresh);
+  d.EndStream(500, Part(3, 0), true);
+  ASSERT_EQ(d.BeginStream(11, 500, Part(3, 1)), Claim::kFresh);
+  d.EndStream(500, Part(3, 1), true);
+  // Holder 2 (client 22) re-pushes step 3: what holder 1 applied is a
+  // duplicate, a part it never sent is fresh.
+  EXPECT_EQ(d.BeginStream(22, 500, Part(3, 0)), Claim::kDuplicate);
+  EXPECT_EQ(d.BeginStream(22, 500, Part(3, 1)), Claim::kDuplicate);
+  ASSERT_EQ(d.BeginStream(22, 500, Part(3, 2)), Claim::kFresh);
+  d.EndStream(500, Part(3, 2), true);
+  // Step 4 proves every part of step 3 applied: even a part of step 3 never
+  // seen here (it had none on this shard) is a duplicate now.
+  ASSERT_EQ(d.BeginStream(22, 500, Part(4, 0)), Claim::kFresh);
+  d.EndStream(500, Part(4, 0), true);
+  EXPECT_EQ(d.BeginStream(11, 500, Part(3, 7)), Claim::kDuplicate);
+  EXPECT_EQ(d.BeginStream(11, 500, Part(0, 0)), Claim::kDuplicate);
+  // Other streams, and the clients' own sequences, are separate.
+  EXPECT_EQ(d.BeginStream(22, 501, Part(3, 0)), Claim::kFresh);
+  d.EndStream(501, Part(3, 0), true);
+  EXPECT_EQ(d.Begin(11, Part(3, 0)), Claim::kFresh);
+  d.End(11, Part(3, 0), true);
+  EXPECT_EQ(d.streams(), 2u);
+}
+
+TEST(PushDedupTest, FailedStreamPartCanBeRetriedAndAWaitingCopyGetsTheOutcome) {
+  PushDedup d(64);
+  ASSERT_EQ(d.BeginStream(1, 9, Part(5, 2)), Claim::kFresh);
+  d.EndStream(9, Part(5, 2), /*applied=*/false);
+  ASSERT_EQ(d.BeginStream(2, 9, Part(5, 2)), Claim::kFresh);  // in flight
+  std::atomic<int> copy{-1};
+  std::thread other([&] { copy = static_cast<int>(d.BeginStream(1, 9, Part(5, 2))); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(copy.load(), -1);  // waits for the holder applying it
+  d.EndStream(9, Part(5, 2), /*applied=*/true);
+  other.join();
+  EXPECT_EQ(copy.load(), static_cast<int>(Claim::kDuplicate));
+}
+
+TEST(PushDedupTest, FencedClientIsRefusedInAStreamItsSuccessorIsNot) {
+  PushDedup d(64);
+  ASSERT_EQ(d.BeginStream(7, 40, Part(1, 0)), Claim::kFresh);
+  d.EndStream(40, Part(1, 0), true);
+  EXPECT_TRUE(d.Fence(7));
+  EXPECT_EQ(d.BeginStream(7, 40, Part(2, 0)), Claim::kFenced);
+  EXPECT_EQ(d.fenced_refusals(), 1u);
+  EXPECT_EQ(d.BeginStream(8, 40, Part(1, 0)), Claim::kDuplicate);
+  EXPECT_EQ(d.BeginStream(8, 40, Part(2, 0)), Claim::kFresh);
+  d.EndStream(40, Part(2, 0), true);
+  // Client 0 (WAL replay) is never fenced.
+  EXPECT_EQ(d.BeginStream(0, 40, Part(2, 0)), Claim::kDuplicate);
+}
+
 }  // namespace
 }  // namespace brook::ps::internal

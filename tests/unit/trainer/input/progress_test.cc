@@ -50,6 +50,26 @@ TEST(UnitProgressTest, TheMarkMovesOnlyOverAContiguousAckedPrefix) {
   EXPECT_EQ(progress.pending_batches(), 0u);
 }
 
+TEST(UnitProgressTest, AStepsBatchesAreAckedTogetherWithItsCount) {
+  const std::vector<sharding::WorkUnit> units = {{.id = 1, .path = "f", .begin = 0, .end = 9}};
+  UnitProgress progress(units);
+  progress.AddSteps(4);  // a resumed unit: the steps its earlier holders committed
+  EXPECT_EQ(progress.CommittedSteps(1).steps, 4u);
+  for (uint64_t b = 0; b < 3; ++b) ASSERT_TRUE(progress.Track(Prov(b, {{1, 3 * b, 3 * b + 3}})).ok());
+  // A step naming an untracked batch acks nothing and counts nothing.
+  EXPECT_EQ(progress.AckStep(std::vector<uint64_t>{0, 7}).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(progress.CommittedSteps(1).committed, 0u);
+  EXPECT_EQ(progress.CommittedSteps(1).steps, 4u);
+  ASSERT_TRUE(progress.AckStep(std::vector<uint64_t>{0, 1}).ok());
+  const UnitProgress::StepMark mark = progress.CommittedSteps(1);
+  EXPECT_EQ(mark.committed, 6u);
+  EXPECT_EQ(mark.steps, 5u);
+  ASSERT_TRUE(progress.AckStep(std::vector<uint64_t>{2}).ok());
+  EXPECT_EQ(progress.CommittedSteps(1).committed, 9u);
+  EXPECT_EQ(progress.CommittedSteps(1).steps, 6u);
+  EXPECT_TRUE(progress.Complete(1));
+}
+
 TEST(UnitProgressTest, RefusesUnknownAndDuplicateBatchesAndOtherEpochs) {
   UnitProgress progress({}, /*epoch=*/1);
   EXPECT_EQ(progress.Ack(5).code(), absl::StatusCode::kNotFound);
