@@ -46,6 +46,10 @@ function(brook_cc_test)
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_compile_options(${ARG_NAME} PRIVATE ${BROOK_WARNING_FLAGS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  if(BROOK_UNITY_TESTS)
+    set_target_properties(${ARG_NAME} PROPERTIES UNITY_BUILD ON
+                                                 UNITY_BUILD_BATCH_SIZE ${BROOK_UNITY_BATCH})
+  endif()
   include(GoogleTest)
   gtest_discover_tests(${ARG_NAME}
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}

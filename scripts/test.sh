@@ -14,8 +14,13 @@ step() { echo; echo "=== $* ($(date +%T))"; }
 step "build (warnings are errors)"
 # -g1 (line tables, no variable info): backtraces keep file:line while the
 # build, dominated by gRPC/protobuf/abseil headers, compiles ~20% faster.
+# Unity builds (BROOK_UNITY: libraries and the binary, as scripts/build.sh
+# builds them; BROOK_UNITY_TESTS: the test binaries) parse those headers and
+# instantiate their templates once per batch of 8 sources: the tests compile
+# in 2m55 instead of 3m54 on 2 cores.
 cmake -S . -B build -G Ninja -DBROOK_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" >/dev/null
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DBROOK_UNITY=ON \
+  -DBROOK_UNITY_TESTS=ON >/dev/null
 ninja -C build -j"$JOBS"
 
 step "unit + integration tests"
@@ -32,7 +37,7 @@ if ((QUICK)); then exit 0; fi
 # the compile time of a file-by-file -g build, on CI's two cores.
 step "ASan + UBSan build"
 cmake -S . -B build-asan -G Ninja -DBROOK_WERROR=ON -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1" -DBROOK_UNITY=ON \
+  -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1" -DBROOK_UNITY=ON -DBROOK_UNITY_TESTS=ON \
   -DBROOK_SANITIZE=address,undefined -DBROOK_CUDA=OFF >/dev/null
 ninja -C build-asan -j"$JOBS"
 step "unit + integration tests under ASan + UBSan"
@@ -54,7 +59,7 @@ step "TSan build of the concurrent PS core, lease manager and step pipeline"
 # -Werror stays off here only: GCC's -Wtsan flags Boost.Asio's fences, which
 # the warnings-as-errors tier above already compiles cleanly without TSan.
 cmake -S . -B build-tsan -G Ninja -DBROOK_WERROR=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DBROOK_UNITY=ON \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DBROOK_UNITY=ON -DBROOK_UNITY_TESTS=ON \
   -DBROOK_SANITIZE=thread -DBROOK_CUDA=OFF >/dev/null
 ninja -C build-tsan -j"$JOBS" brook_ps_tests brook_storage_tests brook_trainer_tests brook_chief_tests
 step "PS core concurrency tests under TSan"
