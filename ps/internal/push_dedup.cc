@@ -50,25 +50,36 @@ inline bool InFlight(const std::vector<uint64_t>& v, uint64_t seq) {
   return std::find(v.begin(), v.end(), seq) != v.end();
 }
 
+// The entry of `key` in *map (guarded by *mu), made and passed to `init`
+// under the writer lock the first time. Entries are never removed, so the
+// pointer stays valid without the lock.
+template <typename T, typename Init>
+T* FindOrAdd(RwMutex* mu, absl::flat_hash_map<uint64_t, std::unique_ptr<T>>* map, uint64_t key,
+             Init init) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  {
+    ReaderLock lock(mu);
+    auto it = map->find(key);
+    if (it != map->end()) return it->second.get();
+  }
+  WriterLock lock(mu);
+  std::unique_ptr<T>& slot = (*map)[key];
+  if (!slot) {
+    slot = std::make_unique<T>();
+    init(slot.get());
+  }
+  return slot.get();
+}
+
 }  // namespace
 
 PushDedup::PushDedup(uint32_t window) : window_((uint64_t{window} + 63) / 64 * 64) {}
 PushDedup::~PushDedup() = default;
 
 PushDedup::Client* PushDedup::GetClient(uint64_t client) {
-  {
-    ReaderLock lock(&mu_);
-    auto it = clients_.find(client);
-    if (it != clients_.end()) return it->second.get();
-  }
-  WriterLock lock(&mu_);
-  auto& slot = clients_[client];
-  if (!slot) {
-    slot = std::make_unique<Client>();
-    MutexLock client_lock(&slot->mu);
-    slot->bits.assign(window_ / 64, 0);
-  }
-  return slot.get();  // stable: clients are never removed
+  return FindOrAdd(&mu_, &clients_, client, [this](Client* c) {
+    MutexLock client_lock(&c->mu);
+    c->bits.assign(window_ / 64, 0);
+  });
 }
 
 PushDedup::Claim PushDedup::Begin(uint64_t client, uint64_t seq) {
@@ -117,18 +128,9 @@ void PushDedup::End(uint64_t client, uint64_t seq, bool applied) {
 }
 
 PushDedup::Stream* PushDedup::GetStream(uint64_t stream) {
-  {
-    ReaderLock lock(&mu_);
-    auto it = streams_.find(stream);
-    if (it != streams_.end()) return it->second.get();
-  }
-  WriterLock lock(&mu_);
-  auto& slot = streams_[stream];
-  if (!slot) {
-    slot = std::make_unique<Stream>();
+  return FindOrAdd(&mu_, &streams_, stream, [this](Stream*) {
     streams_count_.fetch_add(1, std::memory_order_relaxed);
-  }
-  return slot.get();  // stable: streams are never removed
+  });
 }
 
 PushDedup::Claim PushDedup::BeginStream(uint64_t client, uint64_t stream, uint64_t seq) {
