@@ -383,6 +383,14 @@ TEST_F(ChiefE2eTest, TrainerKilledMidJobItsUnitsAreReleasedAndEveryExampleCounts
     ASSERT_TRUE(WaitFor("kill-1", [&](const v1::JobStatus& j) {
       return j.units_done() >= 2 + 4 * round && j.units_leased() == 2;
     }, 60s)) << "round " << round;
+    // ... and has pushed a few steps since: units here take well under the
+    // 1 s commit interval, so its current unit's steps are uncommitted.
+    const double steps = MetricSum("trainer-t0", "brook_trainer_steps_total");
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    while (MetricSum("trainer-t0", "brook_trainer_steps_total") < steps + 3 &&
+           std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(5ms);
+    }
     trainers_["t0"]->Signal(SIGKILL);
     ASSERT_TRUE(trainers_["t0"]->Wait(10s).has_value());
     if (round < 2) StartTrainer("t0");
