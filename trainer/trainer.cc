@@ -275,10 +275,6 @@ absl::Status Trainer::Pull(const ModelBatch& batch, std::vector<std::vector<floa
   return ps_->PullBatch(tables, dense);
 }
 
-// Reads past the first `steps` optimizer steps of a unit's batches (what its
-// earlier holders committed), tracking and acking them in `progress` as the
-// Trainer did, so its mark and step count are theirs. A last, partial step
-// counts as one, as the Trainer pushes it.
 absl::Status SkipSteps(input::Pipeline* pipeline, input::UnitProgress* progress, uint64_t steps,
                        int accumulation_steps) {
   std::vector<uint64_t> sequences;

@@ -50,6 +50,15 @@ inline bool InFlight(const std::vector<uint64_t>& v, uint64_t seq) {
   return std::find(v.begin(), v.end(), seq) != v.end();
 }
 
+inline void EraseInFlight(std::vector<uint64_t>* v, uint64_t seq) {
+  auto it = std::find(v->begin(), v->end(), seq);
+  if (it != v->end()) v->erase(it);
+}
+
+// A stream sequence's step and its part within the step.
+inline uint64_t StepOf(uint64_t seq) { return seq >> kStreamPartBits; }
+inline uint64_t PartOf(uint64_t seq) { return seq & (kMaxStreamParts - 1); }
+
 // The entry of `key` in *map (guarded by *mu), made and passed to `init`
 // under the writer lock the first time. Entries are never removed, so the
 // pointer stays valid without the lock.
@@ -118,8 +127,7 @@ void PushDedup::End(uint64_t client, uint64_t seq, bool applied) {
   Client* c = GetClient(client);
   {
     MutexLock lock(&c->mu);
-    auto it = std::find(c->in_flight.begin(), c->in_flight.end(), seq);
-    if (it != c->in_flight.end()) c->in_flight.erase(it);
+    EraseInFlight(&c->in_flight, seq);
     if (!applied && !c->bits.empty() && c->max_seq - seq < window_) {
       c->Word(seq, window_) &= ~(uint64_t{1} << (seq % 64));
     }
@@ -138,8 +146,7 @@ PushDedup::Claim PushDedup::BeginStream(uint64_t client, uint64_t stream, uint64
     fenced_refusals_.fetch_add(1, std::memory_order_relaxed);
     return Claim::kFenced;
   }
-  const uint64_t step = seq >> kStreamPartBits;
-  const uint64_t part = seq & ((uint64_t{1} << kStreamPartBits) - 1);
+  const uint64_t step = StepOf(seq), part = PartOf(seq);
   Stream* s = GetStream(stream);
   MutexLock lock(&s->mu);
   for (;;) {
@@ -164,10 +171,9 @@ void PushDedup::EndStream(uint64_t stream, uint64_t seq, bool applied) {
   Stream* s = GetStream(stream);
   {
     MutexLock lock(&s->mu);
-    auto it = std::find(s->in_flight.begin(), s->in_flight.end(), seq);
-    if (it != s->in_flight.end()) s->in_flight.erase(it);
-    if (!applied && (seq >> kStreamPartBits) == s->step) {
-      s->Set(seq & ((uint64_t{1} << kStreamPartBits) - 1), false);
+    EraseInFlight(&s->in_flight, seq);
+    if (!applied && StepOf(seq) == s->step) {
+      s->Set(PartOf(seq), false);
     }
   }
   s->settled.notify_all();
