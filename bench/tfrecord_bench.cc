@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/malloc_tuning.h"
 #include "common/status_macros.h"
 #include "storage/crc32c.h"
 #include "storage/tfrecord.h"
@@ -121,13 +122,7 @@ absl::Status ReadAll(const std::string& path, storage::Compression c, uint64_t* 
 
 }  // namespace
 
-std::string AllocatorDescription() {
-  const char* preload = std::getenv("LD_PRELOAD");
-  if (preload && std::strstr(preload, "jemalloc")) return "jemalloc (LD_PRELOAD)";
-  const char* tunables = std::getenv("GLIBC_TUNABLES");
-  if (tunables && *tunables) return absl::StrCat("glibc, GLIBC_TUNABLES=", tunables);
-  return "glibc default";
-}
+std::string AllocatorDescription() { return MallocDescription(); }
 
 absl::Status RunTfrecordBench(const TfrecordBenchOptions& options, std::ostream& out,
                               nlohmann::json* result) {

@@ -26,8 +26,9 @@ struct TfrecordBenchOptions {
 absl::Status RunTfrecordBench(const TfrecordBenchOptions& options, std::ostream& out,
                               nlohmann::json* result);
 
-// Which malloc tuning this process runs with ("glibc default", the
-// GLIBC_TUNABLES string, or "jemalloc (LD_PRELOAD)"); benchmarks print it.
+// Which malloc this process runs with (common/malloc_tuning.h: brook's
+// tuning, the GLIBC_TUNABLES string, an LD_PRELOAD allocator, or glibc's
+// defaults); benchmarks print it.
 std::string AllocatorDescription();
 
 }  // namespace brook::bench

@@ -5,9 +5,12 @@
 #include <CLI/CLI.hpp>
 
 #include "chief/cli/commands.h"
+#include "common/malloc_tuning.h"
 #include "common/version.h"
 
 int main(int argc, char** argv) {
+  // Before any thread or request buffer exists: common/malloc_tuning.h.
+  brook::TuneMalloc();
   CLI::App app{"Brook: a parameter-server training cluster for recommender models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", brook::VersionLine());

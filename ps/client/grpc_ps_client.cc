@@ -280,31 +280,21 @@ absl::Status GrpcPsClient::Pull(std::string_view table, absl::Span<const uint64_
   }
   RETURN_IF_ERROR(Run(calls, absl::Now() + options_.deadline));
 
-  // Each shard's rows as one span, copied out of the reply's slices into
-  // this thread's buffer (reused: no allocation once warm).
-  thread_local std::vector<float> rows_buffer;
-  std::vector<size_t> shard_offset(num_shards() + 1, 0);
-  for (int32_t s = 0; s < num_shards(); ++s) {
-    shard_offset[s + 1] = shard_offset[s] + plan.shard_keys(s).size() * dim;
-  }
-  rows_buffer.resize(shard_offset.back());
+  // Each reply row is copied once, out of the reply's slices straight to the
+  // first occurrence of its key in `out`; repeated keys are filled from there.
   for (size_t p = 0; p < parts.size(); ++p) {
     const Part& part = parts[p];
-    float* dst = rows_buffer.data() + shard_offset[part.shard] + part.begin * dim;
-    absl::Status read =
-        rpc::ReadPullReply(&replies[p], static_cast<uint32_t>(dim), part.size(),
-                           absl::MakeSpan(dst, part.size() * dim));
+    const absl::Span<const uint32_t> first =
+        plan.shard_first_inputs(part.shard).subspan(part.begin, part.size());
+    absl::Status read = rpc::ReadPullReply(
+        &replies[p], static_cast<uint32_t>(dim), part.size(),
+        [&](size_t r) { return out.data() + size_t{first[r]} * dim; });
     if (!read.ok()) {
       return absl::InternalError(absl::StrCat("PS shard ", part.shard, " (",
                                               shards_[part.shard]->address, "): ", read.message()));
     }
   }
-  std::vector<absl::Span<const float>> views(num_shards());
-  for (int32_t s = 0; s < num_shards(); ++s) {
-    views[s] = absl::MakeConstSpan(rows_buffer.data() + shard_offset[s],
-                                   shard_offset[s + 1] - shard_offset[s]);
-  }
-  plan.ExpandRows(views, dim, out);
+  plan.CopyDuplicateRows(dim, out);
   return absl::OkStatus();
 }
 

@@ -1,8 +1,9 @@
 // The routing of one pull or push, shared by every PsClient: the caller's
 // keys deduplicated (first occurrence wins the order) and grouped by shard
 // with sharding::PartitionKeys, plus the map back from each input position to
-// (shard, index in that shard's request). Built once per call, O(keys), one
-// hash-map insert per key and no per-key allocation beyond the vectors.
+// (shard, index in that shard's request). Built once per call, O(keys): one
+// probe of a per-thread open-addressing table per key, one shard hash per
+// unique key, and no allocation beyond the plan's own vectors.
 //
 // Thread-compatible (build one per call).
 #pragma once
@@ -26,6 +27,15 @@ class KeyPlan {
   // of that shard's request.
   absl::Span<const uint64_t> shard_keys(int32_t shard) const { return shard_keys_[shard]; }
 
+  // For each of shard_keys(shard): the position of its first occurrence in
+  // the caller's keys, so a pull reply's rows can go straight to their place.
+  absl::Span<const uint32_t> shard_first_inputs(int32_t shard) const {
+    return shard_first_inputs_[shard];
+  }
+  // Pull, after row first_input of every unique key is in `out`: copies it
+  // to the key's later occurrences. REQUIRES: out.size() == num_keys() * dim.
+  void CopyDuplicateRows(size_t dim, absl::Span<float> out) const;
+
   // Pull: shard_rows[s] holds shard_keys(s).size() x dim floats (shard s's
   // reply). Writes row i of `out` for every input key i.
   // REQUIRES: sizes as described; out.size() == num_keys() * dim.
@@ -41,6 +51,7 @@ class KeyPlan {
 
  private:
   std::vector<std::vector<uint64_t>> shard_keys_;
+  std::vector<std::vector<uint32_t>> shard_first_inputs_;
   // Per input key: its shard and its index in that shard's keys.
   std::vector<int32_t> shard_of_;
   std::vector<uint32_t> local_of_;

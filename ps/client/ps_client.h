@@ -80,7 +80,8 @@ class PsClient {
   // Rows for `keys` (duplicates allowed, any order) into `out`: row i of
   // keys.size() x dim for keys[i]. INVALID_ARGUMENT if out.size() is not
   // keys.size() x dim; the dim is inferred as out.size() / keys.size() and
-  // checked by the PS against the table.
+  // checked by the PS against the table. On an error, `out` may be partly
+  // written.
   virtual absl::Status Pull(std::string_view table, absl::Span<const uint64_t> keys,
                             absl::Span<float> out) = 0;
   // Pushes grads (keys.size() x dim) for `keys`; gradients of duplicate keys

@@ -13,9 +13,13 @@ namespace {
 constexpr uint32_t kIdBits = 24;
 constexpr uint32_t kIdMask = (1u << kIdBits) - 1;
 constexpr uint32_t kNoRow = 0xFFFFFFFFu;
-// Keys looked up together in FindBatch: enough independent cache misses in
-// flight to keep the memory system busy, few enough for stack arrays.
-constexpr size_t kBatch = 32;
+// FindBatch's pipeline distance: keys between prefetching a key's index line
+// and reading it, and between prefetching its row and verifying it. About
+// 2 x kAhead lookups' misses are in flight, enough to keep the memory
+// system busy without overrunning the core's miss buffers.
+constexpr size_t kAhead = 8;
+constexpr size_t kRing = 32;  // > 2 x kAhead: pos[] slots live from stage 1 to 3
+static_assert(kRing > 2 * kAhead && (kRing & (kRing - 1)) == 0);
 constexpr uint32_t kMinCapacity = 16;
 
 inline uint32_t Home(uint64_t hash, uint32_t cap) {
@@ -145,19 +149,22 @@ void MemRowStore::StripeWriter::Find(absl::Span<const uint64_t> keys,
   }
   const uint32_t* idx = st_->index.get();
   const uint32_t cap = st_->cap;
-  // Three passes per batch so that the misses of one pass overlap: index
-  // lines, then the candidate rows (first tag match, not yet verified), then
-  // verification, which rarely (1/255 per probe) has to probe further.
-  uint32_t pos[kBatch];
-  for (size_t base = 0; base < n; base += kBatch) {
-    const size_t m = std::min(kBatch, n - base);
-    for (size_t i = 0; i < m; ++i) {
-      pos[i] = Home(hashes[base + i], cap);
-      __builtin_prefetch(idx + pos[i], 0, 3);
+  // A three-stage software pipeline over the keys, kAhead keys apart: key i's
+  // index line is prefetched; kAhead keys later its entry is read and its
+  // candidate row (first tag match, not yet verified) prefetched; kAhead keys
+  // after that the row's key is checked, which rarely (1/255 per probe) has
+  // to probe further. Each stage reads lines prefetched a stage earlier, so
+  // the misses of ~2 x kAhead keys overlap continuously, not batch by batch.
+  uint32_t pos[kRing];
+  for (size_t i = 0; i < n + 2 * kAhead; ++i) {
+    if (i < n) {
+      pos[i % kRing] = Home(hashes[i], cap);
+      __builtin_prefetch(idx + pos[i % kRing], 0, 3);
     }
-    for (size_t i = 0; i < m; ++i) {
-      const uint32_t tag = Tag(hashes[base + i]);
-      uint32_t p = pos[i];
+    if (i >= kAhead && i - kAhead < n) {
+      const size_t j = i - kAhead;
+      const uint32_t tag = Tag(hashes[j]);
+      uint32_t p = pos[j % kRing];
       RowHeader* r = nullptr;
       for (;;) {
         const uint32_t e = idx[p];
@@ -168,15 +175,16 @@ void MemRowStore::StripeWriter::Find(absl::Span<const uint64_t> keys,
         }
         p = Next(p, cap);
       }
-      pos[i] = p;
-      rows[base + i] = r;
+      pos[j % kRing] = p;
+      rows[j] = r;
       if (r != nullptr) PrefetchRange(r, prefetch_bytes, write);
     }
-    for (size_t i = 0; i < m; ++i) {
-      RowHeader* r = rows[base + i];
-      if (r == nullptr || r->key == keys[base + i]) continue;
-      const uint32_t p = Probe(keys[base + i], Tag(hashes[base + i]), Next(pos[i], cap));
-      rows[base + i] = p == kNoRow ? nullptr : Row(idx[p] & kIdMask);
+    if (i >= 2 * kAhead) {
+      const size_t k = i - 2 * kAhead;
+      RowHeader* r = rows[k];
+      if (r == nullptr || r->key == keys[k]) continue;
+      const uint32_t p = Probe(keys[k], Tag(hashes[k]), Next(pos[k % kRing], cap));
+      rows[k] = p == kNoRow ? nullptr : Row(idx[p] & kIdMask);
     }
   }
 }

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
@@ -93,11 +94,12 @@ inline grpc::ByteBuffer PullReplyWriter::Finish() {
 }
 
 
-// Reads a PullResponse from a reply's slices, copying its rows straight into
-// `out` (keys x dim floats): the one copy the client makes. INVALID_ARGUMENT
-// if the reply is malformed or its dim / row count is not what was asked.
+// Reads a PullResponse from a reply's slices, copying row r (dim floats)
+// straight to row_dst(r): the one copy the client makes, into the caller's
+// output in its order. INVALID_ARGUMENT if the reply is malformed or its dim /
+// row count is not what was asked; rows may then be partly written.
 inline absl::Status ReadPullReply(grpc::ByteBuffer* reply, uint32_t dim, size_t keys,
-                                  absl::Span<float> out) {
+                                  absl::FunctionRef<float*(size_t row)> row_dst) {
   std::vector<grpc::Slice> slices;
   if (!reply->Dump(&slices).ok()) return absl::InvalidArgumentError("pull reply: unreadable");
   size_t si = 0, off = 0;  // read position: slice, offset within it
@@ -139,9 +141,6 @@ inline absl::Status ReadPullReply(grpc::ByteBuffer* reply, uint32_t dim, size_t 
     return true;
   };
   const uint64_t want = uint64_t{keys} * dim * sizeof(float);
-  if (out.size() * sizeof(float) != want) {
-    return absl::InternalError("pull reply: output span does not match keys x dim");
-  }
   uint64_t got_dim = 0;
   bool got_rows = false;
   for (;;) {
@@ -157,8 +156,10 @@ inline absl::Status ReadPullReply(grpc::ByteBuffer* reply, uint32_t dim, size_t 
         return absl::InvalidArgumentError(absl::StrCat("pull reply: ", v, " row bytes for ", keys,
                                                        " keys x dim ", dim));
       }
-      if (!bytes(reinterpret_cast<char*>(out.data()), v)) {
-        return absl::InvalidArgumentError("pull reply: truncated rows");
+      for (size_t r = 0; r < keys; ++r) {
+        if (!bytes(reinterpret_cast<char*>(row_dst(r)), size_t{dim} * sizeof(float))) {
+          return absl::InvalidArgumentError("pull reply: truncated rows");
+        }
       }
       got_rows = true;
     } else if (type == 0) {
@@ -181,6 +182,16 @@ inline absl::Status ReadPullReply(grpc::ByteBuffer* reply, uint32_t dim, size_t 
         absl::StrCat("pull reply: dim ", got_dim, ", the request said ", dim));
   }
   return absl::OkStatus();
+}
+
+// As above, into `out` (keys x dim floats) in reply order.
+inline absl::Status ReadPullReply(grpc::ByteBuffer* reply, uint32_t dim, size_t keys,
+                                  absl::Span<float> out) {
+  if (out.size() != uint64_t{keys} * dim) {
+    return absl::InternalError("pull reply: output span does not match keys x dim");
+  }
+  return ReadPullReply(reply, dim, keys,
+                       [&](size_t r) { return out.data() + r * size_t{dim}; });
 }
 
 }  // namespace brook::ps::rpc

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <set>
@@ -94,6 +95,59 @@ TEST(KeyPlanTest, OneShardGetsEverything) {
   KeyPlan plan(1, keys, 1);
   EXPECT_EQ(std::vector<uint64_t>(plan.shard_keys(0).begin(), plan.shard_keys(0).end()),
             (std::vector<uint64_t>{9, 8}));
+}
+
+TEST(KeyPlanTest, FirstInputsLetRowsGoStraightToTheCallersOrder) {
+  // Keys that share the dedup table's slots (multiples of a power of two,
+  // repeated) as well as random ones; 3 shards.
+  std::mt19937_64 rng(3);
+  std::vector<uint64_t> keys;
+  for (int i = 0; i < 3000; ++i) keys.push_back((rng() % 700) << 20);
+  for (int i = 0; i < 3000; ++i) keys.push_back(rng() % 2000);
+  const size_t dim = 2;
+  KeyPlan plan(9, keys, 3);
+  std::set<uint64_t> distinct(keys.begin(), keys.end());
+  EXPECT_EQ(plan.num_unique(), distinct.size());
+  // What the gRPC client does: each shard's reply row to its key's first
+  // position, then the repeats.
+  std::vector<float> out(keys.size() * dim, -1);
+  for (int32_t s = 0; s < 3; ++s) {
+    const auto first = plan.shard_first_inputs(s);
+    ASSERT_EQ(first.size(), plan.shard_keys(s).size());
+    for (size_t j = 0; j < first.size(); ++j) {
+      const uint64_t k = plan.shard_keys(s)[j];
+      ASSERT_EQ(keys[first[j]], k);
+      ASSERT_EQ(std::find(keys.begin(), keys.end(), k) - keys.begin(), first[j]) << k;
+      out[first[j] * dim] = static_cast<float>(k);
+      out[first[j] * dim + 1] = static_cast<float>(s);
+    }
+  }
+  plan.CopyDuplicateRows(dim, absl::MakeSpan(out));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_EQ(out[i * dim], static_cast<float>(keys[i])) << i;
+    ASSERT_EQ(out[i * dim + 1], static_cast<float>(sharding::ShardForKey(9, keys[i], 3))) << i;
+  }
+}
+
+TEST(KeyPlanTest, SumGradientsWithoutDuplicatesCopiesEveryRowToItsShard) {
+  const std::vector<uint64_t> keys = {40, 10, 30, 20};
+  KeyPlan plan(5, keys, 2);
+  ASSERT_EQ(plan.num_unique(), keys.size());
+  const std::vector<float> grads = {4, -4, 1, -1, 3, -3, 2, -2};
+  std::vector<std::vector<float>> sums(2);
+  std::vector<absl::Span<float>> views(2);
+  for (int32_t s = 0; s < 2; ++s) {
+    sums[s].assign(plan.shard_keys(s).size() * 2, 12345.0f);  // overwritten
+    views[s] = absl::MakeSpan(sums[s]);
+  }
+  plan.SumGradients(grads, 2, views);
+  for (int32_t s = 0; s < 2; ++s) {
+    for (size_t j = 0; j < plan.shard_keys(s).size(); ++j) {
+      const float g = static_cast<float>(plan.shard_keys(s)[j] / 10);
+      EXPECT_EQ(sums[s][j * 2], g);
+      EXPECT_EQ(sums[s][j * 2 + 1], -g);
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,97 @@
+#include "common/malloc_tuning.h"
+
+#include <malloc.h>
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace brook {
+namespace {
+
+// Saves and restores one environment variable around a test.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    if (value == nullptr) {
+      unsetenv(name);
+    } else {
+      setenv(name, value, 1);
+    }
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_, old_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitizerMalloc = true;
+#else
+constexpr bool kSanitizerMalloc = false;
+#endif
+
+TEST(MallocTuningTest, RequestSizedBuffersComeFromTheHeapAndStayMappedWhenFreed) {
+  if (kSanitizerMalloc) {
+    GTEST_SKIP() << "SKIPPED: the sanitizer's allocator replaces glibc malloc (mallopt and "
+                    "mallinfo2 do not apply); the optimized tier runs this test";
+  }
+  ScopedEnv tunables("GLIBC_TUNABLES", nullptr);
+  ScopedEnv off("BROOK_MALLOC_TUNING", nullptr);
+  ScopedEnv preload("LD_PRELOAD", nullptr);
+  const MallocTuning t = TuneMalloc();
+  ASSERT_TRUE(t.applied) << t.description;
+  EXPECT_EQ(t.mmap_threshold, kMallocMmapThreshold);
+  EXPECT_NE(MallocDescription().find("tuned by brook"), std::string::npos) << MallocDescription();
+
+  // A 4 MiB buffer (a large pull reply) is not a mapping of its own: glibc's
+  // default serves anything from 128 KiB up with mmap.
+  const size_t mapped_before = mallinfo2().hblks;
+  void* reply = std::malloc(size_t{4} << 20);
+  ASSERT_NE(reply, nullptr);
+  std::memset(reply, 1, size_t{4} << 20);
+  EXPECT_EQ(mallinfo2().hblks, mapped_before);
+
+  // Freed, it stays mapped at the top of the heap for the next request
+  // (keepcost: what a trim could return), instead of going back to the
+  // kernel past the default 128 KiB trim threshold.
+  std::free(reply);
+  EXPECT_GE(mallinfo2().keepcost, size_t{4} << 20);
+}
+
+TEST(MallocTuningTest, TheUsersOwnSettingsAreLeftAlone) {
+  {
+    ScopedEnv tunables("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1000000");
+    const MallocTuning t = TuneMalloc();
+    EXPECT_FALSE(t.applied);
+    EXPECT_EQ(t.description, "glibc, GLIBC_TUNABLES=glibc.malloc.trim_threshold=1000000");
+    EXPECT_EQ(MallocDescription(), t.description);
+  }
+  {
+    ScopedEnv tunables("GLIBC_TUNABLES", nullptr);
+    ScopedEnv off("BROOK_MALLOC_TUNING", "0");
+    EXPECT_FALSE(TuneMalloc().applied);
+  }
+  {
+    ScopedEnv tunables("GLIBC_TUNABLES", nullptr);
+    ScopedEnv preload("LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2");
+    const MallocTuning t = TuneMalloc();
+    EXPECT_FALSE(t.applied);
+    EXPECT_NE(t.description.find("libjemalloc"), std::string::npos) << t.description;
+  }
+}
+
+}  // namespace
+}  // namespace brook
