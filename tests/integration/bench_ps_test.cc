@@ -20,7 +20,7 @@ TEST(BenchPs, TinyRunReportsPositiveRates) {
                        "--tier-dim", "8", "--work-dir", work.path(), "--json"},
                       180);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("allocator:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("allocator: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[goal >= 70%]"), std::string::npos) << r.output;
   // The JSON is the last thing printed: from the last line that is just "{".
   size_t start = r.output.rfind("\n{\n");
@@ -34,6 +34,18 @@ TEST(BenchPs, TinyRunReportsPositiveRates) {
   const auto& run = json["runs"][0];
   EXPECT_EQ(run["dim"], 16);
   EXPECT_EQ(run["threads"], 1);
+  // The text names the allocator the JSON reports: brook's own tuning unless
+  // the environment chose one (common/malloc_tuning.h).
+  const std::string allocator = json["allocator"];
+  EXPECT_NE(r.output.find("allocator: " + allocator), std::string::npos) << r.output;
+  // The serial bound is in (0, 1) of the bare rate: 1 / (1/a + 1/bare) < bare.
+  for (const char* key : {"grpc_pull_serial_bound_vs_bare", "grpc_push_serial_bound_vs_bare"}) {
+    ASSERT_TRUE(run.contains(key)) << key;
+    EXPECT_GT(run[key].get<double>(), 0.0) << key;
+    EXPECT_LT(run[key].get<double>(), 1.0) << key;
+  }
+  EXPECT_NE(r.output.find("bound if the PS's pull adds to the transport"), std::string::npos)
+      << r.output;
   for (const char* key : {"inproc_pull_mrows_s", "gather_mrows_s", "inproc_push_mrows_s",
                           "scatter_mrows_s", "grpc_pull_mrows_s", "grpc_pull_gb_s",
                           "bare_grpc_pull_mrows_s", "grpc_push_mrows_s",

@@ -597,7 +597,9 @@ TEST_F(ChiefE2eTest, TrainerFrozenPastItsLeaseIsRefusedOnWakingAndNothingCountsT
   StartChief();
   StartTrainer("t0");
   StartTrainer("t1");
-  ASSERT_EQ(Cli({"submit", WriteJob("zombie.yaml", JobYaml("zombie", 0, 3, 64, 4000, 2))})
+  // 8 epochs: after the freeze, t1 alone must still be training when the
+  // 2 s lease runs out (3 epochs of Adult took it under 2 s).
+  ASSERT_EQ(Cli({"submit", WriteJob("zombie.yaml", JobYaml("zombie", 0, 8, 64, 4000, 2))})
                 .exit_code,
             0);
   ASSERT_TRUE(WaitFor("zombie-1", [](const v1::JobStatus& j) {
@@ -614,7 +616,7 @@ TEST_F(ChiefE2eTest, TrainerFrozenPastItsLeaseIsRefusedOnWakingAndNothingCountsT
                       240s))
       << Job("zombie-1").DebugString();
   const v1::JobStatus s = Job("zombie-1");
-  ExpectEveryEpochCountsTheDataOnce(s, 3);
+  ExpectEveryEpochCountsTheDataOnce(s, 8);
   EXPECT_GE(s.releases(), 1u);
   EXPECT_TRUE(trainers_["t0"]->running()) << "the woken trainer should re-register, not exit";
 
