@@ -33,6 +33,15 @@ CommandResult RunCommand(const std::vector<std::string>& argv, int timeout_secon
 
 // The `brook` binary under test: $BROOK_BINARY (set by CTest).
 std::string BrookBinary();
+
+// True in the ASan / TSan builds, whose binaries (the tests' and the `brook`
+// they start) run several times slower: tests that race a clock against
+// training size their work by it.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitizedBuild = true;
+#else
+inline constexpr bool kSanitizedBuild = false;
+#endif
 // Repo root: $BROOK_SOURCE_DIR, or the current directory.
 std::string SourceDir();
 // ../shared/data relative to the repo root.

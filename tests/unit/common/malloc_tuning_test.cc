@@ -8,6 +8,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/testing/test_util.h"
 
 namespace brook {
 namespace {
@@ -37,14 +38,8 @@ class ScopedEnv {
   bool had_ = false;
 };
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitizerMalloc = true;
-#else
-constexpr bool kSanitizerMalloc = false;
-#endif
-
 TEST(MallocTuningTest, RequestSizedBuffersComeFromTheHeapAndStayMappedWhenFreed) {
-  if (kSanitizerMalloc) {
+  if (testing::kSanitizedBuild) {
     GTEST_SKIP() << "SKIPPED: the sanitizer's allocator replaces glibc malloc (mallopt and "
                     "mallinfo2 do not apply); the optimized tier runs this test";
   }
