@@ -32,7 +32,8 @@ std::string SkipReason() {
       tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr) {
     return absl::StrCat("glibc, GLIBC_TUNABLES=", tunables);
   }
-  if (const char* off = std::getenv("BROOK_MALLOC_TUNING"); off != nullptr && std::strcmp(off, "0") == 0) {
+  if (const char* off = std::getenv("BROOK_MALLOC_TUNING");
+      off != nullptr && std::strcmp(off, "0") == 0) {
     return "glibc default (BROOK_MALLOC_TUNING=0)";
   }
   return "";

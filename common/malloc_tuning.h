@@ -7,7 +7,7 @@
 // protobuf and Brook) then costs a fresh mapping and a page fault per 4 KiB
 // page on every request, and page faults are expensive on the virtual
 // machines Brook runs on. With the thresholds raised, those buffers are
-// reused from the heap: gRPC pulls and pushes of 4096 rows ran 1.3-2.5x
+// reused from the heap: gRPC pulls of 4096 rows ran 1.3-2x and pushes 2-5x
 // faster on the 2-core CI machine (BENCHMARKS.md, issue 3).
 //
 // The cost: up to trim_threshold bytes of freed memory per heap stay mapped
@@ -18,7 +18,7 @@
 // GLIBC_TUNABLES sets any glibc.malloc tunable, when BROOK_MALLOC_TUNING=0,
 // or when LD_PRELOAD puts another allocator in place.
 //
-// Thread-compatible: call once, first thing in main().
+// Thread-safe; call TuneMalloc first thing in main(), before threads start.
 #pragma once
 
 #include <cstddef>
