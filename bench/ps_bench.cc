@@ -23,7 +23,7 @@
 #include "bench/bench_util.h"
 #include "bench/ps_tier_bench.h"
 #include "bench/redis_resp.h"
-#include "bench/tfrecord_bench.h"
+#include "common/malloc_tuning.h"
 #include "common/status_macros.h"
 #include "ps/client/grpc_ps_client.h"
 #include "ps/parameter_server.h"
@@ -245,7 +245,7 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
   out << absl::StrFormat(
       "brook bench ps: batches of %d distinct keys drawn uniformly at random from the populated "
       "rows (%d pre-drawn batches max), %.1f s per figure, allocator: %s\n",
-      batch, kMaxPoolBatches, options.seconds, AllocatorDescription());
+      batch, kMaxPoolBatches, options.seconds, MallocDescription());
   out << "  (a) in process: ParameterServer::Pull/Push on the core (SGD), no client layer; "
          "ceiling: memcpy gather of the same rows from a plain huge-page float array\n"
          "  (b) gRPC: PsServer in this process on 127.0.0.1:0, GrpcPsClient (1 shard, 2 "
@@ -498,7 +498,7 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
   const double wall = std::chrono::duration<double>(Clock::now() - wall0).count();
   out << absl::StrFormat("\nwall time %.0f s\n", wall);
   if (result) {
-    *result = {{"allocator", AllocatorDescription()},
+    *result = {{"allocator", MallocDescription()},
                {"batch", batch},
                {"seconds_per_figure", options.seconds},
                {"keys", "distinct per batch, uniform over the populated rows"},

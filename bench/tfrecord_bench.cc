@@ -122,8 +122,6 @@ absl::Status ReadAll(const std::string& path, storage::Compression c, uint64_t* 
 
 }  // namespace
 
-std::string AllocatorDescription() { return MallocDescription(); }
-
 absl::Status RunTfrecordBench(const TfrecordBenchOptions& options, std::ostream& out,
                               nlohmann::json* result) {
   if (options.examples <= 0 || options.repeats <= 0)
@@ -236,7 +234,7 @@ absl::Status RunTfrecordBench(const TfrecordBenchOptions& options, std::ostream&
       "brook bench tfrecord: %d Criteo-shaped examples (%.1f MB file, mean record %.0f B), "
       "best of %d, allocator: %s, CRC32C: %s\n\n",
       records.size(), file_bytes / mb, static_cast<double>(payload) / n, options.repeats,
-      AllocatorDescription(), storage::crc32c::HardwareAvailable() ? "SSE4.2" : "portable");
+      MallocDescription(), storage::crc32c::HardwareAvailable() ? "SSE4.2" : "portable");
   out << absl::StrFormat("  %-46s %10s %14s   %s\n", "", "MB/s", "examples/s", "vs ceiling");
   out << absl::StrFormat("  %-46s %10.0f %14s   ceiling\n", "plain read() of the file (hot cache)",
                          read_mbs, "");
@@ -261,7 +259,7 @@ absl::Status RunTfrecordBench(const TfrecordBenchOptions& options, std::ostream&
   if (result) {
     *result = {{"examples", records.size()},
                {"file_mb", file_bytes / mb},
-               {"allocator", AllocatorDescription()},
+               {"allocator", MallocDescription()},
                {"plain_read_mb_s", read_mbs},
                {"bare_crc32c_mb_s", crc_mbs},
                {"bare_crc32c_per_record_mb_s", crc_rec_mbs},

@@ -26,9 +26,4 @@ struct TfrecordBenchOptions {
 absl::Status RunTfrecordBench(const TfrecordBenchOptions& options, std::ostream& out,
                               nlohmann::json* result);
 
-// Which malloc this process runs with (common/malloc_tuning.h: brook's
-// tuning, the GLIBC_TUNABLES string, an LD_PRELOAD allocator, or glibc's
-// defaults); benchmarks print it.
-std::string AllocatorDescription();
-
 }  // namespace brook::bench

@@ -641,20 +641,10 @@ TEST_F(ChiefE2eTest, TrainerFrozenPastItsLeaseIsRefusedOnWakingAndNothingCountsT
   // gradients it pushed on waking for data now someone else's were refused
   // (how many it tried depends on who won the race after SIGCONT: its push
   // thread or its heartbeat learning of the expiry).
-  auto sample = [](const std::string& body, std::string_view name) {
-    for (absl::string_view line : absl::StrSplit(body, '\n')) {
-      if (absl::StartsWith(line, absl::StrCat(absl::string_view(name.data(), name.size()), " "))) {
-        return std::stod(std::string(line.substr(line.rfind(' ') + 1)));
-      }
-    }
-    return -1.0;
-  };
-  EXPECT_GE(sample(page->body, "brook_chief_fenced_ps_clients_total"), 1) << page->body;
-  auto ps_page = testing::HttpGet(metrics_["ps-0"], "/metrics", 5000, &error);
-  ASSERT_TRUE(ps_page.has_value()) << error;
-  EXPECT_GE(sample(ps_page->body, "brook_ps_fenced_clients"), 1) << ps_page->body;
-  const double fenced_pushes = sample(ps_page->body, "brook_ps_fenced_pushes_total");
-  EXPECT_GE(fenced_pushes, 0) << ps_page->body;
+  EXPECT_GE(MetricSum("chief", "brook_chief_fenced_ps_clients_total"), 1) << page->body;
+  EXPECT_GE(MetricSum("ps-0", "brook_ps_fenced_clients"), 1);
+  const double fenced_pushes = MetricSum("ps-0", "brook_ps_fenced_pushes_total");
+  EXPECT_GE(fenced_pushes, 0);
   std::cout << "the woken trainer's pushes refused as fenced: " << fenced_pushes << "\n";
 }
 
