@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -93,10 +94,32 @@ inline KeyPool MakeKeyPool(int64_t rows, int batch, uint64_t seed) {
   return pool;
 }
 
+// Seconds of CPU (user + system) this process has used so far, all threads.
+// Loopback TCP's kernel work runs in the sending and receiving threads'
+// system time, so a gRPC client and server in one process are both counted.
+inline double ProcessCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& tv) {
+    return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) * 1e-6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+// A measured rate and the cores the whole process kept busy meanwhile
+// (process CPU seconds per wall second). When cores_busy is near the
+// machine's core count the rate is CPU-bound: another figure's share of the
+// same cores is then what bounds it, not latency.
+struct MeasuredRate {
+  double calls_per_second = 0;
+  double cores_busy = 0;
+};
+
 // Runs fn(thread, iteration) -> Status on `threads` threads for `seconds`
-// (after one warm-up call each); returns completed calls per second.
+// (after one warm-up call each); returns completed calls per second and the
+// cores the process kept busy over the timed part.
 template <typename Fn>
-absl::StatusOr<double> CallsPerSecond(int threads, double seconds, Fn fn) {
+absl::StatusOr<MeasuredRate> MeasureCallRate(int threads, double seconds, Fn fn) {
   std::atomic<bool> stop{false};
   std::atomic<int64_t> calls{0};
   std::mutex mu;
@@ -122,15 +145,25 @@ absl::StatusOr<double> CallsPerSecond(int threads, double seconds, Fn fn) {
   }
   start.arrive_and_wait();
   const auto t0 = std::chrono::steady_clock::now();
+  const double cpu0 = ProcessCpuSeconds();
   const auto until = t0 + std::chrono::duration<double>(seconds);
   while (!stop.load() && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   stop.store(true);
   for (auto& w : workers) w.join();
+  const double cpu = ProcessCpuSeconds() - cpu0;
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!first_error.ok()) return first_error;
-  return static_cast<double>(calls.load()) / elapsed;
+  return MeasuredRate{static_cast<double>(calls.load()) / elapsed, cpu / elapsed};
+}
+
+// MeasureCallRate's calls per second alone.
+template <typename Fn>
+absl::StatusOr<double> CallsPerSecond(int threads, double seconds, Fn fn) {
+  absl::StatusOr<MeasuredRate> rate = MeasureCallRate(threads, seconds, std::move(fn));
+  if (!rate.ok()) return rate.status();
+  return rate->calls_per_second;
 }
 
 }  // namespace brook::bench

@@ -91,6 +91,14 @@ class PlainTable {
 
 const char* Pass(bool ok) { return ok ? "PASS" : "MISS"; }
 
+// One figure of (a) or (b): M rows/s and the cores the process kept busy.
+struct Figure {
+  double mrows = 0;
+  double cores = 0;
+  // Process CPU per row; rows is mrows x 1e6, so ns = cores x 1e3 / mrows.
+  double CpuNanosPerRow() const { return mrows > 0 ? cores * 1e3 / mrows : 0; }
+};
+
 struct RedisState {
   std::string status = "skipped";  // "ran", "skipped", "failed: ..."
   std::unique_ptr<RedisProcess> process;
@@ -244,8 +252,9 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
 
   out << absl::StrFormat(
       "brook bench ps: batches of %d distinct keys drawn uniformly at random from the populated "
-      "rows (%d pre-drawn batches max), %.1f s per figure, allocator: %s\n",
-      batch, kMaxPoolBatches, options.seconds, MallocDescription());
+      "rows (%d pre-drawn batches max), %.1f s per figure, %u cores, allocator: %s\n",
+      batch, kMaxPoolBatches, options.seconds, std::thread::hardware_concurrency(),
+      MallocDescription());
   out << "  (a) in process: ParameterServer::Pull/Push on the core (SGD), no client layer; "
          "ceiling: memcpy gather of the same rows from a plain huge-page float array\n"
          "  (b) gRPC: PsServer in this process on 127.0.0.1:0, GrpcPsClient (1 shard, 2 "
@@ -253,7 +262,8 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
          "pre-built payloads of the same bytes, GenericStub over 2 connections\n"
          "  (d) gRPC: one training step's tables, a Pull / Push per table in sequence vs one "
          "PullBatch / PushBatch (one RPC per shard)\n"
-         "  rows/s are M rows/s; GB/s counts row payload only (rows x dim x 4 B)\n";
+         "  rows/s are M rows/s; GB/s counts row payload only (rows x dim x 4 B); cores: process "
+         "CPU seconds (user + system, client and server alike) per wall second\n";
 
   // Redis, started once for the whole run.
   RedisState redis;
@@ -370,38 +380,38 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
 
     for (int threads : options.threads) {
       auto keys_for = [&](int t, int64_t i) { return pool.Batch(pool.Start(t, threads) + i); };
-      auto rate = [&](auto fn) -> absl::StatusOr<double> {
-        ASSIGN_OR_RETURN(double cps, CallsPerSecond(threads, options.seconds, fn));
-        return cps * batch / 1e6;  // M rows/s
+      auto rate = [&](auto fn) -> absl::StatusOr<Figure> {
+        ASSIGN_OR_RETURN(MeasuredRate r, MeasureCallRate(threads, options.seconds, fn));
+        return Figure{r.calls_per_second * batch / 1e6, r.cores_busy};
       };
-      ASSIGN_OR_RETURN(double a_pull, rate([&](int t, int64_t i) {
+      ASSIGN_OR_RETURN(Figure a_pull, rate([&](int t, int64_t i) {
                          return core->Pull(kTable, keys_for(t, i), absl::MakeSpan(outs[t]));
                        }));
-      ASSIGN_OR_RETURN(double gather, rate([&](int t, int64_t i) {
+      ASSIGN_OR_RETURN(Figure gather, rate([&](int t, int64_t i) {
                          plain.Gather(keys_for(t, i), outs[t].data());
                          return absl::OkStatus();
                        }));
-      ASSIGN_OR_RETURN(double a_push, rate([&](int t, int64_t i) {
+      ASSIGN_OR_RETURN(Figure a_push, rate([&](int t, int64_t i) {
                          return core->Push(kTable, keys_for(t, i), grads, ps::PushContext{})
                              .status();
                        }));
-      ASSIGN_OR_RETURN(double scatter, rate([&](int t, int64_t i) {
+      ASSIGN_OR_RETURN(Figure scatter, rate([&](int t, int64_t i) {
                          plain.ScatterSgd(keys_for(t, i), grads.data());
                          return absl::OkStatus();
                        }));
-      ASSIGN_OR_RETURN(double b_pull, rate([&](int t, int64_t i) {
+      ASSIGN_OR_RETURN(Figure b_pull, rate([&](int t, int64_t i) {
                          return client->Pull(kTable, keys_for(t, i), absl::MakeSpan(outs[t]));
                        }));
-      ASSIGN_OR_RETURN(double bare_pull, rate([&](int, int64_t) {
+      ASSIGN_OR_RETURN(Figure bare_pull, rate([&](int, int64_t) {
                          return bare_client->Call(kBarePullMethod, pull_request);
                        }));
-      ASSIGN_OR_RETURN(double b_push, rate([&](int t, int64_t i) {
+      ASSIGN_OR_RETURN(Figure b_push, rate([&](int t, int64_t i) {
                          return client->Push(kTable, keys_for(t, i), grads, 0);
                        }));
-      ASSIGN_OR_RETURN(double bare_push, rate([&](int, int64_t) {
+      ASSIGN_OR_RETURN(Figure bare_push, rate([&](int, int64_t) {
                          return bare_client->Call(kBarePushMethod, push_request);
                        }));
-      double mget = 0, mset = 0;
+      Figure mget, mset;
       if (use_redis) {
         ASSIGN_OR_RETURN(mget, rate([&](int t, int64_t i) {
                            return redis.conns[t]->MGet(keys_for(t, i), row_bytes,
@@ -414,18 +424,38 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
       }
 
       const double gb = static_cast<double>(row_bytes) / 1e3;  // M rows/s -> GB/s
-      const double a_ratio = a_pull / gather, a_push_ratio = a_push / scatter;
-      const double b_ratio = b_pull / bare_pull, b_push_ratio = b_push / bare_push;
+      const double a_ratio = a_pull.mrows / gather.mrows, a_push_ratio = a_push.mrows / scatter.mrows;
+      const double b_ratio = b_pull.mrows / bare_pull.mrows,
+                   b_push_ratio = b_push.mrows / bare_push.mrows;
       // What (b) can reach if the PS's own work (the in-process figure) runs
       // after the transport's (the bare figure) rather than beside it: their
       // times per row add. A request's lookup only overlaps another's
       // transport when there are cores to spare (BENCHMARKS.md).
-      const double pull_bound = 1.0 / (1.0 / a_pull + 1.0 / bare_pull);
-      const double push_bound = 1.0 / (1.0 / a_push + 1.0 / bare_push);
-      out << absl::StrFormat("  dim %d, %d thread%s %38s %9s %7s   %s\n", dim, threads,
-                             threads == 1 ? " " : "s", "", "M rows/s", "GB/s", "vs ceiling");
-      auto line = [&](const char* name, double r, const std::string& note) {
-        out << absl::StrFormat("    %-56s %9.2f %7.2f   %s\n", name, r, r * gb, note);
+      const double pull_bound = 1.0 / (1.0 / a_pull.mrows + 1.0 / bare_pull.mrows);
+      const double push_bound = 1.0 / (1.0 / a_push.mrows + 1.0 / bare_push.mrows);
+      out << absl::StrFormat("  dim %d, %d thread%s %38s %9s %7s %6s   %s\n", dim, threads,
+                             threads == 1 ? " " : "s", "", "M rows/s", "GB/s", "cores",
+                             "vs ceiling");
+      auto line = [&](const char* name, const Figure& f, const std::string& note) {
+        out << absl::StrFormat("    %-56s %9.2f %7.2f %6.2f   %s\n", name, f.mrows, f.mrows * gb,
+                               f.cores, note);
+      };
+      auto bound_line = [&](const char* name, double r, const std::string& note) {
+        out << absl::StrFormat("    %-56s %9.2f %7.2f %6s   %s\n", name, r, r * gb, "", note);
+      };
+      // Where the cores went, per row: once every core is busy (the cores
+      // column at the machine's count) the ratio to bare gRPC is the ratio of
+      // CPU per row, so 70% leaves the PS path bare x (1/0.7 - 1) of CPU on
+      // top of the transport's, and its in-process lookup alone needs what the
+      // (a) line shows.
+      auto cpu_line = [&](const char* what, const Figure& ps, const Figure& bare,
+                          const Figure& inproc) {
+        out << absl::StrFormat(
+            "        CPU per row: %s %.0f ns = bare %.0f + %.0f ns; 70%% allows + %.0f ns; the "
+            "in-process %s alone uses %.0f ns (information)\n",
+            what, ps.CpuNanosPerRow(), bare.CpuNanosPerRow(),
+            ps.CpuNanosPerRow() - bare.CpuNanosPerRow(), bare.CpuNanosPerRow() * (1 / 0.7 - 1),
+            what, inproc.CpuNanosPerRow());
       };
       line("(a) in process: ParameterServer::Pull", a_pull,
            absl::StrFormat("%.0f%% of gather [goal >= 50%%] %s", 100 * a_ratio,
@@ -438,42 +468,59 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
            absl::StrFormat("%.0f%% of bare gRPC [goal >= 70%%] %s", 100 * b_ratio,
                            Pass(b_ratio >= 0.7)));
       line("    bare gRPC, same bytes, pre-built ByteBuffer (ceiling)", bare_pull, "ceiling");
-      line("    bound if the PS's pull adds to the transport", pull_bound,
-           absl::StrFormat("%.0f%% of bare gRPC (information)", 100 * pull_bound / bare_pull));
+      bound_line("    bound if the PS's pull adds to the transport", pull_bound,
+                 absl::StrFormat("%.0f%% of bare gRPC (information)",
+                                 100 * pull_bound / bare_pull.mrows));
+      cpu_line("pull", b_pull, bare_pull, a_pull);
       line("(b) gRPC 127.0.0.1: GrpcPsClient::Push (SGD)", b_push,
            absl::StrFormat("%.0f%% of bare gRPC [goal >= 70%%] %s", 100 * b_push_ratio,
                            Pass(b_push_ratio >= 0.7)));
       line("    bare gRPC, same bytes, pre-built ByteBuffer (ceiling)", bare_push, "ceiling");
-      line("    bound if the PS's push adds to the transport", push_bound,
-           absl::StrFormat("%.0f%% of bare gRPC (information)", 100 * push_bound / bare_push));
+      bound_line("    bound if the PS's push adds to the transport", push_bound,
+                 absl::StrFormat("%.0f%% of bare gRPC (information)",
+                                 100 * push_bound / bare_push.mrows));
+      cpu_line("push", b_push, bare_push, a_push);
       nlohmann::json run = {{"dim", dim},
                             {"threads", threads},
                             {"rows", rows},
-                            {"inproc_pull_mrows_s", a_pull},
-                            {"gather_mrows_s", gather},
+                            {"inproc_pull_mrows_s", a_pull.mrows},
+                            {"gather_mrows_s", gather.mrows},
                             {"inproc_pull_vs_gather", a_ratio},
-                            {"inproc_push_mrows_s", a_push},
-                            {"scatter_mrows_s", scatter},
+                            {"inproc_push_mrows_s", a_push.mrows},
+                            {"scatter_mrows_s", scatter.mrows},
                             {"inproc_push_vs_scatter", a_push_ratio},
-                            {"grpc_pull_mrows_s", b_pull},
-                            {"grpc_pull_gb_s", b_pull * gb},
-                            {"bare_grpc_pull_mrows_s", bare_pull},
+                            {"grpc_pull_mrows_s", b_pull.mrows},
+                            {"grpc_pull_gb_s", b_pull.mrows * gb},
+                            {"bare_grpc_pull_mrows_s", bare_pull.mrows},
                             {"grpc_pull_vs_bare", b_ratio},
-                            {"grpc_push_mrows_s", b_push},
-                            {"bare_grpc_push_mrows_s", bare_push},
+                            {"grpc_push_mrows_s", b_push.mrows},
+                            {"bare_grpc_push_mrows_s", bare_push.mrows},
                             {"grpc_push_vs_bare", b_push_ratio},
-                            {"grpc_pull_serial_bound_vs_bare", pull_bound / bare_pull},
-                            {"grpc_push_serial_bound_vs_bare", push_bound / bare_push}};
+                            {"grpc_pull_serial_bound_vs_bare", pull_bound / bare_pull.mrows},
+                            {"grpc_push_serial_bound_vs_bare", push_bound / bare_push.mrows}};
+      // Cores busy and CPU ns per row of every figure: "<figure>_cores",
+      // "<figure>_cpu_ns_per_row".
+      for (const auto& [key, f] : {std::pair<const char*, const Figure&>{"inproc_pull", a_pull},
+                                   {"gather", gather},
+                                   {"inproc_push", a_push},
+                                   {"scatter", scatter},
+                                   {"grpc_pull", b_pull},
+                                   {"bare_grpc_pull", bare_pull},
+                                   {"grpc_push", b_push},
+                                   {"bare_grpc_push", bare_push}}) {
+        run[absl::StrCat(key, "_cores")] = f.cores;
+        run[absl::StrCat(key, "_cpu_ns_per_row")] = f.CpuNanosPerRow();
+      }
       if (use_redis) {
-        const double pull_x = b_pull / mget, push_x = b_push / mset;
+        const double pull_x = b_pull.mrows / mget.mrows, push_x = b_push.mrows / mset.mrows;
         line("Redis MGET (baseline)", mget,
              absl::StrFormat("Brook gRPC pull = %.1fx [goal >= 3x] %s", pull_x,
                              Pass(pull_x >= 3.0)));
         line("Redis MSET (baseline)", mset,
              absl::StrFormat("Brook gRPC push = %.1fx [goal >= 3x] %s", push_x,
                              Pass(push_x >= 3.0)));
-        run["redis_mget_mrows_s"] = mget;
-        run["redis_mset_mrows_s"] = mset;
+        run["redis_mget_mrows_s"] = mget.mrows;
+        run["redis_mset_mrows_s"] = mset.mrows;
         run["grpc_pull_vs_redis_mget"] = pull_x;
         run["grpc_push_vs_redis_mset"] = push_x;
         run["redis_populate_s"] = redis_populate_s;
@@ -499,6 +546,7 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
   out << absl::StrFormat("\nwall time %.0f s\n", wall);
   if (result) {
     *result = {{"allocator", MallocDescription()},
+               {"cores", std::thread::hardware_concurrency()},
                {"batch", batch},
                {"seconds_per_figure", options.seconds},
                {"keys", "distinct per batch, uniform over the populated rows"},

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "tests/testing/test_util.h"
 
 namespace brook {
@@ -53,6 +54,21 @@ TEST(BenchPs, TinyRunReportsPositiveRates) {
     ASSERT_TRUE(run.contains(key)) << key;
     EXPECT_GT(run[key].get<double>(), 0.0) << key;
   }
+  // Every figure says how many cores the process kept busy and its CPU per
+  // row: a busy process uses some CPU, and never more than the machine has.
+  const double cores = json["cores"].get<double>();
+  ASSERT_GE(cores, 1.0);
+  for (const char* figure : {"inproc_pull", "gather", "inproc_push", "scatter", "grpc_pull",
+                             "bare_grpc_pull", "grpc_push", "bare_grpc_push"}) {
+    const std::string busy = absl::StrCat(figure, "_cores");
+    const std::string per_row = absl::StrCat(figure, "_cpu_ns_per_row");
+    ASSERT_TRUE(run.contains(busy)) << busy;
+    ASSERT_TRUE(run.contains(per_row)) << per_row;
+    EXPECT_GT(run[busy].get<double>(), 0.0) << busy;
+    EXPECT_LE(run[busy].get<double>(), cores * 1.05) << busy;  // getrusage ticks vs the wall clock
+    EXPECT_GT(run[per_row].get<double>(), 0.0) << per_row;
+  }
+  EXPECT_NE(r.output.find("CPU per row: pull"), std::string::npos) << r.output;
   const auto& tier = json["tier"];
   for (const char* key : {"tier_pull_mrows_s", "tier_push_mrows_s", "bare_multiget_mrows_s",
                           "bare_writebatch_mrows_s", "push_wal_off_mrows_s", "push_wal_on_mrows_s",
