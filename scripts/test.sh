@@ -31,23 +31,29 @@ BROOK_BINARY="$PWD/build/chief/brook" bash scripts/helm_test.sh
 
 if ((QUICK)); then exit 0; fi
 
-# The sanitizer and fuzz tiers compile as unity builds (BROOK_UNITY: sources
-# in batches, so the gRPC/protobuf/abseil headers are parsed once a batch)
-# with line tables only (-g1: reports keep file:line): together about half
-# the compile time of a file-by-file -g build, on CI's two cores.
-step "ASan + UBSan build"
-cmake -S . -B build-asan -G Ninja -DBROOK_WERROR=ON -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1" -DBROOK_UNITY=ON -DBROOK_UNITY_TESTS=ON \
-  -DBROOK_SANITIZE=address,undefined -DBROOK_CUDA=OFF >/dev/null
-ninja -C build-asan -j"$JOBS"
+# The sanitizer tiers compile as unity builds (BROOK_UNITY: sources in
+# batches, so the gRPC/protobuf/abseil headers are parsed once a batch) with
+# line tables only (-g1: reports keep file:line).
+# The ASan + UBSan tier is a clang build at -O1 that also builds the libFuzzer
+# targets (BROOK_BUILD_FUZZERS: every library gets libFuzzer's coverage
+# instrumentation too), so the fuzz tier below needs no build of its own: on
+# CI's two cores this and the tests' quicker runs at -O1 took the whole CI
+# run from ~40 to ~30 minutes. Its warnings are errors as well: clang's
+# differ from GCC's above.
+step "ASan + UBSan build (clang, with the libFuzzer targets)"
+CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DBROOK_WERROR=ON \
+  -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DBROOK_UNITY=ON \
+  -DBROOK_UNITY_TESTS=ON -DBROOK_SANITIZE=address,undefined -DBROOK_BUILD_FUZZERS=ON \
+  -DBROOK_CUDA=OFF >/dev/null
+ninja -C build-asan -j"$JOBS" all brook_fuzzers
 step "unit + integration tests under ASan + UBSan"
 # The quality bars that train for minutes ("Quality" in the name) run in the
-# optimized tier only: at -O0 they cost minutes of arithmetic and reach no
+# optimized tier only: under ASan they cost minutes of arithmetic and reach no
 # code the Adult and unit tests do not. The same holds for the `brook local`
 # demo (its child processes are the chief e2e tests' under ASan) and for the
 # kill -9 and SIGSTOP e2e tests of whole jobs (the same chief, trainer, lease
 # and PS client code as the other e2e tests and the in-process ChiefTest,
-# killed or frozen; a minute or more each at -O0; the zombie-trainer one
+# killed or frozen; tens of seconds each under ASan; the zombie-trainer one
 # stays), and for the soak and the unbounded-keys test (their verdicts are
 # about an optimized build's RSS and rates; ASan's shadow memory and
 # quarantine would be measured instead).
@@ -61,29 +67,26 @@ step "TSan build of the concurrent PS core, lease manager and step pipeline"
 cmake -S . -B build-tsan -G Ninja -DBROOK_WERROR=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DBROOK_UNITY=ON -DBROOK_UNITY_TESTS=ON \
   -DBROOK_SANITIZE=thread -DBROOK_CUDA=OFF >/dev/null
-ninja -C build-tsan -j"$JOBS" brook_ps_tests brook_storage_tests brook_trainer_tests brook_chief_tests
-step "PS core concurrency tests under TSan"
-# The PS core only: gRPC and abseil's Mutex come from Debian uninstrumented, so
-# TSan reports false races through them (see docs/decisions.md).
-TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/brook_ps_tests \
-  --gtest_filter='ConcurrencyTest.*:PushDedupTest.*:MemRowStoreTest.*:ParameterServerTest.*:CheckpointTest.*:DurabilityTest.*-CheckpointTest.IncrementalOfATiered*'
-# The WAL's group commit (RocksDB, like gRPC, is uninstrumented: its tests stay out).
-TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/brook_storage_tests \
-  --gtest_filter='WalTest.*:AtomicFileTest.*'
-# The input pipeline's stages and the trainer's pull / compute / push threads.
-TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/brook_trainer_tests \
-  --gtest_filter='Pipeline*:ExactlyOnce*:Progress*:UnitProgress*:BoundedQueue*:Ordered*:TrainerTest.*'
-# The chief: its housekeeping, worker and fencing threads under concurrent
-# trainer calls (the lease manager and job queue live under its mutex), and
-# the lease table's failure simulation.
-TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/brook_chief_tests \
-  --gtest_filter='ChiefConcurrencyTest.*:ChiefTest.*:WorkLeases*:JobQueue*'
+ninja -C build-tsan -j"$JOBS" brook_tsan_tests
+step "concurrency tests under TSan"
+# One binary (tests/CMakeLists.txt: brook_tsan_tests), these suites of it:
+# - the PS core only: gRPC and abseil's Mutex come from Debian
+#   uninstrumented, so TSan reports false races through them (see
+#   docs/decisions.md);
+# - the WAL's group commit (RocksDB, like gRPC, is uninstrumented: its tests
+#   stay out);
+# - the input pipeline's stages and the trainer's pull / compute / push
+#   threads;
+# - the chief: its housekeeping, worker and fencing threads under concurrent
+#   trainer calls (the lease manager and job queue live under its mutex), and
+#   the lease table's failure simulation.
+tsan_ps='ConcurrencyTest.*:PushDedupTest.*:MemRowStoreTest.*:ParameterServerTest.*:CheckpointTest.*:DurabilityTest.*'
+tsan_storage='WalTest.*:AtomicFileTest.*'
+tsan_trainer='Pipeline*:ExactlyOnce*:UnitProgress*:BoundedQueue*:Ordered*:TrainerTest.*'
+tsan_chief='ChiefConcurrencyTest.*:ChiefTest.*:WorkLeases*:JobQueue*'
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/brook_tsan_tests \
+  --gtest_filter="$tsan_ps:$tsan_storage:$tsan_trainer:$tsan_chief-CheckpointTest.IncrementalOfATiered*"
 
-step "libFuzzer build (clang)"
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DBROOK_BUILD_FUZZERS=ON \
-  -DBROOK_BUILD_TESTS=ON -DBROOK_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DBROOK_UNITY=ON >/dev/null
-ninja -C build-fuzz -j"$JOBS" brook_fuzzers
 step "fuzz smoke: replay the seed corpus, then fuzz each target briefly"
-bash tests/fuzz/run_fuzzers.sh build-fuzz "${BROOK_FUZZ_SECONDS:-15}"
+bash tests/fuzz/run_fuzzers.sh build-asan "${BROOK_FUZZ_SECONDS:-15}"
 echo "all test tiers passed"

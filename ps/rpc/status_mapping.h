@@ -38,7 +38,10 @@ inline grpc::StatusCode ToGrpcCode(absl::StatusCode code) {
   }
 }
 
-inline absl::StatusCode FromGrpcCode(grpc::StatusCode code) {
+// Takes the code as a number: grpc::StatusCode is an unscoped enum without a
+// fixed type, so a code past its enumerators (a newer peer's) cannot even be
+// held in one without undefined behaviour (clang's UBSan traps the load).
+inline absl::StatusCode FromGrpcCode(int code) {
   switch (code) {
     case grpc::StatusCode::OK: return absl::StatusCode::kOk;
     case grpc::StatusCode::CANCELLED: return absl::StatusCode::kCancelled;

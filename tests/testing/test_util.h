@@ -37,7 +37,14 @@ std::string BrookBinary();
 // True in the ASan / TSan builds, whose binaries (the tests' and the `brook`
 // they start) run several times slower: tests that race a clock against
 // training size their work by it.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// GCC defines __SANITIZE_*__; clang answers __has_feature.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define BROOK_TESTING_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || \
+    defined(BROOK_TESTING_SANITIZED)
 inline constexpr bool kSanitizedBuild = true;
 #else
 inline constexpr bool kSanitizedBuild = false;

@@ -43,7 +43,8 @@ TEST(StatusMappingTest, OkIsOkAndUnknownCodesAreUnknown) {
   EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
   EXPECT_TRUE(FromGrpcStatus(grpc::Status::OK).ok());
   EXPECT_EQ(ToGrpcCode(static_cast<absl::StatusCode>(42)), grpc::StatusCode::UNKNOWN);
-  EXPECT_EQ(FromGrpcCode(static_cast<grpc::StatusCode>(42)), absl::StatusCode::kUnknown);
+  EXPECT_EQ(FromGrpcCode(42), absl::StatusCode::kUnknown);
+  EXPECT_EQ(FromGrpcCode(-7), absl::StatusCode::kUnknown);
 }
 
 }  // namespace
