@@ -38,7 +38,7 @@ if ((QUICK)); then exit 0; fi
 # targets (BROOK_BUILD_FUZZERS: every library gets libFuzzer's coverage
 # instrumentation too), so the fuzz tier below needs no build of its own: on
 # CI's two cores this and the tests' quicker runs at -O1 took the whole CI
-# run from ~40 to ~30 minutes. Its warnings are errors as well: clang's
+# run from ~40 to ~33 minutes. Its warnings are errors as well: clang's
 # differ from GCC's above.
 step "ASan + UBSan build (clang, with the libFuzzer targets)"
 CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DBROOK_WERROR=ON \
