@@ -3,7 +3,6 @@
 #pragma once
 
 #include <stdlib.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -24,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "common/process_cpu.h"
 
 namespace brook::bench {
 
@@ -92,18 +92,6 @@ inline KeyPool MakeKeyPool(int64_t rows, int batch, uint64_t seed) {
     }
   }
   return pool;
-}
-
-// Seconds of CPU (user + system) this process has used so far, all threads.
-// Loopback TCP's kernel work runs in the sending and receiving threads'
-// system time, so a gRPC client and server in one process are both counted.
-inline double ProcessCpuSeconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& tv) {
-    return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) * 1e-6;
-  };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 // A measured rate and the cores the whole process kept busy meanwhile

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/process_cpu.h"
 #include "common/status_macros.h"
 
 namespace brook::datatools {
@@ -779,12 +780,6 @@ nlohmann::json GroundTruthJson(const SyntheticGenerator& gen, const SyntheticRes
   j["test"] = SummaryJson(r.test, true);
   j["feature_spec"] = "feature_spec.yaml";
   return j;
-}
-
-double ProcessCpuSeconds() {
-  timespec ts{};
-  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 absl::Status WriteWholeFile(const std::string& path, std::string_view text) {

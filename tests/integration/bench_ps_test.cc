@@ -65,7 +65,7 @@ TEST(BenchPs, TinyRunReportsPositiveRates) {
     ASSERT_TRUE(run.contains(busy)) << busy;
     ASSERT_TRUE(run.contains(per_row)) << per_row;
     EXPECT_GT(run[busy].get<double>(), 0.0) << busy;
-    EXPECT_LE(run[busy].get<double>(), cores * 1.05) << busy;  // getrusage ticks vs the wall clock
+    EXPECT_LE(run[busy].get<double>(), cores * 1.05) << busy;  // the CPU clock vs the wall clock
     EXPECT_GT(run[per_row].get<double>(), 0.0) << per_row;
   }
   EXPECT_NE(r.output.find("CPU per row: pull"), std::string::npos) << r.output;

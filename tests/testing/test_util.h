@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/config.h"
+
 namespace brook::testing {
 
 // A fresh directory under $TMPDIR (or /tmp), removed with its contents on
@@ -37,14 +39,8 @@ std::string BrookBinary();
 // True in the ASan / TSan builds, whose binaries (the tests' and the `brook`
 // they start) run several times slower: tests that race a clock against
 // training size their work by it.
-// GCC defines __SANITIZE_*__; clang answers __has_feature.
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define BROOK_TESTING_SANITIZED 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || \
-    defined(BROOK_TESTING_SANITIZED)
+// abseil's config answers for GCC and clang alike.
+#if defined(ABSL_HAVE_ADDRESS_SANITIZER) || defined(ABSL_HAVE_THREAD_SANITIZER)
 inline constexpr bool kSanitizedBuild = true;
 #else
 inline constexpr bool kSanitizedBuild = false;
