@@ -44,7 +44,7 @@ function(brook_cc_test)
     set(_serial RUN_SERIAL TRUE)
   endif()
   add_executable(${ARG_NAME} ${ARG_SRCS})
-  target_compile_options(${ARG_NAME} PRIVATE ${BROOK_WARNING_FLAGS})
+  target_compile_options(${ARG_NAME} PRIVATE ${BROOK_WARNING_FLAGS} ${BROOK_TEST_OPT})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   if(BROOK_UNITY_TESTS)
     set_target_properties(${ARG_NAME} PROPERTIES UNITY_BUILD ON

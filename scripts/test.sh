@@ -17,10 +17,11 @@ step "build (warnings are errors)"
 # Unity builds (BROOK_UNITY: libraries and the binary, as scripts/build.sh
 # builds them; BROOK_UNITY_TESTS: the test binaries) parse those headers and
 # instantiate their templates once per batch of 8 sources: the tests compile
-# in 2m55 instead of 3m54 on 2 cores.
+# in 2m55 instead of 3m54 on 2 cores. The test sources alone compile at -Og
+# (BROOK_TEST_OPT; what they test stays at -O2): ~40% less time on them.
 cmake -S . -B build -G Ninja -DBROOK_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DBROOK_UNITY=ON \
-  -DBROOK_UNITY_TESTS=ON >/dev/null
+  -DBROOK_UNITY_TESTS=ON -DBROOK_TEST_OPT=-Og >/dev/null
 ninja -C build -j"$JOBS"
 
 step "unit + integration tests"
@@ -57,7 +58,13 @@ step "unit + integration tests under ASan + UBSan"
 # stays), and for the soak and the unbounded-keys test (their verdicts are
 # about an optimized build's RSS and rates; ASan's shadow memory and
 # quarantine would be measured instead).
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+# quarantine_size_mb=32 (default 256): freed memory is still held back from
+# reuse, so a use after free of anything freed in the last 32 MB of frees is
+# caught, but the allocation-heavy processes (the CLI converting Adult, the
+# e2e jobs) no longer fault in and clear 256 MB of fresh pages each: the
+# suites that run the CLI on Adult took 127 s instead of 157.
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:quarantine_size_mb=32 \
+  UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900 \
   -E "Quality|LocalDemoTest.Demo|ChiefE2eTest.TrainerKilled|ChiefE2eTest.ChiefKilled|ChiefE2eTest.PsKilled|ChiefE2eTest.PsFrozen|BenchSoakTest|PsDurabilityTest.Unbounded"
 
