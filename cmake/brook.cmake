@@ -29,6 +29,14 @@ function(brook_cc_library)
   brook_unity(${ARG_NAME})
 endfunction()
 
+# Flags for test code alone: BROOK_TEST_OPT, and no libFuzzer coverage
+# instrumentation in a fuzzer build (only the fuzz targets use it; in the
+# test sources it cost as much compile time as ASan and UBSan together).
+set(BROOK_TEST_ONLY_FLAGS ${BROOK_TEST_OPT})
+if(BROOK_BUILD_FUZZERS)
+  list(APPEND BROOK_TEST_ONLY_FLAGS -fno-sanitize=fuzzer-no-link)
+endif()
+
 # brook_cc_test(NAME name SRCS ... DEPS ... [LABELS ...]): a GoogleTest binary
 # whose cases are registered with CTest one by one, run from the repo root so
 # tests can reach ../shared/data.
@@ -44,7 +52,7 @@ function(brook_cc_test)
     set(_serial RUN_SERIAL TRUE)
   endif()
   add_executable(${ARG_NAME} ${ARG_SRCS})
-  target_compile_options(${ARG_NAME} PRIVATE ${BROOK_WARNING_FLAGS} ${BROOK_TEST_OPT})
+  target_compile_options(${ARG_NAME} PRIVATE ${BROOK_WARNING_FLAGS} ${BROOK_TEST_ONLY_FLAGS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   if(BROOK_UNITY_TESTS)
     set_target_properties(${ARG_NAME} PROPERTIES UNITY_BUILD ON
