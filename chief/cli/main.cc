@@ -6,11 +6,13 @@
 
 #include "chief/cli/commands.h"
 #include "common/malloc_tuning.h"
+#include "common/mutex_tuning.h"
 #include "common/version.h"
 
 int main(int argc, char** argv) {
   // Before any thread or request buffer exists: common/malloc_tuning.h.
   brook::TuneMalloc();
+  brook::TuneMutexes();  // common/mutex_tuning.h
   CLI::App app{"Brook: a parameter-server training cluster for recommender models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", brook::VersionLine());

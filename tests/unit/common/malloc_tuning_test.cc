@@ -13,39 +13,16 @@
 namespace brook {
 namespace {
 
-// Saves and restores one environment variable around a test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    if (value == nullptr) {
-      unsetenv(name);
-    } else {
-      setenv(name, value, 1);
-    }
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv(name_, old_.c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using testing::ScopedEnv;
 
 TEST(MallocTuningTest, RequestSizedBuffersComeFromTheHeapAndStayMappedWhenFreed) {
   if (testing::kSanitizedBuild) {
     GTEST_SKIP() << "SKIPPED: the sanitizer's allocator replaces glibc malloc (mallopt and "
                     "mallinfo2 do not apply); the optimized tier runs this test";
   }
-  ScopedEnv tunables("GLIBC_TUNABLES", nullptr);
-  ScopedEnv off("BROOK_MALLOC_TUNING", nullptr);
-  ScopedEnv preload("LD_PRELOAD", nullptr);
+  ScopedEnv tunables("GLIBC_TUNABLES", std::nullopt);
+  ScopedEnv off("BROOK_MALLOC_TUNING", std::nullopt);
+  ScopedEnv preload("LD_PRELOAD", std::nullopt);
   const MallocTuning t = TuneMalloc();
   ASSERT_TRUE(t.applied) << t.description;
   EXPECT_EQ(t.mmap_threshold, kMallocMmapThreshold);
@@ -75,12 +52,12 @@ TEST(MallocTuningTest, TheUsersOwnSettingsAreLeftAlone) {
     EXPECT_EQ(MallocDescription(), t.description);
   }
   {
-    ScopedEnv tunables("GLIBC_TUNABLES", nullptr);
+    ScopedEnv tunables("GLIBC_TUNABLES", std::nullopt);
     ScopedEnv off("BROOK_MALLOC_TUNING", "0");
     EXPECT_FALSE(TuneMalloc().applied);
   }
   {
-    ScopedEnv tunables("GLIBC_TUNABLES", nullptr);
+    ScopedEnv tunables("GLIBC_TUNABLES", std::nullopt);
     ScopedEnv preload("LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2");
     const MallocTuning t = TuneMalloc();
     EXPECT_FALSE(t.applied);
