@@ -391,6 +391,12 @@ TEST_F(ChiefE2eTest, TrainerKilledMidJobItsUnitsAreReleasedAndEveryExampleCounts
            std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(5ms);
     }
+    // Kill it while it holds a unit: between two units (its commit, then its
+    // next lease) it holds none, and a kill there releases nothing. Each
+    // trainer holds one unit at a time, so two leased means t0 holds one.
+    const auto leased_until = std::chrono::steady_clock::now() + 10s;
+    while (Job("kill-1").units_leased() != 2 && std::chrono::steady_clock::now() < leased_until) {
+    }
     trainers_["t0"]->Signal(SIGKILL);
     ASSERT_TRUE(trainers_["t0"]->Wait(10s).has_value());
     if (round < 2) StartTrainer("t0");
