@@ -1,7 +1,6 @@
 #include "common/malloc_tuning.h"
 
 #include <malloc.h>
-#include <stdlib.h>
 
 #include <cstdlib>
 #include <cstring>
