@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "bench/bare_grpc.h"
 #include "bench/bench_util.h"
+#include "bench/paired_rate.h"
 #include "bench/ps_tier_bench.h"
 #include "bench/redis_resp.h"
 #include "common/malloc_tuning.h"
@@ -100,6 +101,18 @@ struct Figure {
   // Process CPU per row; rows is mrows x 1e6, so ns = cores x 1e3 / mrows.
   double CpuNanosPerRow() const { return mrows > 0 ? cores * 1e3 / mrows : 0; }
 };
+
+// A figure and its ceiling from MeasurePairedCallRates.
+struct FigurePair {
+  Figure figure;
+  Figure ceiling;
+  RatioSpread ratio;  // figure / ceiling, slice pair by slice pair
+};
+
+// "; pairs 41-52%": how far the slice pairs' ratios spread around the median.
+std::string SpreadNote(const RatioSpread& r) {
+  return absl::StrFormat("; pairs %.0f-%.0f%%", 100 * r.low, 100 * r.high);
+}
 
 struct RedisState {
   std::string status = "skipped";  // "ran", "skipped", "failed: ..."
@@ -233,9 +246,9 @@ absl::Status RunStepBench(const PsBenchOptions& o, std::ostream& out, nlohmann::
 
 absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohmann::json* result) {
   if (options.rows <= 0 || options.batch <= 0 || options.seconds <= 0 || options.dims.empty() ||
-      options.threads.empty())
-    return absl::InvalidArgumentError("--rows, --batch, --seconds, --dims, --threads must be set "
-                                      "and positive");
+      options.threads.empty() || options.slices <= 0)
+    return absl::InvalidArgumentError("--rows, --batch, --seconds, --slices, --dims, --threads "
+                                      "must be set and positive");
   for (int d : options.dims)
     if (d <= 0 || d > ps::kMaxDim) return absl::InvalidArgumentError("bad --dims value");
   for (int t : options.threads)
@@ -257,6 +270,10 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
       "rows (%d pre-drawn batches max), %.1f s per figure, %u cores, allocator: %s\n",
       batch, kMaxPoolBatches, options.seconds, std::thread::hardware_concurrency(),
       MallocDescription());
+  out << absl::StrFormat(
+      "  each figure and its ceiling alternate in %d slice pairs (A B, B A, ...); a ratio is the "
+      "median pair's, with the lowest and highest pair after it\n",
+      options.slices);
   out << "  (a) in process: ParameterServer::Pull/Push on the core (SGD), no client layer; "
          "ceiling: memcpy gather of the same rows from a plain huge-page float array\n"
          "  (b) gRPC: PsServer in this process on 127.0.0.1:0, GrpcPsClient (1 shard, 2 "
@@ -386,33 +403,53 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
         ASSIGN_OR_RETURN(MeasuredRate r, MeasureCallRate(threads, options.seconds, fn));
         return Figure{r.calls_per_second * batch / 1e6, r.cores_busy};
       };
-      ASSIGN_OR_RETURN(Figure a_pull, rate([&](int t, int64_t i) {
-                         return core->Pull(kTable, keys_for(t, i), absl::MakeSpan(outs[t]));
-                       }));
-      ASSIGN_OR_RETURN(Figure gather, rate([&](int t, int64_t i) {
-                         plain.Gather(keys_for(t, i), outs[t].data());
-                         return absl::OkStatus();
-                       }));
-      ASSIGN_OR_RETURN(Figure a_push, rate([&](int t, int64_t i) {
-                         return core->Push(kTable, keys_for(t, i), grads, ps::PushContext{})
-                             .status();
-                       }));
-      ASSIGN_OR_RETURN(Figure scatter, rate([&](int t, int64_t i) {
-                         plain.ScatterSgd(keys_for(t, i), grads.data());
-                         return absl::OkStatus();
-                       }));
-      ASSIGN_OR_RETURN(Figure b_pull, rate([&](int t, int64_t i) {
-                         return client->Pull(kTable, keys_for(t, i), absl::MakeSpan(outs[t]));
-                       }));
-      ASSIGN_OR_RETURN(Figure bare_pull, rate([&](int, int64_t) {
-                         return bare_client->Call(kBarePullMethod, pull_request);
-                       }));
-      ASSIGN_OR_RETURN(Figure b_push, rate([&](int t, int64_t i) {
-                         return client->Push(kTable, keys_for(t, i), grads, 0);
-                       }));
-      ASSIGN_OR_RETURN(Figure bare_push, rate([&](int, int64_t) {
-                         return bare_client->Call(kBarePushMethod, push_request);
-                       }));
+      // A figure and its ceiling, alternating slice by slice.
+      auto paired = [&](auto figure_fn, auto ceiling_fn) -> absl::StatusOr<FigurePair> {
+        ASSIGN_OR_RETURN(PairedRates p, MeasurePairedCallRates(threads, options.seconds,
+                                                               options.slices, figure_fn,
+                                                               ceiling_fn));
+        return FigurePair{Figure{p.a.calls_per_second * batch / 1e6, p.a.cores_busy},
+                          Figure{p.b.calls_per_second * batch / 1e6, p.b.cores_busy}, p.ratio};
+      };
+      ASSIGN_OR_RETURN(
+          const FigurePair a_pull_pair,
+          paired(
+              [&](int t, int64_t i) {
+                return core->Pull(kTable, keys_for(t, i), absl::MakeSpan(outs[t]));
+              },
+              [&](int t, int64_t i) {
+                plain.Gather(keys_for(t, i), outs[t].data());
+                return absl::OkStatus();
+              }));
+      ASSIGN_OR_RETURN(
+          const FigurePair a_push_pair,
+          paired(
+              [&](int t, int64_t i) {
+                return core->Push(kTable, keys_for(t, i), grads, ps::PushContext{}).status();
+              },
+              [&](int t, int64_t i) {
+                plain.ScatterSgd(keys_for(t, i), grads.data());
+                return absl::OkStatus();
+              }));
+      ASSIGN_OR_RETURN(
+          const FigurePair b_pull_pair,
+          paired(
+              [&](int t, int64_t i) {
+                return client->Pull(kTable, keys_for(t, i), absl::MakeSpan(outs[t]));
+              },
+              [&](int, int64_t) { return bare_client->Call(kBarePullMethod, pull_request); }));
+      ASSIGN_OR_RETURN(
+          const FigurePair b_push_pair,
+          paired([&](int t, int64_t i) { return client->Push(kTable, keys_for(t, i), grads, 0); },
+                 [&](int, int64_t) { return bare_client->Call(kBarePushMethod, push_request); }));
+      const Figure& a_pull = a_pull_pair.figure;
+      const Figure& gather = a_pull_pair.ceiling;
+      const Figure& a_push = a_push_pair.figure;
+      const Figure& scatter = a_push_pair.ceiling;
+      const Figure& b_pull = b_pull_pair.figure;
+      const Figure& bare_pull = b_pull_pair.ceiling;
+      const Figure& b_push = b_push_pair.figure;
+      const Figure& bare_push = b_push_pair.ceiling;
       Figure mget, mset;
       if (use_redis) {
         ASSIGN_OR_RETURN(mget, rate([&](int t, int64_t i) {
@@ -426,10 +463,9 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
       }
 
       const double gb = static_cast<double>(row_bytes) / 1e3;  // M rows/s -> GB/s
-      const double a_ratio = a_pull.mrows / gather.mrows,
-                   a_push_ratio = a_push.mrows / scatter.mrows;
-      const double b_ratio = b_pull.mrows / bare_pull.mrows,
-                   b_push_ratio = b_push.mrows / bare_push.mrows;
+      const double a_ratio = a_pull_pair.ratio.median,
+                   a_push_ratio = a_push_pair.ratio.median;
+      const double b_ratio = b_pull_pair.ratio.median, b_push_ratio = b_push_pair.ratio.median;
       // What (b) can reach if the PS's own work (the in-process figure) runs
       // after the transport's (the bare figure) rather than beside it: their
       // times per row add. A request's lookup only overlaps another's
@@ -462,23 +498,24 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
             what, inproc.CpuNanosPerRow());
       };
       line("(a) in process: ParameterServer::Pull", a_pull,
-           absl::StrFormat("%.0f%% of gather [goal >= 50%%] %s", 100 * a_ratio,
-                           Pass(a_ratio >= 0.5)));
+           absl::StrFormat("%.0f%% of gather [goal >= 50%%] %s%s", 100 * a_ratio,
+                           Pass(a_ratio >= 0.5), SpreadNote(a_pull_pair.ratio)));
       line("    gather from a plain array (ceiling)", gather, "ceiling");
       line("(a) in process: ParameterServer::Push (SGD)", a_push,
-           absl::StrFormat("%.0f%% of scatter (information)", 100 * a_push_ratio));
+           absl::StrFormat("%.0f%% of scatter (information)%s", 100 * a_push_ratio,
+                           SpreadNote(a_push_pair.ratio)));
       line("    scatter-SGD into a plain array (ceiling)", scatter, "ceiling");
       line("(b) gRPC 127.0.0.1: GrpcPsClient::Pull", b_pull,
-           absl::StrFormat("%.0f%% of bare gRPC [goal >= 70%%] %s", 100 * b_ratio,
-                           Pass(b_ratio >= kGrpcGoal)));
+           absl::StrFormat("%.0f%% of bare gRPC [goal >= 70%%] %s%s", 100 * b_ratio,
+                           Pass(b_ratio >= kGrpcGoal), SpreadNote(b_pull_pair.ratio)));
       line("    bare gRPC, same bytes, pre-built ByteBuffer (ceiling)", bare_pull, "ceiling");
       bound_line("    bound if the PS's pull adds to the transport", pull_bound,
                  absl::StrFormat("%.0f%% of bare gRPC (information)",
                                  100 * pull_bound / bare_pull.mrows));
       cpu_line("pull", b_pull, bare_pull, a_pull);
       line("(b) gRPC 127.0.0.1: GrpcPsClient::Push (SGD)", b_push,
-           absl::StrFormat("%.0f%% of bare gRPC [goal >= 70%%] %s", 100 * b_push_ratio,
-                           Pass(b_push_ratio >= kGrpcGoal)));
+           absl::StrFormat("%.0f%% of bare gRPC [goal >= 70%%] %s%s", 100 * b_push_ratio,
+                           Pass(b_push_ratio >= kGrpcGoal), SpreadNote(b_push_pair.ratio)));
       line("    bare gRPC, same bytes, pre-built ByteBuffer (ceiling)", bare_push, "ceiling");
       bound_line("    bound if the PS's push adds to the transport", push_bound,
                  absl::StrFormat("%.0f%% of bare gRPC (information)",
@@ -493,7 +530,17 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
                             {"grpc_pull_vs_bare", b_ratio},
                             {"grpc_push_vs_bare", b_push_ratio},
                             {"grpc_pull_serial_bound_vs_bare", pull_bound / bare_pull.mrows},
-                            {"grpc_push_serial_bound_vs_bare", push_bound / bare_push.mrows}};
+                            {"grpc_push_serial_bound_vs_bare", push_bound / bare_push.mrows},
+                            {"slice_pairs", options.slices}};
+      // Each ratio's lowest and highest slice pair beside its median.
+      for (const auto& [key, pair] :
+           {std::pair<const char*, const FigurePair&>{"inproc_pull_vs_gather", a_pull_pair},
+            {"inproc_push_vs_scatter", a_push_pair},
+            {"grpc_pull_vs_bare", b_pull_pair},
+            {"grpc_push_vs_bare", b_push_pair}}) {
+        run[absl::StrCat(key, "_low")] = pair.ratio.low;
+        run[absl::StrCat(key, "_high")] = pair.ratio.high;
+      }
       // Every figure's rate, cores busy and CPU per row: "<figure>_mrows_s",
       // "<figure>_cores", "<figure>_cpu_ns_per_row".
       for (const auto& [key, f] : {std::pair<const char*, const Figure&>{"inproc_pull", a_pull},

@@ -26,6 +26,9 @@ struct PsBenchOptions {
   std::vector<int> dims = {16, 64};
   std::vector<int> threads = {1, 2, 4};
   double seconds = 1.0;  // per measurement
+  // Each figure and its ceiling run in this many alternating slice pairs
+  // (bench/paired_rate.h); the verdict is the median pair's ratio.
+  int slices = 8;
   int batch = 4096;      // distinct keys per pull / push
   uint64_t seed = 1;
   bool redis = true;     // run the Redis baseline when redis-server is on PATH

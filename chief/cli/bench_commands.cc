@@ -50,6 +50,9 @@ void RegisterBenchPs(CLI::App& bench, int* exit_code) {
   cmd->add_option("--seconds", opts->seconds, "Seconds per figure")
       ->envname("BROOK_BENCH_SECONDS");
   cmd->add_option("--batch", opts->batch, "Distinct keys per pull / push");
+  cmd->add_option("--slices", opts->slices,
+                  "Alternating slice pairs per figure and its ceiling (the ratio is their "
+                  "median)");
   cmd->add_option("--seed", opts->seed, "Seed of the key draws");
   cmd->add_option("--tier-rows", opts->tier.rows,
                   "(c) RocksDB tier: table rows (the memory budget holds a tenth); 0 skips (c)")

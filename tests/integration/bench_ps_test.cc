@@ -47,6 +47,21 @@ TEST(BenchPs, TinyRunReportsPositiveRates) {
   }
   EXPECT_NE(r.output.find("bound if the PS's pull adds to the transport"), std::string::npos)
       << r.output;
+  // Each ratio is the median of alternating slice pairs (bench/paired_rate.h),
+  // printed and reported with its lowest and highest pair around it.
+  EXPECT_EQ(run["slice_pairs"], 8);
+  EXPECT_NE(r.output.find("alternate in 8 slice pairs"), std::string::npos) << r.output;
+  const bool spread_printed = r.output.find("MISS; pairs ") != std::string::npos ||
+                              r.output.find("PASS; pairs ") != std::string::npos;
+  EXPECT_TRUE(spread_printed) << r.output;
+  for (const char* ratio : {"inproc_pull_vs_gather", "inproc_push_vs_scatter",
+                            "grpc_pull_vs_bare", "grpc_push_vs_bare"}) {
+    const std::string low = absl::StrCat(ratio, "_low"), high = absl::StrCat(ratio, "_high");
+    ASSERT_TRUE(run.contains(ratio) && run.contains(low) && run.contains(high)) << ratio;
+    EXPECT_GT(run[low].get<double>(), 0.0) << ratio;
+    EXPECT_LE(run[low].get<double>(), run[ratio].get<double>()) << ratio;
+    EXPECT_GE(run[high].get<double>(), run[ratio].get<double>()) << ratio;
+  }
   for (const char* key : {"inproc_pull_mrows_s", "gather_mrows_s", "inproc_push_mrows_s",
                           "scatter_mrows_s", "grpc_pull_mrows_s", "grpc_pull_gb_s",
                           "bare_grpc_pull_mrows_s", "grpc_push_mrows_s",
