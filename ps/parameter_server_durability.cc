@@ -525,6 +525,25 @@ absl::StatusOr<RestoreInfo> ParameterServer::RestoreLocked(const std::string& di
     RETURN_IF_ERROR(CreateTableLocked(o, cold).status());
   }
 
+  // Size each table's index for the rows coming (Table::ReserveRows says
+  // why). A chain's parts repeat rows, so its largest part is the estimate;
+  // with another shard count this shard keeps about 1/shards of each chain.
+  for (const auto& [name, o] : tables) {
+    uint64_t expected = 0;
+    for (size_t j = 0; j < chains.size(); ++j) {
+      if (same_layout && static_cast<int32_t>(j) != me) continue;
+      uint64_t largest = 0;
+      for (const v1::CheckpointManifest& m : chains[j]) {
+        for (const v1::CheckpointTable& ct : m.tables()) {
+          if (ct.config().name() == name) largest = std::max<uint64_t>(largest, ct.rows_in_file());
+        }
+      }
+      expected += same_layout ? largest : largest / static_cast<uint64_t>(shards);
+    }
+    ASSIGN_OR_RETURN(std::shared_ptr<Table> t, state_->FindTable(name));
+    t->ReserveRows(expected);
+  }
+
   RestoreInfo info;
   for (size_t j = 0; j < chains.size(); ++j) {
     // With the same shard count, a key's owner has not changed.

@@ -101,6 +101,11 @@ class RowStore {
     // hold another row (out of memory, or the stripe's row ids are used up).
     // REQUIRES: key absent; hash == HashKey(key).
     virtual RowHeader* Insert(uint64_t key, uint64_t hash) = 0;
+    // A hint that about `more_rows` Inserts follow: a store may size its
+    // index for them now. A restore needs that: its rows come in the order
+    // of another index, which an index growing step by step takes in
+    // quadratic time (Table::ReserveRows). Insert still grows as needed.
+    virtual void Reserve(uint32_t more_rows) {}
     // Removes `key`'s row; its memory is reused by later inserts.
     // REQUIRES: key present; hash == HashKey(key). Invalidates row pointers
     //   of this stripe obtained before the call.

@@ -558,6 +558,20 @@ absl::Status Table::ImportRows(const char* rows, size_t count, size_t row_bytes)
   return absl::OkStatus();
 }
 
+void Table::ReserveRows(uint64_t rows) {
+  rows = std::min<uint64_t>(rows, max_rows_);  // what memory holds (a tier keeps the rest)
+  const int stripes = store_->num_stripes();
+  // Keys spread over the stripes binomially: 1/16 more than the mean plus a
+  // little covers a stripe's share but for a few standard deviations out.
+  const uint64_t mean = rows / stripes;
+  const uint64_t per_stripe = std::min<uint64_t>(mean + mean / 16 + 64, UINT32_MAX);
+  for (int s = 0; s < stripes; ++s) {
+    store_->Write(s, [&](RowStore::Writer& w) {
+      if (per_stripe > w.size()) w.Reserve(static_cast<uint32_t>(per_stripe - w.size()));
+    });
+  }
+}
+
 absl::Status Table::ImportDeletes(absl::Span<const uint64_t> keys) {
   KeyBatch& b = internal::ThreadKeyBatch();
   b.Group(*store_, keys);

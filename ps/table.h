@@ -155,6 +155,16 @@ class Table {
   // replacing what the keys held; removes keys.
   absl::Status ImportRows(const char* rows, size_t count, size_t row_bytes);
   absl::Status ImportDeletes(absl::Span<const uint64_t> keys);
+  // Before a restore imports about `rows` rows: sizes each stripe's index
+  // for its share of them at once. A checkpoint lists rows in the order of
+  // its table's index, so imported rows arrive sorted by their home slot; an
+  // index still smaller than the checkpointed one takes each window of them
+  // into a narrower window of its own, at a local load past 1: runs of
+  // hundreds of entries per insert, quadratic in the rows (BENCHMARKS.md,
+  // issue 4). A hint: the index still grows if more rows come. Reserves at
+  // most what the memory budget holds (a tiered table keeps the rest in
+  // RocksDB).
+  void ReserveRows(uint64_t rows);
   // Bytes of one stored row.
   size_t stored_row_bytes() const;
   bool tiered() const { return tier_ != nullptr; }

@@ -110,6 +110,10 @@ class MemRowStore::StripeWriter final : public RowStore::Reader, public RowStore
   }
   uint32_t size() const override ABSL_NO_THREAD_SAFETY_ANALYSIS { return st_->size; }
   RowHeader* Insert(uint64_t key, uint64_t hash) override ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  void Reserve(uint32_t more_rows) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    const uint64_t rows = std::min<uint64_t>(uint64_t{st_->size} + more_rows, kMaxRowsPerStripe);
+    if (rows > st_->grow_at) (void)Grow(rows);  // on failure Insert grows (or fails) later
+  }
   void Erase(uint64_t key, uint64_t hash) override ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
  private:
@@ -122,7 +126,8 @@ class MemRowStore::StripeWriter final : public RowStore::Reader, public RowStore
             size_t prefetch_bytes, bool write) const ABSL_NO_THREAD_SAFETY_ANALYSIS;
   // Probes from `p` comparing full keys; the index position of key, or kNoRow.
   uint32_t Probe(uint64_t key, uint32_t tag, uint32_t p) const ABSL_NO_THREAD_SAFETY_ANALYSIS;
-  bool Grow() ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // Replaces the index with one that holds `rows` rows within the load bound.
+  bool Grow(uint64_t rows) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   const MemRowStore* store_;
   Stripe* st_;
@@ -189,10 +194,10 @@ void MemRowStore::StripeWriter::Find(absl::Span<const uint64_t> keys,
   }
 }
 
-bool MemRowStore::StripeWriter::Grow() {
+bool MemRowStore::StripeWriter::Grow(uint64_t rows) {
   const uint32_t old_cap = st_->cap;
   uint64_t cap = old_cap == 0 ? kMinCapacity : old_cap + old_cap / 2;
-  while ((uint64_t{st_->size} + 1) * 5 > cap * 4) cap += cap / 2;
+  while (rows * 5 > cap * 4) cap += cap / 2;
   std::unique_ptr<uint32_t[]> fresh(new (std::nothrow) uint32_t[cap]());
   if (!fresh) return false;
   const auto new_cap = static_cast<uint32_t>(cap);
@@ -210,7 +215,7 @@ bool MemRowStore::StripeWriter::Grow() {
 }
 
 RowHeader* MemRowStore::StripeWriter::Insert(uint64_t key, uint64_t hash) {
-  if (st_->size + 1 > st_->grow_at && !Grow()) return nullptr;
+  if (st_->size + 1 > st_->grow_at && !Grow(uint64_t{st_->size} + 1)) return nullptr;
   uint32_t id;
   RowHeader* r;
   if (st_->free_head != kNoRow) {
@@ -284,6 +289,12 @@ void MemRowStore::Write(int stripe, absl::FunctionRef<void(Writer&)> fn) {
   WriterLock lock(&st.mu);
   StripeWriter view(this, &st);
   fn(view);
+}
+
+uint32_t MemRowStore::index_capacity(int stripe) const {
+  const Stripe& st = stripes_[stripe];
+  ReaderLock lock(&st.mu);
+  return st.cap;
 }
 
 RowStoreStats MemRowStore::Stats() const {

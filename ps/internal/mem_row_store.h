@@ -55,6 +55,8 @@ class MemRowStore final : public RowStore {
   RowStoreStats Stats() const override;
 
   size_t stride() const { return stride_; }
+  // Entries in stripe `stripe`'s index (it holds at most 0.8 of that).
+  uint32_t index_capacity(int stripe) const;
   int rows_per_block() const { return 1 << block_shift_; }
 
   // Largest local row id + 1 a stripe can hold (24-bit ids).

@@ -188,6 +188,12 @@ class TieredRowStore::TierWriter final : public RowStore::Writer {
   }
 
   RowHeader* Insert(uint64_t key, uint64_t hash) override { return inner_->Insert(key, hash); }
+  // Memory holds at most stripe_cap_ rows of the stripe: no room past that.
+  void Reserve(uint32_t more_rows) override {
+    const uint64_t held = inner_->size();
+    const uint64_t room = store_->stripe_cap_ > held ? store_->stripe_cap_ - held : 0;
+    inner_->Reserve(static_cast<uint32_t>(std::min<uint64_t>(more_rows, room)));
+  }
 
   void Erase(uint64_t key, uint64_t hash) override {
     inner_->Erase(key, hash);

@@ -144,5 +144,50 @@ TEST(MemRowStoreTest, RowsAreAlignedAndStrideIsCompact) {
   }
 }
 
+TEST(MemRowStoreTest, ReserveSizesTheIndexOnceForTheRowsToCome) {
+  Store s(0);
+  s.store.Write(0, [](RowStore::Writer& w) { w.Reserve(10000); });
+  const uint32_t cap = s.store.index_capacity(0);
+  EXPECT_GE(uint64_t{cap} * 4, uint64_t{10000} * 5);  // load <= 0.8 once they are in
+  for (uint64_t k = 0; k < 10000; ++k) s.Insert(k, static_cast<float>(k));
+  EXPECT_EQ(s.store.index_capacity(0), cap);  // no growth on the way
+  // Past the reservation the index grows as before.
+  for (uint64_t k = 10000; k < 20000; ++k) s.Insert(k, static_cast<float>(k));
+  EXPECT_GT(s.store.index_capacity(0), cap);
+  for (uint64_t k = 0; k < 20000; ++k) {
+    const RowHeader* r = s.Find(k);
+    ASSERT_NE(r, nullptr) << k;
+    EXPECT_EQ(r->floats()[0], static_cast<float>(k));
+  }
+  // Reserving what the index already has room for changes nothing.
+  const uint32_t grown = s.store.index_capacity(0);
+  s.store.Write(0, [](RowStore::Writer& w) { w.Reserve(1); });
+  EXPECT_EQ(s.store.index_capacity(0), grown);
+}
+
+// Rows arriving in the order of a bigger index (what a restore reads from a
+// checkpoint) into a reserved index all land and are found; the reservation
+// is what keeps that from taking quadratic time (BENCHMARKS.md, issue 4).
+TEST(MemRowStoreTest, RowsInAnotherIndexOrderLandInAReservedIndex) {
+  Store source(0);
+  for (uint64_t k = 0; k < 20000; ++k) source.Insert(k * 7919, static_cast<float>(k));
+  std::vector<uint64_t> index_order;
+  source.store.Read(0, [&](const RowStore::Reader& r) {
+    r.ForEach([&](const RowHeader& row) { index_order.push_back(row.key); });
+  });
+  ASSERT_EQ(index_order.size(), 20000u);
+  Store target(0);
+  target.store.Write(0, [](RowStore::Writer& w) { w.Reserve(20000); });
+  const uint32_t cap = target.store.index_capacity(0);
+  for (uint64_t key : index_order) target.Insert(key, static_cast<float>(key / 7919));
+  EXPECT_EQ(target.store.index_capacity(0), cap);
+  EXPECT_EQ(target.store.Stats().rows, 20000u);
+  for (uint64_t k = 0; k < 20000; ++k) {
+    const RowHeader* r = target.Find(k * 7919);
+    ASSERT_NE(r, nullptr) << k;
+    EXPECT_EQ(r->floats()[0], static_cast<float>(k));
+  }
+}
+
 }  // namespace
 }  // namespace brook::ps::internal
