@@ -145,6 +145,7 @@ struct TableStats {
   uint64_t pending_keys = 0;  // seen, not yet admitted
   uint64_t memory_bytes = 0;  // everything the table holds, index included
   double bytes_per_row = 0;   // memory_bytes / rows
+  uint64_t index_grows = 0;   // index rebuilds (RowStoreStats::index_grows)
   uint64_t rows_pulled = 0;
   uint64_t rows_pushed = 0;
   uint64_t admissions = 0;

@@ -64,6 +64,9 @@ struct RowStoreStats {
   // Everything the store holds for its rows: arena chunks (including unused
   // tail), index arrays, block tables.
   uint64_t memory_bytes = 0;
+  // Times a stripe's index was rebuilt larger. Each rebuild rehashes the
+  // stripe's rows under its lock, so requests to that stripe wait.
+  uint64_t index_grows = 0;
 };
 
 class RowStore {

@@ -606,6 +606,7 @@ TableStats Table::Stats() const {
   t.memory_bytes = store.memory_bytes + pending_bytes +
                    sizeof(internal::PendingStripe) * store_->num_stripes() + sizeof(Table);
   t.bytes_per_row = t.rows == 0 ? 0.0 : static_cast<double>(t.memory_bytes) / t.rows;
+  t.index_grows = store.index_grows;
   t.memory_budget_bytes = options_.memory_budget_bytes;
   t.rows_pulled = rows_pulled_.load(std::memory_order_relaxed);
   t.rows_pushed = rows_pushed_.load(std::memory_order_relaxed);

@@ -67,6 +67,7 @@ struct alignas(64) MemRowStore::Stripe {
   uint32_t grow_at ABSL_GUARDED_BY(mu) = 0;  // size that triggers growth
   uint32_t next_local ABSL_GUARDED_BY(mu) = 0;
   uint32_t free_head ABSL_GUARDED_BY(mu) = kNoRow;
+  uint64_t grows ABSL_GUARDED_BY(mu) = 0;  // index rebuilds (RowStoreStats::index_grows)
   std::vector<char*> blocks ABSL_GUARDED_BY(mu);
 };
 
@@ -211,6 +212,7 @@ bool MemRowStore::StripeWriter::Grow(uint64_t rows) {
   st_->index = std::move(fresh);
   st_->cap = new_cap;
   st_->grow_at = static_cast<uint32_t>(cap * 4 / 5);
+  ++st_->grows;
   return true;
 }
 
@@ -304,6 +306,7 @@ RowStoreStats MemRowStore::Stats() const {
     const Stripe& st = stripes_[i];
     ReaderLock lock(&st.mu);
     s.rows += st.size;
+    s.index_grows += st.grows;
     s.memory_bytes += uint64_t{st.cap} * sizeof(uint32_t) + st.blocks.capacity() * sizeof(char*);
   }
   return s;

@@ -30,6 +30,9 @@ std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServ
     auto* pending = set.Gauge("brook_ps_table_pending_keys", "Keys seen but not yet admitted");
     auto* memory = set.Gauge("brook_ps_table_memory_bytes",
                              "Bytes the table holds: rows, optimizer slots and index");
+    auto* index_grows = set.Counter(
+        "brook_ps_index_grows_total",
+        "Times a stripe's row index was rebuilt larger (requests to the stripe wait meanwhile)");
     auto* budget = set.Gauge("brook_ps_table_memory_budget_bytes",
                              "The table's memory budget (TableOptions.memory_budget_bytes)");
     auto* forgotten = set.Counter("brook_ps_pending_forgotten_total",
@@ -50,6 +53,7 @@ std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServ
       set.Add(rows, labels, static_cast<double>(t.rows));
       set.Add(pending, labels, static_cast<double>(t.pending_keys));
       set.Add(memory, labels, static_cast<double>(t.memory_bytes));
+      set.Add(index_grows, labels, static_cast<double>(t.index_grows));
       set.Add(budget, labels, static_cast<double>(t.memory_budget_bytes));
       set.Add(forgotten, labels, static_cast<double>(t.pending_forgotten));
       set.Add(budget_rejections, labels, static_cast<double>(t.budget_rejections));

@@ -534,6 +534,36 @@ std::map<std::string, std::vector<float>> DenseUnion(
   return all;
 }
 
+// A checkpoint lists rows in its index's order; a fresh index that grew step
+// by step under them took quadratic time (BENCHMARKS.md, issue 4). The
+// restore sizes each stripe's index once, before the rows come.
+TEST(RestoreTest, SizesEachStripesIndexOnceBeforeImporting) {
+  testing::TempDir dir;
+  ParameterServer ps({});
+  PS_ASSERT_OK(ps.CreateTable(AdamTable("emb", 100000)));
+  std::vector<uint64_t> keys(2000);
+  std::vector<float> grads(keys.size() * kDim, 0.25f);
+  for (uint64_t base = 0; base < 20000; base += keys.size()) {
+    for (size_t i = 0; i < keys.size(); ++i) keys[i] = base + i;
+    PS_ASSERT_OK(ps.Push("emb", keys, grads, {}).status());
+  }
+  const TableStats grown = StatsOf(ps, "emb");
+  ASSERT_EQ(grown.rows, 20000u);
+  // Pushes grew each of the 16 stripes' indexes 1.5x at a time.
+  EXPECT_GT(grown.index_grows, 16u * 5);
+  CheckpointOptions full;
+  full.dir = dir.Join("full");
+  ASSERT_TRUE(ps.Checkpoint(full).ok());
+
+  ParameterServer restored({});
+  absl::StatusOr<RestoreInfo> r = restored.Restore(full.dir);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const TableStats after = StatsOf(restored, "emb");
+  EXPECT_EQ(after.rows, 20000u);
+  EXPECT_LE(after.index_grows, 16u);  // one rebuild per stripe, at most
+  ExpectSameRows(Dump(restored, "emb"), Dump(ps, "emb"));
+}
+
 TEST(RestoreTest, ReshardsTwoToThreeAndThreeToTwo) {
   testing::TempDir dir;
   // The 2-shard source keeps most rows in RocksDB (the rocksdb/ part of the

@@ -125,6 +125,7 @@ TEST(PsServerTest, MetricsPageHasRequestAndTableMetrics) {
   has("brook_ps_admissions_total{table=\"emb\"}");
   has("brook_ps_evictions_total{table=\"emb\"} 0");
   has("brook_ps_table_memory_bytes{table=\"emb\"}");
+  has("brook_ps_index_grows_total{table=\"emb\"}");
   has("brook_ps_shard_info{num_shards=\"1\",shard_index=\"0\"} 1");
   has("brook_build_info{commit=");
   has("process_start_time_seconds ");
