@@ -3,15 +3,15 @@
 // of arena blocks.
 //
 // Layout (per stripe):
-//   index_: uint32 entries, linear probing, load <= 0.8, grown by 1.5x.
+//   index_: uint32 entries, linear probing, load <= 1/2, grown by 1.5x.
 //     entry = tag (8 bits of the key's hash, 1..255) << 24 | local row id;
 //     0 = empty. Home slot = fastrange(low 32 bits of hash, capacity).
 //   blocks_: arena blocks of 2^block_shift rows each; local row id r lives at
 //     blocks_[r >> block_shift] + (r & mask) * stride.
 //   Freed rows (Erase) form a free list threaded through their headers.
 // Memory per row = stride (16 B header + 4 B/float, 8-aligned) + 4 B / load
-// of index + the partly used last block per stripe and chunk; about
-// 1.15x of the floats for a 32-float row at a million rows.
+// of index (8-12 B) + the partly used last block per stripe and chunk; about
+// 1.22x of the floats for a 32-float row at a million rows.
 //
 // Thread safety: as RowStore. Invariants, per stripe, under its lock:
 //   * size == number of non-empty index entries == rows reachable by key;
@@ -55,7 +55,7 @@ class MemRowStore final : public RowStore {
   RowStoreStats Stats() const override;
 
   size_t stride() const { return stride_; }
-  // Entries in stripe `stripe`'s index (it holds at most 0.8 of that).
+  // Entries in stripe `stripe`'s index (it holds at most half of that).
   uint32_t index_capacity(int stripe) const;
   int rows_per_block() const { return 1 << block_shift_; }
 
