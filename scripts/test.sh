@@ -99,7 +99,8 @@ step "concurrency tests under TSan"
 # One binary (tests/CMakeLists.txt: brook_tsan_tests), these suites of it:
 # - the PS core only: gRPC and abseil's Mutex come from Debian
 #   uninstrumented, so TSan reports false races through them (see
-#   docs/decisions.md);
+#   docs/decisions.md); and the helper threads a large pull is split over
+#   (common/part_runner.h);
 # - the WAL's group commit (RocksDB, like gRPC, is uninstrumented: its tests
 #   stay out);
 # - the input pipeline's stages and the trainer's pull / compute / push
@@ -107,7 +108,7 @@ step "concurrency tests under TSan"
 # - the chief: its housekeeping, worker and fencing threads under concurrent
 #   trainer calls (the lease manager and job queue live under its mutex), and
 #   the lease table's failure simulation.
-tsan_ps='ConcurrencyTest.*:PushDedupTest.*:MemRowStoreTest.*:ParameterServerTest.*:CheckpointTest.*:DurabilityTest.*'
+tsan_ps='ConcurrencyTest.*:PushDedupTest.*:MemRowStoreTest.*:ParameterServerTest.*:CheckpointTest.*:DurabilityTest.*:PartRunnerTest.*'
 tsan_storage='WalTest.*:AtomicFileTest.*'
 tsan_trainer='Pipeline*:ExactlyOnce*:UnitProgress*:BoundedQueue*:Ordered*:TrainerTest.*'
 tsan_chief='ChiefConcurrencyTest.*:ChiefTest.*:WorkLeases*:JobQueue*'

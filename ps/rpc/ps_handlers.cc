@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/part_runner.h"
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "ps/parameter_server.h"
@@ -110,7 +111,7 @@ absl::Status PsHandlers::Pull(const v1::PullRequest& req, v1::PullResponse* resp
   ASSIGN_OR_RETURN(absl::Span<const uint64_t> keys, DecodeKeys(req.keys(), &key_scratch));
   ASSIGN_OR_RETURN(uint32_t dim, CheckPull(req, keys.size()));
   absl::Span<float> out = MutableFloats(resp->mutable_rows(), keys.size() * size_t{dim});
-  absl::Status st = ps_->Pull(req.table(), keys, out);
+  absl::Status st = PullRows(req.table(), keys, dim, out);
   if (!st.ok()) {
     resp->clear_rows();
     return st;
@@ -133,9 +134,20 @@ absl::Status PsHandlers::PullRaw(const grpc::ByteBuffer& request, grpc::ByteBuff
   ASSIGN_OR_RETURN(uint32_t dim, CheckPull(req, keys.size()));
   const size_t floats = keys.size() * size_t{dim};
   PullReplyWriter writer(dim, floats);
-  RETURN_IF_ERROR(ps_->Pull(req.table(), keys, writer.rows()));
+  RETURN_IF_ERROR(PullRows(req.table(), keys, dim, writer.rows()));
   *reply = writer.Finish();
   return absl::OkStatus();
+}
+
+absl::Status PsHandlers::PullRows(const std::string& table, absl::Span<const uint64_t> keys,
+                                  uint32_t dim, absl::Span<float> rows) {
+  if (pull_parts_ == nullptr) return ps_->Pull(table, keys, rows);
+  // Each part pulls its own keys into its own rows: ParameterServer::Pull is
+  // thread-safe, and rows are written per key, so the parts never share one.
+  return pull_parts_->Run(keys.size(), kMinPullPart, [&](size_t begin, size_t end) {
+    return ps_->Pull(table, keys.subspan(begin, end - begin),
+                     rows.subspan(begin * dim, (end - begin) * dim));
+  });
 }
 
 absl::Status PsHandlers::Push(const v1::PushRequest& req, v1::PushResponse* resp) {

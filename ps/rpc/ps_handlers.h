@@ -13,9 +13,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "brook/v1/common.pb.h"
 #include "brook/v1/ps.pb.h"
 
@@ -23,6 +25,9 @@ namespace grpc {
 class ByteBuffer;
 }
 
+namespace brook {
+class PartRunner;
+}
 namespace brook::ps {
 class ParameterServer;
 }
@@ -34,8 +39,15 @@ class PsHandlers {
   // `ps` must outlive this object. A pull whose reply would exceed
   // `max_reply_bytes` is RESOURCE_EXHAUSTED before anything is allocated
   // (a client cannot make the server allocate keys x a made-up dim).
-  explicit PsHandlers(ParameterServer* ps, uint64_t max_reply_bytes = 64ull << 20)
-      : ps_(ps), max_reply_bytes_(max_reply_bytes) {}
+  // `pull_parts` (borrowed; nullptr: none): a pull of at least
+  // 2 x kMinPullPart keys is looked up in parts on its idle helpers.
+  explicit PsHandlers(ParameterServer* ps, uint64_t max_reply_bytes = 64ull << 20,
+                      PartRunner* pull_parts = nullptr)
+      : ps_(ps), max_reply_bytes_(max_reply_bytes), pull_parts_(pull_parts) {}
+
+  // Keys per part of a split pull: enough that each part's lookup keeps its
+  // prefetch pipeline full in every stripe (16 stripes x 64 keys).
+  static constexpr size_t kMinPullPart = 1024;
   PsHandlers(const PsHandlers&) = delete;
   PsHandlers& operator=(const PsHandlers&) = delete;
 
@@ -74,9 +86,13 @@ class PsHandlers {
   // A dense pull's float count (looked up when the request leaves it 0).
   absl::StatusOr<uint64_t> DenseFloats(const v1::PullDenseRequest& req) const;
   void NoteStep(int64_t step);
+  // ps_->Pull, in parts on pull_parts_ when there is one.
+  absl::Status PullRows(const std::string& table, absl::Span<const uint64_t> keys, uint32_t dim,
+                        absl::Span<float> rows);
 
   ParameterServer* const ps_;  // not owned
   const uint64_t max_reply_bytes_;
+  PartRunner* const pull_parts_;  // not owned; may be null
   std::atomic<int64_t> max_step_{0};
 };
 

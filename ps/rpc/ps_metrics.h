@@ -20,13 +20,18 @@ namespace prometheus {
 class Collectable;
 }
 
+namespace brook {
+class PartRunner;
+}
 namespace brook::ps {
 class ParameterServer;
 }
 
 namespace brook::ps::rpc {
 
-// `ps` must outlive the collector (unregister it, or destroy it, first).
-std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServer* ps);
+// `ps` and `pull_parts` (may be null: the PS splits no pulls) must outlive
+// the collector (unregister it, or destroy it, first).
+std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServer* ps,
+                                                             const PartRunner* pull_parts);
 
 }  // namespace brook::ps::rpc

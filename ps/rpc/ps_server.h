@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/part_runner.h"
 #include "ps/parameter_server.h"
 #include "security/tls.h"
 
@@ -47,6 +48,11 @@ struct PsServerOptions {
   // Request handler threads. 0 runs handlers on gRPC's own callback threads
   // (fewest thread hops; the default); N > 0 posts them to a pool of N.
   int threads = 0;
+  // Helper threads a large pull's lookup is split over while no other pull
+  // is in progress (common/part_runner.h). -1: half the machine's cores less
+  // one, at most 7 (none on 2 cores, where clients and the kernel's TCP share
+  // them: BENCHMARKS.md, issue 3); 0: pulls run on one thread.
+  int pull_helpers = -1;
   // Largest request and reply, in bytes. 64 MiB: a pull of 64K keys x dim 256
   // (the client splits larger ones) with room to spare, while a runaway or
   // hostile client still cannot make one request cost gigabytes. gRPC's own
@@ -81,6 +87,8 @@ class PsServer {
   std::string metrics_address() const;
 
   ParameterServer* parameter_server() { return ps_.get(); }
+  // Threads a large pull is split over (PsServerOptions::pull_helpers resolved).
+  int pull_helpers() const { return pull_parts_ ? pull_parts_->helpers() : 0; }
   PsService* service() { return service_.get(); }
   // A channel to this server that bypasses TCP (tests, co-located clients).
   std::shared_ptr<grpc::Channel> InProcessChannel();
@@ -98,6 +106,7 @@ class PsServer {
   // everything that borrows ps_ is destroyed before it.
   const PsServerOptions options_;
   std::unique_ptr<ParameterServer> ps_;
+  std::unique_ptr<PartRunner> pull_parts_;  // handlers and the stats collector borrow it
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<metrics::RpcMetrics> rpc_metrics_;
   std::shared_ptr<prometheus::Collectable> stats_collector_;

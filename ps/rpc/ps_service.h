@@ -25,6 +25,9 @@
 namespace boost::asio {
 class thread_pool;
 }
+namespace brook {
+class PartRunner;
+}
 namespace brook::metrics {
 class RpcMetrics;
 }
@@ -58,6 +61,7 @@ struct PsServiceOptions {
   metrics::RpcMetrics* metrics = nullptr;
   // See PsHandlers.
   uint64_t max_reply_bytes = 64ull << 20;
+  PartRunner* pull_parts = nullptr;
 };
 
 // Pull is served on raw bytes (PsHandlers::PullRaw: rows gathered straight

@@ -126,6 +126,8 @@ TEST(PsServerTest, MetricsPageHasRequestAndTableMetrics) {
   has("brook_ps_evictions_total{table=\"emb\"} 0");
   has("brook_ps_table_memory_bytes{table=\"emb\"}");
   has("brook_ps_index_grows_total{table=\"emb\"}");
+  has("brook_ps_pull_helper_threads ");
+  has("brook_ps_split_pulls_total 0");  // 4 keys: too few to split
   has("brook_ps_shard_info{num_shards=\"1\",shard_index=\"0\"} 1");
   has("brook_build_info{commit=");
   has("process_start_time_seconds ");
@@ -133,6 +135,54 @@ TEST(PsServerTest, MetricsPageHasRequestAndTableMetrics) {
   has("process_open_fds ");
   // Memory only: no RocksDB tier, no RocksDB families.
   EXPECT_EQ(body.find("brook_ps_rocksdb_"), std::string::npos);
+}
+
+// A pull large enough to split runs in parts on the helpers (no other pull
+// is in flight) and returns exactly the rows one unsplit lookup returns, in
+// the caller's order, duplicates included.
+TEST(PsServerTest, LargePullsSplitOverHelpersReturnTheRowsOfOneLookup) {
+  PsServerOptions o;
+  o.pull_helpers = 3;
+  auto server = StartOrDie(o);
+  ASSERT_NE(server, nullptr);
+  EXPECT_EQ(server->pull_helpers(), 3);
+  auto client = ClientFor(*server);
+  ASSERT_NE(client, nullptr);
+  constexpr int kDim = 8;
+  BROOK_ASSERT_OK(client->CreateTable(CounterTable("emb", kDim)));
+  // Distinct rows: each key's gradient is its own, and keys 0..999 stay at
+  // their initial value.
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 1000; k < 9000; ++k) keys.push_back(k * 7919);
+  std::vector<float> grads(keys.size() * kDim);
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = static_cast<float>(i % 977) - 488.0f;
+  BROOK_ASSERT_OK(client->Push("emb", keys, grads, 1));
+  for (uint64_t k = 0; k < 1000; ++k) keys.push_back(k * 7919);
+  for (size_t i = 0; i < 500; ++i) keys.push_back(keys[i * 13]);  // repeats
+  std::vector<float> over_grpc(keys.size() * kDim, -1.0f);
+  BROOK_ASSERT_OK(client->Pull("emb", keys, absl::MakeSpan(over_grpc)));
+  std::vector<float> one_lookup(keys.size() * kDim);
+  BROOK_ASSERT_OK(server->parameter_server()->Pull("emb", keys, absl::MakeSpan(one_lookup)));
+  EXPECT_EQ(over_grpc, one_lookup);
+
+  const std::string body = Scrape(*server);
+  EXPECT_NE(body.find("brook_ps_pull_helper_threads 3"), std::string::npos) << body;
+  const size_t at = body.find("\nbrook_ps_split_pulls_total ");
+  ASSERT_NE(at, std::string::npos) << body;
+  EXPECT_GE(std::stod(body.substr(at + 28)), 1.0) << "the pull was not split";
+  BROOK_EXPECT_CODE(client->Pull("nope", keys, absl::MakeSpan(over_grpc)),
+                    absl::StatusCode::kNotFound);
+}
+
+TEST(PsServerTest, PullHelpersOutOfRangeAreInvalidArgument) {
+  for (int helpers : {-2, 65}) {
+    PsServerOptions o;
+    o.pull_helpers = helpers;
+    auto server = PsServer::Start(o);
+    ASSERT_FALSE(server.ok()) << helpers;
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(server.status().message().find("pull_helpers"), std::string::npos);
+  }
 }
 
 TEST(PsServerTest, MetricsPagePassesPromtool) {
