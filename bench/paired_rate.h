@@ -11,7 +11,6 @@
 // moved under it.
 #pragma once
 
-#include <algorithm>
 #include <vector>
 
 #include "absl/status/statusor.h"

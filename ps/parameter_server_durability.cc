@@ -127,6 +127,18 @@ class RowImporter {
   uint64_t rows_ = 0;
 };
 
+// The rows of table `name` one checkpoint chain holds: its largest part's
+// (a chain's parts repeat rows).
+uint64_t ChainRows(const std::vector<v1::CheckpointManifest>& chain, const std::string& name) {
+  uint64_t largest = 0;
+  for (const v1::CheckpointManifest& m : chain) {
+    for (const v1::CheckpointTable& ct : m.tables()) {
+      if (ct.config().name() == name) largest = std::max<uint64_t>(largest, ct.rows_in_file());
+    }
+  }
+  return largest;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Open(
@@ -526,19 +538,14 @@ absl::StatusOr<RestoreInfo> ParameterServer::RestoreLocked(const std::string& di
   }
 
   // Size each table's index for the rows coming (Table::ReserveRows says
-  // why). A chain's parts repeat rows, so its largest part is the estimate;
-  // with another shard count this shard keeps about 1/shards of each chain.
+  // why). With another shard count this shard keeps about 1/shards of each
+  // chain.
   for (const auto& [name, o] : tables) {
     uint64_t expected = 0;
     for (size_t j = 0; j < chains.size(); ++j) {
       if (same_layout && static_cast<int32_t>(j) != me) continue;
-      uint64_t largest = 0;
-      for (const v1::CheckpointManifest& m : chains[j]) {
-        for (const v1::CheckpointTable& ct : m.tables()) {
-          if (ct.config().name() == name) largest = std::max<uint64_t>(largest, ct.rows_in_file());
-        }
-      }
-      expected += same_layout ? largest : largest / static_cast<uint64_t>(shards);
+      const uint64_t rows = ChainRows(chains[j], name);
+      expected += same_layout ? rows : rows / static_cast<uint64_t>(shards);
     }
     ASSIGN_OR_RETURN(std::shared_ptr<Table> t, state_->FindTable(name));
     t->ReserveRows(expected);
