@@ -331,7 +331,7 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
     so.listen = "127.0.0.1:0";
     so.metrics_listen = "";
     so.evict_interval = absl::ZeroDuration();
-    so.pull_helpers = options.pull_helpers;
+    so.helpers = options.helpers;
     ASSIGN_OR_RETURN(auto server, ps::rpc::PsServer::Start(so));
     ps::ParameterServer* core = server->parameter_server();
     ps::TableOptions to;
@@ -387,10 +387,10 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
 
     out << absl::StrFormat(
         "\ndim %d: %d rows (%.0f MB of weights), %d B per row, pull reply %.2f MB, push request "
-        "%.2f MB; (b) PS pull helper threads: %d\n",
+        "%.2f MB; (b) PS helper threads: %d\n",
         dim, rows, static_cast<double>(rows) * row_bytes / 1e6, row_bytes,
         static_cast<double>(batch) * row_bytes / 1e6,
-        static_cast<double>(batch) * (8 + row_bytes) / 1e6, server->pull_helpers());
+        static_cast<double>(batch) * (8 + row_bytes) / 1e6, server->helpers());
 
     std::vector<std::vector<float>> outs(max_threads,
                                          std::vector<float>(static_cast<size_t>(batch) * dim));
@@ -533,7 +533,7 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
                             {"grpc_pull_serial_bound_vs_bare", pull_bound / bare_pull.mrows},
                             {"grpc_push_serial_bound_vs_bare", push_bound / bare_push.mrows},
                             {"slice_pairs", options.slices},
-                            {"pull_helpers", server->pull_helpers()}};
+                            {"helpers", server->helpers()}};
       // Each ratio's lowest and highest slice pair beside its median.
       for (const auto& [key, pair] :
            {std::pair<const char*, const FigurePair&>{"inproc_pull_vs_gather", a_pull_pair},

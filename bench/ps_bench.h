@@ -30,8 +30,8 @@ struct PsBenchOptions {
   // (bench/paired_rate.h); the verdict is the median pair's ratio.
   int slices = 8;
   int batch = 4096;      // distinct keys per pull / push
-  // (b): PsServerOptions::pull_helpers of the PS under test (-1: its default).
-  int pull_helpers = -1;
+  // (b): PsServerOptions::helpers of the PS under test (-1: its default).
+  int helpers = -1;
   uint64_t seed = 1;
   bool redis = true;     // run the Redis baseline when redis-server is on PATH
   // (d) one training step over gRPC: step_tables tables of step_keys keys

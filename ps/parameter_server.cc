@@ -220,6 +220,7 @@ absl::StatusOr<PushOutcome> ParameterServer::Push(std::string_view table,
   // Every stateless check happens before the dedup claim, so a bad request
   // neither changes rows nor consumes its sequence number.
   ASSIGN_OR_RETURN(PreparedPush prepared, t->PreparePush(keys, grads));
+  prepared.helpers = ctx.helpers;
   internal::GateReader gate(&state_->gate);
   bool duplicate = false;
   absl::StatusOr<PushOutcome> out = Deduplicated(

@@ -21,6 +21,10 @@
 #include "storage/rocks_db.h"
 #include "storage/wal.h"
 
+namespace brook {
+class PartRunner;
+}
+
 namespace brook::ps {
 
 struct ParameterServerOptions {
@@ -101,6 +105,10 @@ struct PushContext {
   // step one of them pushed is never applied again by another
   // (internal::PushDedup, "Streams").
   uint64_t stream_id = 0;
+  // Borrowed; null: none. A push of at least Table::kMinSplitPushKeys keys
+  // to one table applies its stripes in parts on this runner's idle helper
+  // threads (brook ps --helpers). Not logged: results are the same.
+  PartRunner* helpers = nullptr;
 };
 
 enum class PushOutcome { kApplied, kDuplicate };

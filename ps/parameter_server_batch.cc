@@ -87,6 +87,7 @@ absl::StatusOr<PushBatchOutcome> ParameterServer::PushBatch(absl::Span<const Tab
     }
     ASSIGN_OR_RETURN(prepared[i],
                      found_tables[i]->PreparePush(part.keys, part.grads, batches[i].get()));
+    prepared[i].helpers = ctx.helpers;
   }
   std::vector<std::shared_ptr<internal::DenseVariable>> found_dense(dense.size());
   std::vector<uint64_t> nonfinite(dense.size());

@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/part_runner.h"
 #include "common/status_macros.h"
 #include "ps/internal/key_batch.h"
 #include "ps/internal/mem_row_store.h"
@@ -254,10 +255,11 @@ void Table::SetPending(int s, uint64_t key, uint16_t count) {
 
 bool Table::WriteStripes(
     internal::KeyBatch& b,
-    absl::FunctionRef<bool(int stripe, RowStore::Writer& w, uint32_t lo, uint32_t hi)> fn) {
-  b.rows.resize(b.size());
+    absl::FunctionRef<bool(int stripe, RowStore::Writer& w, uint32_t lo, uint32_t hi)> fn,
+    int first, int end) {
+  if (end < 0) end = store_->num_stripes();
   bool ok = true;
-  for (int s = 0; s < store_->num_stripes() && ok; ++s) {
+  for (int s = first; s < end && ok; ++s) {
     const uint32_t lo = b.begin[s], hi = b.begin[s + 1];
     if (lo == hi) continue;
     store_->Write(s, [&](RowStore::Writer& w) {
@@ -305,11 +307,13 @@ absl::Status Table::ApplyPush(const PreparedPush& push, int64_t step, float lr_s
   }
   // A row created beyond the reservation (another push raced us to a pending
   // key's last count, or Evict freed a row we had counted as present) tries
-  // the budget once more; if that fails the key stays pending.
+  // the budget once more; if that fails the key stays pending. Atomic: the
+  // parts of a split push take from it at once.
+  std::atomic<uint64_t> unclaimed{reserved};
   auto take_reservation = [&]() {
-    if (reserved > 0) {
-      --reserved;
-      return true;
+    uint64_t left = unclaimed.load(std::memory_order_relaxed);
+    while (left > 0) {
+      if (unclaimed.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) return true;
     }
     return TryReserve(1);
   };
@@ -317,84 +321,111 @@ absl::Status Table::ApplyPush(const PreparedPush& push, int64_t step, float lr_s
   const bool transform = options_.gradient_clip > 0 ||
                          (push.nonfinite > 0 && options_.bad_gradient == BadGradientPolicy::kZero);
   const float clip = options_.gradient_clip;
-  b.floats.resize(dim);
-  float* scratch = b.floats.data();
   const uint32_t step32 = ClampStep(step);
   const uint32_t now32 = NowSeconds();
   b.rows.resize(n);
-  uint64_t admitted = 0, deferred = 0;
-  PushPart logged;
-  if (log != nullptr) {
-    logged = *part;
-    logged.table = options_.name;
-    logged.parts = PartsOf(push);
-    logged.part = 0;
-    logged.dim = options_.dim;
-    logged.grads = push.grads;
-    logged.step = step;
-    logged.learning_rate_scale = lr_scale;
-  }
-  uint64_t max_lsn = 0;
-  bool tier_ok = true;  // false: a stripe's rows could not be read from the tier
+  std::atomic<uint64_t> admitted{0}, deferred{0}, max_lsn{0};
+  const int stripes = store_->num_stripes();
 
-  tier_ok = WriteStripes(b, [&](int s, RowStore::Writer& w, uint32_t lo, uint32_t hi) {
+  // Applies stripes [first, end): a whole push, or one part of a split one.
+  // Everything it writes besides rows under their stripe locks is its own
+  // until it adds its totals at the end.
+  auto apply_stripes = [&](size_t first, size_t end) -> absl::Status {
+    PushPart logged;
     if (log != nullptr) {
-      logged.keys = {b.keys.data() + lo, hi - lo};
-      logged.original = {b.original.data() + lo, hi - lo};
-      max_lsn = std::max(max_lsn, log->LogPart(logged));
-      ++logged.part;
+      logged = *part;
+      logged.table = options_.name;
+      logged.parts = PartsOf(push);
+      logged.part = 0;  // part numbers follow stripe order, whichever thread logs
+      for (size_t s = 0; s < first; ++s) logged.part += b.begin[s] != b.begin[s + 1] ? 1 : 0;
+      logged.dim = options_.dim;
+      logged.grads = push.grads;
+      logged.step = step;
+      logged.learning_rate_scale = lr_scale;
     }
-    for (uint32_t j = lo; j < hi; ++j) {
-      RowHeader* row = b.rows[j];
-      const uint64_t key = b.keys[j];
-      if (row == nullptr) {
-        uint32_t count = 0;
-        if (min_count > 1) {
-          const auto it = pending_[s].counts.find(key);
-          count = (it == pending_[s].counts.end() ? 0u : it->second) + 1u;
-          if (count < min_count) {
-            SetPending(s, key, static_cast<uint16_t>(count));
-            continue;  // counted only
+    std::vector<float> scratch(transform ? dim : 0);
+    uint64_t part_admitted = 0, part_deferred = 0, part_max_lsn = 0;
+    const bool ok = WriteStripes(
+        b,
+        [&](int s, RowStore::Writer& w, uint32_t lo, uint32_t hi) {
+          if (log != nullptr) {
+            logged.keys = {b.keys.data() + lo, hi - lo};
+            logged.original = {b.original.data() + lo, hi - lo};
+            part_max_lsn = std::max(part_max_lsn, log->LogPart(logged));
+            ++logged.part;
           }
-        }
-        if (!take_reservation()) {
-          ++deferred;
-          if (min_count > 1) SetPending(s, key, static_cast<uint16_t>(min_count - 1));
-          continue;
-        }
-        row = w.Insert(key, b.hashes[j]);
-        if (row == nullptr) {  // the store itself is full
-          committed_.fetch_sub(1, std::memory_order_relaxed);
-          ++deferred;
-          if (min_count > 1) SetPending(s, key, static_cast<uint16_t>(min_count - 1));
-          continue;
-        }
-        if (min_count > 1) pending_[s].counts.erase(key);
-        initializer_.Fill(key, {row->floats(), dim});
-        optimizer_->InitSlots({row->floats() + dim, slots});
-        ++admitted;
-      }
-      const float* g = push.grads.data() + size_t{b.original[j]} * dim;
-      if (transform) {
-        for (size_t k = 0; k < dim; ++k) {
-          float v = NonFinite(g[k]) ? 0.0f : g[k];
-          if (clip > 0) v = std::clamp(v, -clip, clip);
-          scratch[k] = v;
-        }
-        g = scratch;
-      }
-      optimizer_->Apply({row->floats(), dim}, {row->floats() + dim, slots}, {g, dim}, lr_scale);
-      row->MarkUpdated(step32, now32);
+          for (uint32_t j = lo; j < hi; ++j) {
+            RowHeader* row = b.rows[j];
+            const uint64_t key = b.keys[j];
+            if (row == nullptr) {
+              uint32_t count = 0;
+              if (min_count > 1) {
+                const auto it = pending_[s].counts.find(key);
+                count = (it == pending_[s].counts.end() ? 0u : it->second) + 1u;
+                if (count < min_count) {
+                  SetPending(s, key, static_cast<uint16_t>(count));
+                  continue;  // counted only
+                }
+              }
+              if (!take_reservation()) {
+                ++part_deferred;
+                if (min_count > 1) SetPending(s, key, static_cast<uint16_t>(min_count - 1));
+                continue;
+              }
+              row = w.Insert(key, b.hashes[j]);
+              if (row == nullptr) {  // the store itself is full
+                committed_.fetch_sub(1, std::memory_order_relaxed);
+                ++part_deferred;
+                if (min_count > 1) SetPending(s, key, static_cast<uint16_t>(min_count - 1));
+                continue;
+              }
+              if (min_count > 1) pending_[s].counts.erase(key);
+              initializer_.Fill(key, {row->floats(), dim});
+              optimizer_->InitSlots({row->floats() + dim, slots});
+              ++part_admitted;
+            }
+            const float* g = push.grads.data() + size_t{b.original[j]} * dim;
+            if (transform) {
+              for (size_t k = 0; k < dim; ++k) {
+                float v = NonFinite(g[k]) ? 0.0f : g[k];
+                if (clip > 0) v = std::clamp(v, -clip, clip);
+                scratch[k] = v;
+              }
+              g = scratch.data();
+            }
+            optimizer_->Apply({row->floats(), dim}, {row->floats() + dim, slots}, {g, dim},
+                              lr_scale);
+            row->MarkUpdated(step32, now32);
+          }
+          return true;
+        },
+        static_cast<int>(first), static_cast<int>(end));
+    admitted.fetch_add(part_admitted, std::memory_order_relaxed);
+    deferred.fetch_add(part_deferred, std::memory_order_relaxed);
+    uint64_t seen = max_lsn.load(std::memory_order_relaxed);
+    while (part_max_lsn > seen &&
+           !max_lsn.compare_exchange_weak(seen, part_max_lsn, std::memory_order_relaxed)) {
     }
-    return true;
-  });
-  if (reserved > 0) committed_.fetch_sub(reserved, std::memory_order_relaxed);
-  if (last_lsn != nullptr) *last_lsn = max_lsn;
-  if (!tier_ok) return TierError(options_.name);
+    return ok ? absl::OkStatus() : TierError(options_.name);
+  };
+  // A large push on a PS with idle cores: its stripes in parts, at once. A
+  // smaller one asks for parts as long as the whole push, so it runs inline.
+  const absl::Status applied =
+      push.helpers == nullptr
+          ? apply_stripes(0, stripes)
+          : push.helpers->Run(stripes, n >= kMinSplitPushKeys ? 1 : stripes, apply_stripes);
+  const uint64_t unused = unclaimed.load(std::memory_order_relaxed);
+  if (unused > 0) committed_.fetch_sub(unused, std::memory_order_relaxed);
+  if (last_lsn != nullptr) *last_lsn = max_lsn.load(std::memory_order_relaxed);
+  RETURN_IF_ERROR(applied);
 
   rows_pushed_.fetch_add(n, std::memory_order_relaxed);
-  if (admitted > 0) admissions_.fetch_add(admitted, std::memory_order_relaxed);
-  if (deferred > 0) budget_deferred_.fetch_add(deferred, std::memory_order_relaxed);
+  if (const uint64_t a = admitted.load(std::memory_order_relaxed); a > 0) {
+    admissions_.fetch_add(a, std::memory_order_relaxed);
+  }
+  if (const uint64_t d = deferred.load(std::memory_order_relaxed); d > 0) {
+    budget_deferred_.fetch_add(d, std::memory_order_relaxed);
+  }
   if (push.nonfinite > 0) rejected_gradients_.fetch_add(push.nonfinite, std::memory_order_relaxed);
   return absl::OkStatus();
 }

@@ -4,10 +4,11 @@
 //
 // Thread-safe: Pull, the push stages, Evict, Scan and Stats may run
 // concurrently from any number of threads without external synchronization.
-// Updates of one row are serialized by its stripe lock; a request takes one
-// stripe lock at a time, in stripe order (a push is therefore not atomic
-// against a concurrent pull of the same keys: a pull sees each row either
-// before or after the push, not necessarily all rows at the same instant).
+// Updates of one row are serialized by its stripe lock; each thread of a
+// request holds one stripe lock at a time, in stripe order (a push is
+// therefore not atomic against a concurrent pull of the same keys: a pull
+// sees each row either before or after the push, not necessarily all rows at
+// the same instant).
 //
 // Usage (ParameterServer does this, with dedup between the two stages):
 //   ASSIGN_OR_RETURN(PreparedPush p, table->PreparePush(keys, grads));
@@ -30,6 +31,10 @@
 #include "ps/options.h"
 #include "ps/parameter_server.h"
 #include "ps/row_store.h"
+
+namespace brook {
+class PartRunner;
+}
 
 namespace brook::storage {
 class RocksDb;
@@ -96,6 +101,9 @@ struct PreparedPush {
   absl::Span<const float> grads;
   uint64_t nonfinite = 0;  // NaN/Inf values found (kZero policy only)
   internal::KeyBatch* batch = nullptr;
+  // Borrowed; null: none. ApplyPush of at least Table::kMinSplitPushKeys
+  // keys applies its stripes in parts on this runner's idle helpers.
+  PartRunner* helpers = nullptr;
 };
 
 class Table {
@@ -136,10 +144,16 @@ class Table {
   // `lr_scale` (finite, > 0) multiplies the optimizer's learning rate.
   // With `log`, every stripe's part is logged under its lock (`part` carries
   // the push's identity and scale; its keys/parts fields are filled here) and
-  // *last_lsn is the largest position logged.
+  // *last_lsn is the largest position logged. With push.helpers, parts of
+  // the stripes may be applied, and logged, on several threads at once (part
+  // numbers still follow stripe order); `log` must allow that.
   absl::Status ApplyPush(const PreparedPush& push, int64_t step, float lr_scale = 1.0f,
                          PushLog* log = nullptr, const PushPart* part = nullptr,
                          uint64_t* last_lsn = nullptr);
+
+  // A push of fewer keys is applied on one thread even with helpers: below
+  // ~1000 keys a part, handing parts over costs more than it saves.
+  static constexpr size_t kMinSplitPushKeys = 2048;
 
   // Stripes a prepared push touches (its part count in the log).
   uint32_t PartsOf(const PreparedPush& push) const;
@@ -193,12 +207,14 @@ class Table {
         const TableTier* tier);
 
   uint32_t NowSeconds() const;
-  // For each stripe b touches, under its exclusive lock: looks the stripe's
-  // keys up into b.rows[lo, hi), then runs fn. Stops and returns false when
-  // a lookup could not read the tier or fn returns false.
+  // For each stripe in [first, end) that b touches, under its exclusive
+  // lock: looks the stripe's keys up into b.rows[lo, hi), then runs fn.
+  // Stops and returns false when a lookup could not read the tier or fn
+  // returns false. REQUIRES: b.rows sized b.size(); end -1 means every stripe.
   bool WriteStripes(
       internal::KeyBatch& b,
-      absl::FunctionRef<bool(int stripe, RowStore::Writer& w, uint32_t lo, uint32_t hi)> fn);
+      absl::FunctionRef<bool(int stripe, RowStore::Writer& w, uint32_t lo, uint32_t hi)> fn,
+      int first = 0, int end = -1);
   bool TryReserve(uint64_t rows);
   uint64_t CountCreations(const internal::KeyBatch& b) const;
   // Inserts/updates a pending count, forgetting low counts past the bound.

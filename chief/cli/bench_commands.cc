@@ -54,8 +54,8 @@ void RegisterBenchPs(CLI::App& bench, int* exit_code) {
                   "Alternating slice pairs per figure and its ceiling (the ratio is their "
                   "median)");
   cmd->add_option("--seed", opts->seed, "Seed of the key draws");
-  cmd->add_option("--pull-helpers", opts->pull_helpers,
-                  "(b) the PS's pull helper threads (brook ps --pull-helpers); -1: its default")
+  cmd->add_option("--helpers", opts->helpers,
+                  "(b) the PS's helper threads (brook ps --helpers); -1: its default")
       ->check(CLI::Range(-1, 64));
   cmd->add_option("--tier-rows", opts->tier.rows,
                   "(c) RocksDB tier: table rows (the memory budget holds a tenth); 0 skips (c)")

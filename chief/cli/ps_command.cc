@@ -94,10 +94,10 @@ void RegisterPs(CLI::App& app, int* exit_code) {
       ->envname("BROOK_PS_THREADS")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
-  cmd->add_option("--pull-helpers", flags->server.pull_helpers,
-                  "Threads a large pull's lookup is split over while no other pull runs; -1: "
+  cmd->add_option("--helpers", flags->server.helpers,
+                  "Threads a large pull or push is split over while no other one runs; -1: "
                   "cores / 2 - 1 (at most 7), 0: none")
-      ->envname("BROOK_PS_PULL_HELPERS")
+      ->envname("BROOK_PS_HELPERS")
       ->check(CLI::Range(-1, 64))
       ->capture_default_str();
   cmd->add_option("--max-message-mib", flags->max_message_mib, "Largest request or reply in MiB")

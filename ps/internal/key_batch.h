@@ -24,7 +24,6 @@ struct KeyBatch {
   std::vector<RowHeader*> rows;
   std::vector<const RowHeader*> const_rows;
   std::vector<uint32_t> misses;
-  std::vector<float> floats;
   std::vector<uint64_t> victims;
 
   // Hashes and groups `request` by store.StripeOf.

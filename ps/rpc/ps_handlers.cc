@@ -141,10 +141,10 @@ absl::Status PsHandlers::PullRaw(const grpc::ByteBuffer& request, grpc::ByteBuff
 
 absl::Status PsHandlers::PullRows(const std::string& table, absl::Span<const uint64_t> keys,
                                   uint32_t dim, absl::Span<float> rows) {
-  if (pull_parts_ == nullptr) return ps_->Pull(table, keys, rows);
+  if (helpers_ == nullptr) return ps_->Pull(table, keys, rows);
   // Each part pulls its own keys into its own rows: ParameterServer::Pull is
   // thread-safe, and rows are written per key, so the parts never share one.
-  return pull_parts_->Run(keys.size(), kMinPullPart, [&](size_t begin, size_t end) {
+  return helpers_->Run(keys.size(), kMinPullPart, [&](size_t begin, size_t end) {
     return ps_->Pull(table, keys.subspan(begin, end - begin),
                      rows.subspan(begin * dim, (end - begin) * dim));
   });
@@ -162,10 +162,10 @@ absl::Status PsHandlers::Push(const v1::PushRequest& req, v1::PushResponse* resp
                                                    " gradient floats for ", keys.size(),
                                                    " keys is not keys x dim"));
   }
-  ASSIGN_OR_RETURN(PushOutcome outcome,
-                   ps_->Push(req.table(), keys, grads,
-                             MakeContext(req.client_id(), req.sequence(), req.step(),
-                                         req.learning_rate_scale())));
+  PushContext ctx =
+      MakeContext(req.client_id(), req.sequence(), req.step(), req.learning_rate_scale());
+  ctx.helpers = helpers_;
+  ASSIGN_OR_RETURN(PushOutcome outcome, ps_->Push(req.table(), keys, grads, ctx));
   NoteStep(req.step());
   resp->set_duplicate(outcome == PushOutcome::kDuplicate);
   return absl::OkStatus();
@@ -263,6 +263,7 @@ absl::Status PsHandlers::PushBatch(const v1::PushBatchRequest& req, v1::PushBatc
   RETURN_IF_ERROR(CheckRoute(req.route()));
   PushContext ctx = MakeContext(req.client_id(), 0, req.step(), req.learning_rate_scale());
   ctx.stream_id = req.stream_id();
+  ctx.helpers = helpers_;
   std::vector<std::vector<uint64_t>> key_scratch(req.tables_size());
   std::vector<std::vector<float>> grad_scratch(req.tables_size() + req.dense_size());
   std::vector<TablePushPart> tables(req.tables_size());

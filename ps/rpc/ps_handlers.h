@@ -39,11 +39,13 @@ class PsHandlers {
   // `ps` must outlive this object. A pull whose reply would exceed
   // `max_reply_bytes` is RESOURCE_EXHAUSTED before anything is allocated
   // (a client cannot make the server allocate keys x a made-up dim).
-  // `pull_parts` (borrowed; nullptr: none): a pull of at least
-  // 2 x kMinPullPart keys is looked up in parts on its idle helpers.
+  // `helpers` (borrowed; nullptr: none): a pull of at least 2 x
+  // kMinPullPart keys is looked up in parts on its idle helper threads, and
+  // a push to a table of at least Table::kMinSplitPushKeys keys is applied
+  // in parts (PushContext::helpers).
   explicit PsHandlers(ParameterServer* ps, uint64_t max_reply_bytes = 64ull << 20,
-                      PartRunner* pull_parts = nullptr)
-      : ps_(ps), max_reply_bytes_(max_reply_bytes), pull_parts_(pull_parts) {}
+                      PartRunner* helpers = nullptr)
+      : ps_(ps), max_reply_bytes_(max_reply_bytes), helpers_(helpers) {}
 
   // Keys per part of a split pull: enough that each part's lookup keeps its
   // prefetch pipeline full in every stripe (16 stripes x 64 keys).
@@ -86,13 +88,13 @@ class PsHandlers {
   // A dense pull's float count (looked up when the request leaves it 0).
   absl::StatusOr<uint64_t> DenseFloats(const v1::PullDenseRequest& req) const;
   void NoteStep(int64_t step);
-  // ps_->Pull, in parts on pull_parts_ when there is one.
+  // ps_->Pull, in parts on helpers_ when there is one.
   absl::Status PullRows(const std::string& table, absl::Span<const uint64_t> keys, uint32_t dim,
                         absl::Span<float> rows);
 
   ParameterServer* const ps_;  // not owned
   const uint64_t max_reply_bytes_;
-  PartRunner* const pull_parts_;  // not owned; may be null
+  PartRunner* const helpers_;  // not owned; may be null
   std::atomic<int64_t> max_step_{0};
 };
 

@@ -10,8 +10,8 @@
 namespace brook::ps::rpc {
 
 std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServer* ps,
-                                                             const PartRunner* pull_parts) {
-  return std::make_shared<metrics::FunctionCollector>([ps, pull_parts] {
+                                                             const PartRunner* helpers) {
+  return std::make_shared<metrics::FunctionCollector>([ps, helpers] {
     const ServerStats stats = ps->Stats();
     metrics::FamilySet set;
     auto* shard = set.Gauge("brook_ps_shard_info", "This PS's place in the shard map; always 1");
@@ -125,13 +125,13 @@ std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServ
                         "Pushes (batch parts) refused because their client was fenced: a "
                         "paused trainer's late gradients"),
             {}, static_cast<double>(stats.fenced_pushes));
-    set.Add(set.Gauge("brook_ps_pull_helper_threads",
-                      "Threads a large pull's lookup is split over when idle (--pull-helpers)"),
-            {}, pull_parts == nullptr ? 0.0 : static_cast<double>(pull_parts->helpers()));
-    set.Add(set.Counter("brook_ps_split_pulls_total",
-                        "Pulls whose lookup ran in parts, on the handler thread and on idle "
-                        "helper threads"),
-            {}, pull_parts == nullptr ? 0.0 : static_cast<double>(pull_parts->split_runs()));
+    set.Add(set.Gauge("brook_ps_helper_threads",
+                      "Threads a large pull or push is split over when idle (--helpers)"),
+            {}, helpers == nullptr ? 0.0 : static_cast<double>(helpers->helpers()));
+    set.Add(set.Counter("brook_ps_split_requests_total",
+                        "Pull lookups and table pushes that ran in parts, on the handler "
+                        "thread and on idle helper threads"),
+            {}, helpers == nullptr ? 0.0 : static_cast<double>(helpers->split_runs()));
     set.Add(set.Gauge("brook_ps_push_streams",
                       "Work-unit push streams this PS deduplicates steps of (one per job, "
                       "unit and data epoch trained)"),

@@ -29,9 +29,9 @@ class ParameterServer;
 
 namespace brook::ps::rpc {
 
-// `ps` and `pull_parts` (may be null: the PS splits no pulls) must outlive
+// `ps` and `helpers` (may be null: the PS splits no requests) must outlive
 // the collector (unregister it, or destroy it, first).
 std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServer* ps,
-                                                             const PartRunner* pull_parts);
+                                                             const PartRunner* helpers);
 
 }  // namespace brook::ps::rpc

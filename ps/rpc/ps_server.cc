@@ -32,9 +32,9 @@ absl::Status PsServerOptions::Validate() const {
   if (threads < 0 || threads > 1024) {
     return absl::InvalidArgumentError(absl::StrCat("threads must be in [0, 1024], got ", threads));
   }
-  if (pull_helpers < -1 || pull_helpers > 64) {
+  if (helpers < -1 || helpers > 64) {
     return absl::InvalidArgumentError(
-        absl::StrCat("pull_helpers must be in [-1, 64], got ", pull_helpers));
+        absl::StrCat("helpers must be in [-1, 64], got ", helpers));
   }
   if (max_message_bytes < (1 << 20)) {
     return absl::InvalidArgumentError(
@@ -71,12 +71,12 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
   }
   s->rpc_metrics_ =
       std::make_unique<metrics::RpcMetrics>(*s->registry_, "brook_ps", PsMethodNames());
-  const int pull_helpers =
-      options.pull_helpers >= 0
-          ? options.pull_helpers
+  const int helpers =
+      options.helpers >= 0
+          ? options.helpers
           : std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 2 - 1, 0, 7);
-  if (pull_helpers > 0) s->pull_parts_ = std::make_unique<PartRunner>(pull_helpers);
-  s->stats_collector_ = NewPsStatsCollector(s->ps_.get(), s->pull_parts_.get());
+  if (helpers > 0) s->helpers_ = std::make_unique<PartRunner>(helpers);
+  s->stats_collector_ = NewPsStatsCollector(s->ps_.get(), s->helpers_.get());
   if (s->exposer_) s->exposer_->RegisterCollectable(s->stats_collector_);
 
   if (options.threads > 0) {
@@ -86,7 +86,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
   service_options.executor = s->pool_.get();
   service_options.metrics = s->rpc_metrics_.get();
   service_options.max_reply_bytes = static_cast<uint64_t>(options.max_message_bytes);
-  service_options.pull_parts = s->pull_parts_.get();
+  service_options.helpers = s->helpers_.get();
   s->service_ = std::make_unique<PsService>(s->ps_.get(), service_options);
 
   grpc::ServerBuilder builder;

@@ -48,11 +48,12 @@ struct PsServerOptions {
   // Request handler threads. 0 runs handlers on gRPC's own callback threads
   // (fewest thread hops; the default); N > 0 posts them to a pool of N.
   int threads = 0;
-  // Helper threads a large pull's lookup is split over while no other pull
-  // is in progress (common/part_runner.h). -1: half the machine's cores less
-  // one, at most 7 (none on 2 cores, where clients and the kernel's TCP share
-  // them: BENCHMARKS.md, issue 3); 0: pulls run on one thread.
-  int pull_helpers = -1;
+  // Helper threads a large pull's lookup or a large push's optimizer work is
+  // split over while no other pull or push is in progress
+  // (common/part_runner.h). -1: half the machine's cores less one, at most 7
+  // (none on 2 cores, where clients and the kernel's TCP share them:
+  // BENCHMARKS.md, issue 3); 0: every request runs on one thread.
+  int helpers = -1;
   // Largest request and reply, in bytes. 64 MiB: a pull of 64K keys x dim 256
   // (the client splits larger ones) with room to spare, while a runaway or
   // hostile client still cannot make one request cost gigabytes. gRPC's own
@@ -87,8 +88,8 @@ class PsServer {
   std::string metrics_address() const;
 
   ParameterServer* parameter_server() { return ps_.get(); }
-  // Threads a large pull is split over (PsServerOptions::pull_helpers resolved).
-  int pull_helpers() const { return pull_parts_ ? pull_parts_->helpers() : 0; }
+  // Threads a large pull or push is split over (PsServerOptions::helpers resolved).
+  int helpers() const { return helpers_ ? helpers_->helpers() : 0; }
   PsService* service() { return service_.get(); }
   // A channel to this server that bypasses TCP (tests, co-located clients).
   std::shared_ptr<grpc::Channel> InProcessChannel();
@@ -106,7 +107,7 @@ class PsServer {
   // everything that borrows ps_ is destroyed before it.
   const PsServerOptions options_;
   std::unique_ptr<ParameterServer> ps_;
-  std::unique_ptr<PartRunner> pull_parts_;  // handlers and the stats collector borrow it
+  std::unique_ptr<PartRunner> helpers_;  // handlers and the stats collector borrow it
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<metrics::RpcMetrics> rpc_metrics_;
   std::shared_ptr<prometheus::Collectable> stats_collector_;

@@ -16,7 +16,7 @@ std::vector<std::string> PsMethodNames() {
 }
 
 PsService::PsService(ParameterServer* ps, const PsServiceOptions& options)
-    : handlers_(ps, options.max_reply_bytes, options.pull_parts), options_(options) {}
+    : handlers_(ps, options.max_reply_bytes, options.helpers), options_(options) {}
 
 template <typename Req, typename Resp>
 grpc::ServerUnaryReactor* PsService::Serve(grpc::CallbackServerContext* ctx, PsMethod method,

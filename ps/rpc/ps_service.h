@@ -61,7 +61,7 @@ struct PsServiceOptions {
   metrics::RpcMetrics* metrics = nullptr;
   // See PsHandlers.
   uint64_t max_reply_bytes = 64ull << 20;
-  PartRunner* pull_parts = nullptr;
+  PartRunner* helpers = nullptr;
 };
 
 // Pull is served on raw bytes (PsHandlers::PullRaw: rows gathered straight

@@ -18,7 +18,7 @@ TEST(BenchPs, TinyRunReportsPositiveRates) {
   testing::TempDir work;
   auto r = RunCommand({BrookBinary(), "bench", "ps", "--rows", "20000", "--dims", "16",
                        "--threads", "1", "--seconds", "0.2", "--tier-rows", "41000",
-                       "--tier-dim", "8", "--work-dir", work.path(), "--pull-helpers", "1",
+                       "--tier-dim", "8", "--work-dir", work.path(), "--helpers", "1",
                        "--json"},
                       180);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -36,9 +36,9 @@ TEST(BenchPs, TinyRunReportsPositiveRates) {
   const auto& run = json["runs"][0];
   EXPECT_EQ(run["dim"], 16);
   EXPECT_EQ(run["threads"], 1);
-  // The PS under (b) runs the pull helpers asked for, and says so.
-  EXPECT_EQ(run["pull_helpers"], 1);
-  EXPECT_NE(r.output.find("(b) PS pull helper threads: 1"), std::string::npos) << r.output;
+  // The PS under (b) runs the helpers asked for, and says so.
+  EXPECT_EQ(run["helpers"], 1);
+  EXPECT_NE(r.output.find("(b) PS helper threads: 1"), std::string::npos) << r.output;
   // The text names the allocator the JSON reports: brook's own tuning unless
   // the environment chose one (common/malloc_tuning.h).
   const std::string allocator = json["allocator"];

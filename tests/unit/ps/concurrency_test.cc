@@ -6,13 +6,16 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <numeric>
 #include <random>
 #include <thread>
 #include <tuple>
 #include <vector>
 
+#include "common/part_runner.h"
 #include "gtest/gtest.h"
 #include "ps/parameter_server.h"
+#include "ps/table.h"
 #include "tests/unit/ps/ps_test_util.h"
 
 namespace brook::ps {
@@ -200,6 +203,86 @@ TEST(ConcurrencyTest, RacingRetriesOfPushBatchesApplyEachPartOnce) {
   PS_ASSERT_OK(ps.PullDense("w", absl::MakeSpan(values)));
   EXPECT_EQ(values, std::vector<float>(3, static_cast<float>(kPairs * kIters)));
   EXPECT_EQ(StatsOf(ps, "a").duplicate_pushes, static_cast<uint64_t>(kPairs * kIters));
+}
+
+// Pushes of thousands of keys applied in parts on helper threads
+// (PushContext::helpers), from several threads at once, leave every row,
+// slot and count exactly as the same pushes applied whole on one thread.
+// Each thread owns its keys, so each row's updates come in one order either
+// way; Adagrad with admission, clipping and a zeroed NaN makes every part
+// of ApplyPush count.
+TEST(ConcurrencyTest, PushesSplitOverHelpersMatchWholePushes) {
+  TableOptions t;
+  t.name = "emb";
+  t.dim = 8;
+  t.seed = 5;
+  t.initializer.kind = InitializerKind::kTruncatedNormal;
+  t.optimizer.kind = OptimizerKind::kAdagrad;
+  t.optimizer.learning_rate = 0.1f;
+  t.admission_min_count = 2;
+  t.gradient_clip = 0.5f;
+  t.bad_gradient = BadGradientPolicy::kZero;
+  constexpr int kPushers = 3, kPushes = 6, kKeys = 2500;
+  ASSERT_GE(kKeys, static_cast<int>(Table::kMinSplitPushKeys));
+  // plans[p][i]: pusher p's i-th push, keys from its own range.
+  struct Planned {
+    std::vector<uint64_t> keys;
+    std::vector<float> grads;
+  };
+  std::vector<std::vector<Planned>> plans(kPushers);
+  for (int p = 0; p < kPushers; ++p) {
+    std::mt19937_64 rng(p + 40);
+    for (int i = 0; i < kPushes; ++i) {
+      Planned push;
+      std::vector<uint64_t> ids(4000);
+      std::iota(ids.begin(), ids.end(), 0);
+      std::shuffle(ids.begin(), ids.end(), rng);
+      for (int k = 0; k < kKeys; ++k) push.keys.push_back((ids[k] * 4 + p) * 0x9E3779B97F4A7C15ULL);
+      push.grads.resize(push.keys.size() * t.dim);
+      for (float& g : push.grads) g = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
+      if (i == 2) push.grads[17] = std::nanf("");
+      plans[p].push_back(std::move(push));
+    }
+  }
+  ParameterServer whole({}), split({});
+  PS_ASSERT_OK(whole.CreateTable(t));
+  PS_ASSERT_OK(split.CreateTable(t));
+  for (int p = 0; p < kPushers; ++p) {
+    for (const Planned& push : plans[p]) PS_ASSERT_OK(whole.Push("emb", push.keys, push.grads, {}));
+  }
+  PartRunner helpers(3);
+  // Pusher 0's first push alone: no other request runs, so it is split.
+  PS_ASSERT_OK(split.Push("emb", plans[0][0].keys, plans[0][0].grads, {.helpers = &helpers}));
+  EXPECT_EQ(helpers.split_runs(), 1u);
+  // A push below the threshold runs whole even with helpers idle.
+  const std::vector<uint64_t> few = {3, 7, 11};  // in no plan (ids 4k + p, p < 3, spread)
+  const std::vector<float> few_grads(few.size() * t.dim, 0.25f);
+  PS_ASSERT_OK(split.Push("emb", few, few_grads, {.helpers = &helpers}));
+  PS_ASSERT_OK(whole.Push("emb", few, few_grads, {}));
+  EXPECT_EQ(helpers.split_runs(), 1u);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int p = 0; p < kPushers; ++p) {
+    threads.emplace_back([&, p] {
+      for (int i = p == 0 ? 1 : 0; i < kPushes; ++i) {
+        const Planned& push = plans[p][i];
+        if (!split.Push("emb", push.keys, push.grads, {.helpers = &helpers}).ok()) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GE(helpers.split_runs(), 1u);
+
+  const auto want = test::Dump(whole, "emb");
+  ASSERT_GT(want.size(), 1000u) << "admission let too few keys in for the test to mean much";
+  EXPECT_EQ(test::Dump(split, "emb"), want);
+  const TableStats a = StatsOf(whole, "emb"), b = StatsOf(split, "emb");
+  EXPECT_EQ(b.rows, a.rows);
+  EXPECT_EQ(b.pending_keys, a.pending_keys);
+  EXPECT_EQ(b.admissions, a.admissions);
+  EXPECT_EQ(b.rows_pushed, a.rows_pushed);
+  EXPECT_EQ(b.rejected_gradients, a.rejected_gradients);
 }
 
 TEST(ConcurrencyTest, MixedOperationsWithEvictionAndAdmission) {

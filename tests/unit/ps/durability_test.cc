@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/part_runner.h"
 #include "gtest/gtest.h"
 #include "ps/parameter_server.h"
 #include "sharding/sharding.h"
@@ -68,8 +69,9 @@ std::unique_ptr<ParameterServer> OpenOrDie(const ParameterServerOptions& o) {
 // [0, key_space) with gradients that depend on (b, key).
 class PushScript {
  public:
-  PushScript(uint64_t key_space, int per_batch, uint64_t seed)
-      : key_space_(key_space), per_batch_(per_batch), rng_(seed) {}
+  // `helpers` (may be null) goes in every push's PushContext.
+  PushScript(uint64_t key_space, int per_batch, uint64_t seed, PartRunner* helpers = nullptr)
+      : key_space_(key_space), per_batch_(per_batch), rng_(seed), helpers_(helpers) {}
   absl::Status Run(ParameterServer& ps, const std::string& table, int batches,
                    uint64_t client = 0) {
     for (int b = 0; b < batches; ++b) {
@@ -87,6 +89,7 @@ class PushScript {
       ctx.client_id = client;
       ctx.sequence = ++sequence_;
       ctx.step = static_cast<int64_t>(sequence_);
+      ctx.helpers = helpers_;
       absl::StatusOr<PushOutcome> out = ps.Push(table, keys, grads, ctx);
       if (!out.ok()) return out.status();
       last_keys_ = keys;
@@ -103,6 +106,7 @@ class PushScript {
   uint64_t key_space_;
   int per_batch_;
   std::mt19937_64 rng_;
+  PartRunner* helpers_;
   uint64_t sequence_ = 0;
   std::vector<uint64_t> last_keys_;
   std::vector<float> last_grads_;
@@ -261,6 +265,36 @@ TEST(DurabilityTest, RestartReplaysTheWal) {
   ASSERT_TRUE(retry.ok()) << retry.status();
   EXPECT_EQ(*retry, PushOutcome::kDuplicate);
   ExpectSameRows(Dump(*ps, "emb"), before);
+}
+
+// Pushes applied in parts on helper threads log every stripe's part from
+// the thread that applied it; a restart replays them to the same rows as
+// the same pushes applied whole, and still knows the last one.
+TEST(DurabilityTest, RestartReplaysPushesSplitOverHelpers) {
+  testing::TempDir dir;
+  constexpr int kKeys = 2100;  // at least Table::kMinSplitPushKeys
+  PartRunner helpers(2);
+  PushScript split_script(6000, kKeys, 9, &helpers);
+  PushScript whole_script(6000, kKeys, 9);
+  ParameterServer whole({});
+  PS_ASSERT_OK(whole.CreateTable(AdamTable("emb", 10000)));
+  PS_ASSERT_OK(whole_script.Run(whole, "emb", 4, /*client=*/7));
+  const Rows want = Dump(whole, "emb");
+  {
+    auto ps = OpenOrDie(DurableOptions(dir.path()));
+    ASSERT_NE(ps, nullptr);
+    PS_ASSERT_OK(ps->CreateTable(AdamTable("emb", 10000)));
+    PS_ASSERT_OK(split_script.Run(*ps, "emb", 4, /*client=*/7));
+    EXPECT_EQ(helpers.split_runs(), 4u);
+    ExpectSameRows(Dump(*ps, "emb"), want);
+  }  // no checkpoint: everything comes back from the WAL
+  auto ps = OpenOrDie(DurableOptions(dir.path()));
+  ASSERT_NE(ps, nullptr);
+  ExpectSameRows(Dump(*ps, "emb"), want);
+  absl::StatusOr<PushOutcome> retry = ps->Push("emb", split_script.last_keys(),
+                                               split_script.last_grads(), split_script.last_ctx());
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_EQ(*retry, PushOutcome::kDuplicate);
 }
 
 // A restarted PS still knows which steps of a work-unit push stream it

@@ -40,6 +40,15 @@ std::string Scrape(const PsServer& server) {
   return r ? r->body : "";
 }
 
+// brook_ps_split_requests_total as scraped; -1 when the page lacks it.
+double SplitRequests(const PsServer& server) {
+  const std::string body = Scrape(server);
+  const std::string name = "\nbrook_ps_split_requests_total ";
+  const size_t at = body.find(name);
+  EXPECT_NE(at, std::string::npos) << body;
+  return at == std::string::npos ? -1 : std::stod(body.substr(at + name.size()));
+}
+
 TEST(PsServerTest, BindsEphemeralPortsAndServes) {
   auto server = StartOrDie();
   ASSERT_NE(server, nullptr);
@@ -126,8 +135,8 @@ TEST(PsServerTest, MetricsPageHasRequestAndTableMetrics) {
   has("brook_ps_evictions_total{table=\"emb\"} 0");
   has("brook_ps_table_memory_bytes{table=\"emb\"}");
   has("brook_ps_index_grows_total{table=\"emb\"}");
-  has("brook_ps_pull_helper_threads ");
-  has("brook_ps_split_pulls_total 0");  // 4 keys: too few to split
+  has("brook_ps_helper_threads ");
+  has("brook_ps_split_requests_total 0");  // 4 keys: too few to split
   has("brook_ps_shard_info{num_shards=\"1\",shard_index=\"0\"} 1");
   has("brook_build_info{commit=");
   has("process_start_time_seconds ");
@@ -142,10 +151,10 @@ TEST(PsServerTest, MetricsPageHasRequestAndTableMetrics) {
 // the caller's order, duplicates included.
 TEST(PsServerTest, LargePullsSplitOverHelpersReturnTheRowsOfOneLookup) {
   PsServerOptions o;
-  o.pull_helpers = 3;
+  o.helpers = 3;
   auto server = StartOrDie(o);
   ASSERT_NE(server, nullptr);
-  EXPECT_EQ(server->pull_helpers(), 3);
+  EXPECT_EQ(server->helpers(), 3);
   auto client = ClientFor(*server);
   ASSERT_NE(client, nullptr);
   constexpr int kDim = 8;
@@ -157,6 +166,7 @@ TEST(PsServerTest, LargePullsSplitOverHelpersReturnTheRowsOfOneLookup) {
   std::vector<float> grads(keys.size() * kDim);
   for (size_t i = 0; i < grads.size(); ++i) grads[i] = static_cast<float>(i % 977) - 488.0f;
   BROOK_ASSERT_OK(client->Push("emb", keys, grads, 1));
+  const double splits_before_pull = SplitRequests(*server);
   for (uint64_t k = 0; k < 1000; ++k) keys.push_back(k * 7919);
   for (size_t i = 0; i < 500; ++i) keys.push_back(keys[i * 13]);  // repeats
   std::vector<float> over_grpc(keys.size() * kDim, -1.0f);
@@ -165,23 +175,66 @@ TEST(PsServerTest, LargePullsSplitOverHelpersReturnTheRowsOfOneLookup) {
   BROOK_ASSERT_OK(server->parameter_server()->Pull("emb", keys, absl::MakeSpan(one_lookup)));
   EXPECT_EQ(over_grpc, one_lookup);
 
-  const std::string body = Scrape(*server);
-  EXPECT_NE(body.find("brook_ps_pull_helper_threads 3"), std::string::npos) << body;
-  const size_t at = body.find("\nbrook_ps_split_pulls_total ");
-  ASSERT_NE(at, std::string::npos) << body;
-  EXPECT_GE(std::stod(body.substr(at + 28)), 1.0) << "the pull was not split";
+  EXPECT_NE(Scrape(*server).find("brook_ps_helper_threads 3"), std::string::npos);
+  EXPECT_EQ(SplitRequests(*server), splits_before_pull + 1) << "the pull was not split";
   BROOK_EXPECT_CODE(client->Pull("nope", keys, absl::MakeSpan(over_grpc)),
                     absl::StatusCode::kNotFound);
 }
 
-TEST(PsServerTest, PullHelpersOutOfRangeAreInvalidArgument) {
+// A push large enough to split is applied in parts on the helpers and leaves
+// the rows a PS without helpers holds after the same pushes: Adagrad, with
+// admission (the first push only counts most keys) and clipping.
+TEST(PsServerTest, LargePushesSplitOverHelpersApplyAsOnePush) {
+  PsServerOptions with_helpers;
+  with_helpers.helpers = 2;
+  PsServerOptions without;
+  without.helpers = 0;
+  auto split = StartOrDie(with_helpers);
+  auto whole = StartOrDie(without);
+  ASSERT_NE(split, nullptr);
+  ASSERT_NE(whole, nullptr);
+  auto split_client = ClientFor(*split);
+  auto whole_client = ClientFor(*whole);
+  ASSERT_NE(split_client, nullptr);
+  ASSERT_NE(whole_client, nullptr);
+  constexpr int kDim = 4;
+  TableOptions t = CounterTable("emb", kDim);
+  t.optimizer.kind = OptimizerKind::kAdagrad;
+  t.optimizer.learning_rate = 0.5f;
+  t.admission_min_count = 2;
+  t.gradient_clip = 0.75f;
+  BROOK_ASSERT_OK(split_client->CreateTable(t));
+  BROOK_ASSERT_OK(whole_client->CreateTable(t));
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 1; k <= 6000; ++k) keys.push_back(k * 104729);
+  const double splits_before = SplitRequests(*split);
+  for (int round = 0; round < 3; ++round) {
+    // Round 0 admits no key; 1 admits them all; 2 updates them.
+    std::vector<float> grads(keys.size() * kDim);
+    for (size_t i = 0; i < grads.size(); ++i) {
+      grads[i] = static_cast<float>((i * 31 + round * 7) % 401) / 200.0f - 1.0f;
+    }
+    BROOK_ASSERT_OK(split_client->Push("emb", keys, grads, round + 1));
+    BROOK_ASSERT_OK(whole_client->Push("emb", keys, grads, round + 1));
+  }
+  std::vector<float> got(keys.size() * kDim), want(keys.size() * kDim);
+  BROOK_ASSERT_OK(split_client->Pull("emb", keys, absl::MakeSpan(got)));
+  BROOK_ASSERT_OK(whole_client->Pull("emb", keys, absl::MakeSpan(want)));
+  EXPECT_EQ(got, want);
+  EXPECT_NE(want, std::vector<float>(want.size(), 0.0f)) << "the pushes changed nothing";
+  // 3 pushes and 1 pull of 6000 keys, each alone in the PS: all split.
+  EXPECT_EQ(SplitRequests(*split), splits_before + 4);
+  EXPECT_EQ(SplitRequests(*whole), 0);
+}
+
+TEST(PsServerTest, HelpersOutOfRangeAreInvalidArgument) {
   for (int helpers : {-2, 65}) {
     PsServerOptions o;
-    o.pull_helpers = helpers;
+    o.helpers = helpers;
     auto server = PsServer::Start(o);
     ASSERT_FALSE(server.ok()) << helpers;
     EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(server.status().message().find("pull_helpers"), std::string::npos);
+    EXPECT_NE(server.status().message().find("helpers"), std::string::npos);
   }
 }
 
