@@ -26,6 +26,7 @@
 #include "bench/redis_resp.h"
 #include "common/malloc_tuning.h"
 #include "common/status_macros.h"
+#include "common/usable_cpus.h"
 #include "ps/client/grpc_ps_client.h"
 #include "ps/parameter_server.h"
 #include "ps/rpc/ps_server.h"
@@ -267,8 +268,8 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
 
   out << absl::StrFormat(
       "brook bench ps: batches of %d distinct keys drawn uniformly at random from the populated "
-      "rows (%d pre-drawn batches max), %.1f s per figure, %u cores, allocator: %s\n",
-      batch, kMaxPoolBatches, options.seconds, std::thread::hardware_concurrency(),
+      "rows (%d pre-drawn batches max), %.1f s per figure, %d cores, allocator: %s\n",
+      batch, kMaxPoolBatches, options.seconds, UsableCpus(),
       MallocDescription());
   out << absl::StrFormat(
       "  each figure and its ceiling alternate in %d slice pairs (A B, B A, ...); a ratio is the "
@@ -592,7 +593,7 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
   out << absl::StrFormat("\nwall time %.0f s\n", wall);
   if (result) {
     *result = {{"allocator", MallocDescription()},
-               {"cores", std::thread::hardware_concurrency()},
+               {"cores", UsableCpus()},
                {"batch", batch},
                {"seconds_per_figure", options.seconds},
                {"keys", "distinct per batch, uniform over the populated rows"},

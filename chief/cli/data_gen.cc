@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "chief/cli/commands.h"
+#include "common/usable_cpus.h"
 #include "datatools/synthetic.h"
 #include "storage/tfrecord.h"
 
@@ -89,8 +90,7 @@ absl::StatusOr<datatools::SyntheticOptions> ToOptions(const GenFlags& f) {
   if (!c.ok()) return c.status();
   o.compression = *c;
   o.compression_level = f.compression_level;
-  o.threads = f.threads > 0 ? f.threads
-                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  o.threads = f.threads > 0 ? f.threads : UsableCpus();
   if (auto s = o.Validate(); !s.ok()) return s;
   return o;
 }

@@ -96,7 +96,7 @@ void RegisterPs(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--helpers", flags->server.helpers,
                   "Threads a large pull or push is split over while no other one runs; -1: "
-                  "cores / 2 - 1 (at most 7), 0: none")
+                  "usable cores (within a cgroup CPU limit) / 2 - 1, at most 7; 0: none")
       ->envname("BROOK_PS_HELPERS")
       ->check(CLI::Range(-1, 64))
       ->capture_default_str();

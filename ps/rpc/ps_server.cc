@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/usable_cpus.h"
 #include "metrics/exposer.h"
 #include "metrics/rpc_metrics.h"
 #include "prometheus/registry.h"
@@ -74,7 +75,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
   const int helpers =
       options.helpers >= 0
           ? options.helpers
-          : std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 2 - 1, 0, 7);
+          : std::clamp(UsableCpus() / 2 - 1, 0, 7);
   if (helpers > 0) s->helpers_ = std::make_unique<PartRunner>(helpers);
   s->stats_collector_ = NewPsStatsCollector(s->ps_.get(), s->helpers_.get());
   if (s->exposer_) s->exposer_->RegisterCollectable(s->stats_collector_);

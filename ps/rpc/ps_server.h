@@ -50,9 +50,10 @@ struct PsServerOptions {
   int threads = 0;
   // Helper threads a large pull's lookup or a large push's optimizer work is
   // split over while no other pull or push is in progress
-  // (common/part_runner.h). -1: half the machine's cores less one, at most 7
-  // (none on 2 cores, where clients and the kernel's TCP share them:
-  // BENCHMARKS.md, issue 3); 0: every request runs on one thread.
+  // (common/part_runner.h). -1: half the usable cores (common/usable_cpus.h:
+  // within a pod's CPU limit) less one, at most 7 (none on 2 cores, where
+  // clients and the kernel's TCP share them: BENCHMARKS.md, issue 3); 0:
+  // every request runs on one thread.
   int helpers = -1;
   // Largest request and reply, in bytes. 64 MiB: a pull of 64K keys x dim 256
   // (the client splits larger ones) with room to spare, while a runaway or

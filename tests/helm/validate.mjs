@@ -216,7 +216,7 @@ const variants = [
   { name: "servicemonitor", set: { "metrics.serviceMonitor.enabled": true, "metrics.serviceMonitor.labels.release": "prometheus" }, extra: ["--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"] },
   { name: "podmonitor", set: { "metrics.podMonitor.enabled": true, "metrics.podMonitor.labels.release": "prometheus" }, extra: ["--api-versions", "monitoring.coreos.com/v1/PodMonitor"] },
   { name: "ps.replicas=1", set: { "ps.replicas": 1 } },
-  { name: "ps.replicas=8", set: { "ps.replicas": 8, "ps.wal": false, "ps.walFsync": true, "tls.generatedDays": 30 } },
+  { name: "ps.replicas=8", set: { "ps.replicas": 8, "ps.wal": false, "ps.walFsync": true, "ps.helpers": 3, "tls.generatedDays": 30 } },
   {
     name: "no persistence, no metrics, no network policy, no PDB",
     set: { "chief.persistence.enabled": false, "ps.persistence.enabled": false, "metrics.enabled": false, "networkPolicy.enabled": false, "ps.podDisruptionBudget.enabled": false },
@@ -412,6 +412,7 @@ for (const v of variants) {
       if (!(s.spec.volumeClaimTemplates || []).some((t) => t.metadata.name === mount?.name)) p.push("no volumeClaimTemplate for the data dir");
     } else if (!(s.spec.template.spec.volumes || []).some((x) => x.name === mount?.name && x.emptyDir)) p.push("no emptyDir data volume");
     if (get("ps.walFsync", false) && cm?.data?.BROOK_PS_WAL_FSYNC !== "true") p.push("BROOK_PS_WAL_FSYNC");
+    if (cm?.data?.BROOK_PS_HELPERS !== String(get("ps.helpers", -1))) p.push(`BROOK_PS_HELPERS ${cm?.data?.BROOK_PS_HELPERS}`);
     if (get("env.BROOK_PS_DEDUP_WINDOW", null) !== null && cm?.data?.BROOK_PS_DEDUP_WINDOW !== String(v.set["env.BROOK_PS_DEDUP_WINDOW"])) p.push("global env not in the PS ConfigMap");
     return p;
   });
@@ -883,6 +884,7 @@ const bad = [
   { set: ["--set", "trainer.gpu=1"], want: /trainer.*gpu/ },
   { set: ["--set", "image.tag=latest"], want: /image\/tag/ },
   { set: ["--set", "chief.port=70000"], want: /chief\/port/ },
+  { set: ["--set", "ps.helpers=-2"], want: /ps\/helpers/ },
   { set: ["--set", "ps.persistence.size=lots"], want: /ps\/persistence\/size/ },
   { set: ["--set", "image.pullPolicy=Sometimes"], want: /image\/pullPolicy/ },
   { label: "tls.cert without tls.key", set: ["--set-file", `tls.cert=${USER_CERT.cert}`, "--set-file", `tls.ca=${USER_CERT.ca}`], want: /tls\.cert and tls\.key go together/ },

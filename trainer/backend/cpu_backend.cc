@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "common/usable_cpus.h"
 #include "trainer/backend/internal/gemm_kernel.h"
 #include "trainer/backend/internal/op_checks.h"
 #include "unsupported/Eigen/CXX11/ThreadPool"
@@ -621,7 +622,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const CpuBackendOption
   if (isa == CpuIsa::kAvx2) gemm = internal::GemmAvx2();
   if (isa == CpuIsa::kAvx512) gemm = internal::GemmAvx512();
   int threads = options.num_threads;
-  if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads == 0) threads = UsableCpus();
   return std::unique_ptr<Backend>(new CpuBackend(threads, gemm));
 }
 

@@ -25,9 +25,9 @@ enum class CpuIsa { kAuto, kBaseline, kAvx2, kAvx512 };
 
 struct CpuBackendOptions {
   // Threads for GEMMs and the parallel loops, the calling thread included.
-  // 0 = std::thread::hardware_concurrency(); 1 = everything on the calling
-  // thread (no pool). A trainer also runs input and PS-client threads, so it
-  // may want fewer than all cores.
+  // 0 = UsableCpus() (the cores allowed, within a cgroup CPU limit); 1 =
+  // everything on the calling thread (no pool). A trainer also runs input
+  // and PS-client threads, so it may want fewer than all cores.
   int num_threads = 0;
   // kAuto: the widest this CPU and build support. Tests force the others.
   CpuIsa isa = CpuIsa::kAuto;

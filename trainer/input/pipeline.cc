@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/usable_cpus.h"
 #include "trainer/input/autotune.h"
 #include "trainer/input/batch_rows.h"
 #include "trainer/input/pipeline_impl.h"
@@ -67,8 +68,7 @@ Pipeline::Impl::Impl(const FeatureSpec& spec, ExampleParser parser, const Pipeli
       units_(std::move(units)),
       batch_size_(static_cast<size_t>(options.batch_size)),
       tune_parse_threads_(options.parse_threads == 0),
-      tune_max_parse_threads_(std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1,
-                                         options.max_parse_threads)),
+      tune_max_parse_threads_(std::clamp(UsableCpus(), 1, options.max_parse_threads)),
       tune_prefetch_(options.prefetch == 0),
       collect_cache_(options.cache && options.epochs != 1),
       read_queue_(static_cast<size_t>(options.read_queue_depth > 0 ? options.read_queue_depth
