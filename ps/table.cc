@@ -278,13 +278,25 @@ uint32_t Table::PartsOf(const PreparedPush& push) const {
   return parts;
 }
 
+// One push being applied: what its stripes share, on whichever threads
+// they run.
+struct Table::PushRun {
+  const PreparedPush& push;
+  int64_t step;
+  float lr_scale;
+  PushLog* log;           // null: not logged
+  const PushPart* part;   // the push's identity, for the log
+  uint32_t step32, now32;  // what rows record as their last update
+  bool transform;          // clip and/or zero NaN/Inf gradients first
+  // Rows reserved for this push's creations and not yet taken.
+  std::atomic<uint64_t> unclaimed;
+  std::atomic<uint64_t> admitted{0}, deferred{0}, max_lsn{0};
+};
+
 absl::Status Table::ApplyPush(const PreparedPush& push, int64_t step, float lr_scale,
                               PushLog* log, const PushPart* part, uint64_t* last_lsn) {
   KeyBatch& b = *push.batch;
   const size_t n = b.size();
-  const size_t dim = options_.dim;
-  const size_t slots = slot_floats_;
-  const uint32_t min_count = options_.admission_min_count;
 
   // Reserve room for the rows this push may create, so that a push either
   // fits or is refused before anything changes. Far from the budget reserve
@@ -305,129 +317,148 @@ absl::Status Table::ApplyPush(const PreparedPush& push, int64_t step, float lr_s
     }
     reserved = need;
   }
-  // A row created beyond the reservation (another push raced us to a pending
-  // key's last count, or Evict freed a row we had counted as present) tries
-  // the budget once more; if that fails the key stays pending. Atomic: the
-  // parts of a split push take from it at once.
-  std::atomic<uint64_t> unclaimed{reserved};
-  auto take_reservation = [&]() {
-    uint64_t left = unclaimed.load(std::memory_order_relaxed);
-    while (left > 0) {
-      if (unclaimed.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) return true;
-    }
-    return TryReserve(1);
-  };
 
-  const bool transform = options_.gradient_clip > 0 ||
-                         (push.nonfinite > 0 && options_.bad_gradient == BadGradientPolicy::kZero);
-  const float clip = options_.gradient_clip;
-  const uint32_t step32 = ClampStep(step);
-  const uint32_t now32 = NowSeconds();
+  PushRun run{.push = push,
+              .step = step,
+              .lr_scale = lr_scale,
+              .log = log,
+              .part = part,
+              .step32 = ClampStep(step),
+              .now32 = NowSeconds(),
+              .transform = options_.gradient_clip > 0 ||
+                           (push.nonfinite > 0 &&
+                            options_.bad_gradient == BadGradientPolicy::kZero),
+              .unclaimed{reserved}};
   b.rows.resize(n);
-  std::atomic<uint64_t> admitted{0}, deferred{0}, max_lsn{0};
   const int stripes = store_->num_stripes();
-
-  // Applies stripes [first, end): a whole push, or one part of a split one.
-  // Everything it writes besides rows under their stripe locks is its own
-  // until it adds its totals at the end.
-  auto apply_stripes = [&](size_t first, size_t end) -> absl::Status {
-    PushPart logged;
-    if (log != nullptr) {
-      logged = *part;
-      logged.table = options_.name;
-      logged.parts = PartsOf(push);
-      logged.part = 0;  // part numbers follow stripe order, whichever thread logs
-      for (size_t s = 0; s < first; ++s) logged.part += b.begin[s] != b.begin[s + 1] ? 1 : 0;
-      logged.dim = options_.dim;
-      logged.grads = push.grads;
-      logged.step = step;
-      logged.learning_rate_scale = lr_scale;
-    }
-    std::vector<float> scratch(transform ? dim : 0);
-    uint64_t part_admitted = 0, part_deferred = 0, part_max_lsn = 0;
-    const bool ok = WriteStripes(
-        b,
-        [&](int s, RowStore::Writer& w, uint32_t lo, uint32_t hi) {
-          if (log != nullptr) {
-            logged.keys = {b.keys.data() + lo, hi - lo};
-            logged.original = {b.original.data() + lo, hi - lo};
-            part_max_lsn = std::max(part_max_lsn, log->LogPart(logged));
-            ++logged.part;
-          }
-          for (uint32_t j = lo; j < hi; ++j) {
-            RowHeader* row = b.rows[j];
-            const uint64_t key = b.keys[j];
-            if (row == nullptr) {
-              uint32_t count = 0;
-              if (min_count > 1) {
-                const auto it = pending_[s].counts.find(key);
-                count = (it == pending_[s].counts.end() ? 0u : it->second) + 1u;
-                if (count < min_count) {
-                  SetPending(s, key, static_cast<uint16_t>(count));
-                  continue;  // counted only
-                }
-              }
-              if (!take_reservation()) {
-                ++part_deferred;
-                if (min_count > 1) SetPending(s, key, static_cast<uint16_t>(min_count - 1));
-                continue;
-              }
-              row = w.Insert(key, b.hashes[j]);
-              if (row == nullptr) {  // the store itself is full
-                committed_.fetch_sub(1, std::memory_order_relaxed);
-                ++part_deferred;
-                if (min_count > 1) SetPending(s, key, static_cast<uint16_t>(min_count - 1));
-                continue;
-              }
-              if (min_count > 1) pending_[s].counts.erase(key);
-              initializer_.Fill(key, {row->floats(), dim});
-              optimizer_->InitSlots({row->floats() + dim, slots});
-              ++part_admitted;
-            }
-            const float* g = push.grads.data() + size_t{b.original[j]} * dim;
-            if (transform) {
-              for (size_t k = 0; k < dim; ++k) {
-                float v = NonFinite(g[k]) ? 0.0f : g[k];
-                if (clip > 0) v = std::clamp(v, -clip, clip);
-                scratch[k] = v;
-              }
-              g = scratch.data();
-            }
-            optimizer_->Apply({row->floats(), dim}, {row->floats() + dim, slots}, {g, dim},
-                              lr_scale);
-            row->MarkUpdated(step32, now32);
-          }
-          return true;
-        },
-        static_cast<int>(first), static_cast<int>(end));
-    admitted.fetch_add(part_admitted, std::memory_order_relaxed);
-    deferred.fetch_add(part_deferred, std::memory_order_relaxed);
-    uint64_t seen = max_lsn.load(std::memory_order_relaxed);
-    while (part_max_lsn > seen &&
-           !max_lsn.compare_exchange_weak(seen, part_max_lsn, std::memory_order_relaxed)) {
-    }
-    return ok ? absl::OkStatus() : TierError(options_.name);
-  };
+  auto apply = [&](size_t first, size_t end) { return ApplyPushStripes(run, first, end); };
   // A large push on a PS with idle cores: its stripes in parts, at once. A
   // smaller one asks for parts as long as the whole push, so it runs inline.
   const absl::Status applied =
       push.helpers == nullptr
-          ? apply_stripes(0, stripes)
-          : push.helpers->Run(stripes, n >= kMinSplitPushKeys ? 1 : stripes, apply_stripes);
-  const uint64_t unused = unclaimed.load(std::memory_order_relaxed);
+          ? apply(0, stripes)
+          : push.helpers->Run(stripes, n >= kMinSplitPushKeys ? 1 : stripes, apply);
+  const uint64_t unused = run.unclaimed.load(std::memory_order_relaxed);
   if (unused > 0) committed_.fetch_sub(unused, std::memory_order_relaxed);
-  if (last_lsn != nullptr) *last_lsn = max_lsn.load(std::memory_order_relaxed);
+  if (last_lsn != nullptr) *last_lsn = run.max_lsn.load(std::memory_order_relaxed);
   RETURN_IF_ERROR(applied);
 
   rows_pushed_.fetch_add(n, std::memory_order_relaxed);
-  if (const uint64_t a = admitted.load(std::memory_order_relaxed); a > 0) {
+  if (const uint64_t a = run.admitted.load(std::memory_order_relaxed); a > 0) {
     admissions_.fetch_add(a, std::memory_order_relaxed);
   }
-  if (const uint64_t d = deferred.load(std::memory_order_relaxed); d > 0) {
+  if (const uint64_t d = run.deferred.load(std::memory_order_relaxed); d > 0) {
     budget_deferred_.fetch_add(d, std::memory_order_relaxed);
   }
   if (push.nonfinite > 0) rejected_gradients_.fetch_add(push.nonfinite, std::memory_order_relaxed);
   return absl::OkStatus();
+}
+
+absl::Status Table::ApplyPushStripes(PushRun& run, size_t first, size_t end) {
+  KeyBatch& b = *run.push.batch;
+  PushPart logged;
+  if (run.log != nullptr) {
+    logged = *run.part;
+    logged.table = options_.name;
+    logged.parts = PartsOf(run.push);
+    logged.part = 0;  // part numbers follow stripe order, whichever thread logs
+    for (size_t s = 0; s < first; ++s) logged.part += b.begin[s] != b.begin[s + 1] ? 1 : 0;
+    logged.dim = options_.dim;
+    logged.grads = run.push.grads;
+    logged.step = run.step;
+    logged.learning_rate_scale = run.lr_scale;
+  }
+  // Everything this part writes besides rows (under their stripe's lock) is
+  // its own until it adds its totals at the end.
+  std::vector<float> scratch(run.transform ? options_.dim : 0);
+  uint64_t admitted = 0, deferred = 0, max_lsn = 0;
+  const bool ok = WriteStripes(
+      b,
+      [&](int s, RowStore::Writer& w, uint32_t lo, uint32_t hi) {
+        if (run.log != nullptr) {
+          logged.keys = {b.keys.data() + lo, hi - lo};
+          logged.original = {b.original.data() + lo, hi - lo};
+          max_lsn = std::max(max_lsn, run.log->LogPart(logged));
+          ++logged.part;
+        }
+        ApplyPushRows(run, s, w, lo, hi, scratch.data(), &admitted, &deferred);
+        return true;
+      },
+      static_cast<int>(first), static_cast<int>(end));
+  run.admitted.fetch_add(admitted, std::memory_order_relaxed);
+  run.deferred.fetch_add(deferred, std::memory_order_relaxed);
+  uint64_t seen = run.max_lsn.load(std::memory_order_relaxed);
+  while (max_lsn > seen &&
+         !run.max_lsn.compare_exchange_weak(seen, max_lsn, std::memory_order_relaxed)) {
+  }
+  return ok ? absl::OkStatus() : TierError(options_.name);
+}
+
+bool Table::TakeReservation(PushRun& run) {
+  // A row created beyond the reservation (another push raced us to a pending
+  // key's last count, or Evict freed a row we had counted as present) tries
+  // the budget once more; if that fails the key stays pending.
+  uint64_t left = run.unclaimed.load(std::memory_order_relaxed);
+  while (left > 0) {
+    if (run.unclaimed.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) {
+      return true;
+    }
+  }
+  return TryReserve(1);
+}
+
+void Table::ApplyPushRows(PushRun& run, int s, RowStore::Writer& w, uint32_t lo, uint32_t hi,
+                          float* scratch, uint64_t* admitted, uint64_t* deferred) {
+  const KeyBatch& b = *run.push.batch;
+  const size_t dim = options_.dim;
+  const size_t slots = slot_floats_;
+  const uint32_t min_count = options_.admission_min_count;
+  const float clip = options_.gradient_clip;
+  for (uint32_t j = lo; j < hi; ++j) {
+    RowHeader* row = b.rows[j];
+    const uint64_t key = b.keys[j];
+    if (row == nullptr) {
+      if (min_count > 1) {
+        const auto it = pending_[s].counts.find(key);
+        const uint32_t count = (it == pending_[s].counts.end() ? 0u : it->second) + 1u;
+        if (count < min_count) {
+          SetPending(s, key, static_cast<uint16_t>(count));
+          continue;  // counted only
+        }
+      }
+      // No room: the gradient is dropped and the key waits one count short.
+      auto defer = [&] {
+        ++*deferred;
+        if (min_count > 1) SetPending(s, key, static_cast<uint16_t>(min_count - 1));
+      };
+      if (!TakeReservation(run)) {
+        defer();
+        continue;
+      }
+      row = w.Insert(key, b.hashes[j]);
+      if (row == nullptr) {  // the store itself is full
+        committed_.fetch_sub(1, std::memory_order_relaxed);
+        defer();
+        continue;
+      }
+      if (min_count > 1) pending_[s].counts.erase(key);
+      initializer_.Fill(key, {row->floats(), dim});
+      optimizer_->InitSlots({row->floats() + dim, slots});
+      ++*admitted;
+    }
+    const float* g = run.push.grads.data() + size_t{b.original[j]} * dim;
+    if (run.transform) {
+      for (size_t k = 0; k < dim; ++k) {
+        float v = NonFinite(g[k]) ? 0.0f : g[k];
+        if (clip > 0) v = std::clamp(v, -clip, clip);
+        scratch[k] = v;
+      }
+      g = scratch;
+    }
+    optimizer_->Apply({row->floats(), dim}, {row->floats() + dim, slots}, {g, dim},
+                      run.lr_scale);
+    row->MarkUpdated(run.step32, run.now32);
+  }
 }
 
 uint64_t Table::Evict(int64_t current_step) {

@@ -217,6 +217,17 @@ class Table {
       int first = 0, int end = -1);
   bool TryReserve(uint64_t rows);
   uint64_t CountCreations(const internal::KeyBatch& b) const;
+  // ApplyPush's parts. PushRun: one push being applied (table.cc).
+  struct PushRun;
+  // Stripes [first, end) of the push, each under its lock: logs the
+  // stripe's part (with a log), then applies its rows.
+  absl::Status ApplyPushStripes(PushRun& run, size_t first, size_t end);
+  // Admission, creation and the optimizer for keys [lo, hi) of stripe s.
+  // REQUIRES: stripe s write-locked. `scratch`: dim floats (if transforming).
+  void ApplyPushRows(PushRun& run, int s, RowStore::Writer& w, uint32_t lo, uint32_t hi,
+                     float* scratch, uint64_t* admitted, uint64_t* deferred);
+  // One of the push's reserved rows, or else one more from the budget.
+  bool TakeReservation(PushRun& run);
   // Inserts/updates a pending count, forgetting low counts past the bound.
   // REQUIRES: stripe `s` write-locked.
   void SetPending(int s, uint64_t key, uint16_t count);
