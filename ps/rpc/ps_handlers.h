@@ -47,8 +47,9 @@ class PsHandlers {
                       PartRunner* helpers = nullptr)
       : ps_(ps), max_reply_bytes_(max_reply_bytes), helpers_(helpers) {}
 
-  // Keys per part of a split pull: enough that each part's lookup keeps its
-  // prefetch pipeline full in every stripe (16 stripes x 64 keys).
+  // Keys per part of a split pull: enough that each part's lookup still
+  // gives every stripe of a table dozens of keys to keep its prefetch
+  // pipeline (MemRowStore's FindBatch) full.
   static constexpr size_t kMinPullPart = 1024;
   PsHandlers(const PsHandlers&) = delete;
   PsHandlers& operator=(const PsHandlers&) = delete;
