@@ -132,6 +132,10 @@ std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServ
                         "Pull lookups and table pushes that ran in parts, on the handler "
                         "thread and on idle helper threads"),
             {}, helpers == nullptr ? 0.0 : static_cast<double>(helpers->split_runs()));
+    set.Add(set.Counter("brook_ps_helper_parts_total",
+                        "Parts of split requests that ran on helper threads (per split: the "
+                        "helpers that were idle)"),
+            {}, helpers == nullptr ? 0.0 : static_cast<double>(helpers->helper_parts()));
     set.Add(set.Gauge("brook_ps_push_streams",
                       "Work-unit push streams this PS deduplicates steps of (one per job, "
                       "unit and data epoch trained)"),

@@ -40,13 +40,17 @@ std::string Scrape(const PsServer& server) {
   return r ? r->body : "";
 }
 
-// brook_ps_split_requests_total as scraped; -1 when the page lacks it.
-double SplitRequests(const PsServer& server) {
+// A metric without labels as scraped; -1 when the page lacks it.
+double Scraped(const PsServer& server, const std::string& metric) {
   const std::string body = Scrape(server);
-  const std::string name = "\nbrook_ps_split_requests_total ";
+  const std::string name = "\n" + metric + " ";
   const size_t at = body.find(name);
-  EXPECT_NE(at, std::string::npos) << body;
+  EXPECT_NE(at, std::string::npos) << metric << " not in " << body;
   return at == std::string::npos ? -1 : std::stod(body.substr(at + name.size()));
+}
+
+double SplitRequests(const PsServer& server) {
+  return Scraped(server, "brook_ps_split_requests_total");
 }
 
 TEST(PsServerTest, BindsEphemeralPortsAndServes) {
@@ -137,6 +141,7 @@ TEST(PsServerTest, MetricsPageHasRequestAndTableMetrics) {
   has("brook_ps_index_grows_total{table=\"emb\"}");
   has("brook_ps_helper_threads ");
   has("brook_ps_split_requests_total 0");  // 4 keys: too few to split
+  has("brook_ps_helper_parts_total 0");
   has("brook_ps_shard_info{num_shards=\"1\",shard_index=\"0\"} 1");
   has("brook_build_info{commit=");
   has("process_start_time_seconds ");
@@ -222,9 +227,12 @@ TEST(PsServerTest, LargePushesSplitOverHelpersApplyAsOnePush) {
   BROOK_ASSERT_OK(whole_client->Pull("emb", keys, absl::MakeSpan(want)));
   EXPECT_EQ(got, want);
   EXPECT_NE(want, std::vector<float>(want.size(), 0.0f)) << "the pushes changed nothing";
-  // 3 pushes and 1 pull of 6000 keys, each alone in the PS: all split.
+  // 3 pushes and 1 pull of 6000 keys, each alone in the PS: all split, each
+  // over the handler thread and both (idle) helpers.
   EXPECT_EQ(SplitRequests(*split), splits_before + 4);
+  EXPECT_EQ(Scraped(*split, "brook_ps_helper_parts_total"), 2 * (splits_before + 4));
   EXPECT_EQ(SplitRequests(*whole), 0);
+  EXPECT_EQ(Scraped(*whole, "brook_ps_helper_parts_total"), 0);
 }
 
 TEST(PsServerTest, HelpersOutOfRangeAreInvalidArgument) {
