@@ -11,7 +11,6 @@
 #include <string>
 #include <thread>
 
-
 namespace brook {
 namespace {
 
@@ -55,7 +54,7 @@ std::optional<double> Ratio(int64_t quota, int64_t period) {
 }  // namespace
 
 std::optional<double> CpuLimitFromCgroupV2(std::string_view cpu_max) {
-  std::string_view rest = Trim(cpu_max);
+  const std::string_view rest = Trim(cpu_max);
   const size_t space = rest.find(' ');
   if (space == std::string_view::npos) return std::nullopt;
   const std::string_view quota_text = rest.substr(0, space);
