@@ -237,7 +237,9 @@ TEST(ConcurrencyTest, PushesSplitOverHelpersMatchWholePushes) {
       std::vector<uint64_t> ids(4000);
       std::iota(ids.begin(), ids.end(), 0);
       std::shuffle(ids.begin(), ids.end(), rng);
-      for (int k = 0; k < kKeys; ++k) push.keys.push_back((ids[k] * 4 + p) * 0x9E3779B97F4A7C15ULL);
+      for (int k = 0; k < kKeys; ++k) {
+        push.keys.push_back((ids[k] * 4 + p) * 0x9E3779B97F4A7C15ULL);  // spread over stripes
+      }
       push.grads.resize(push.keys.size() * t.dim);
       for (float& g : push.grads) g = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
       if (i == 2) push.grads[17] = std::nanf("");
@@ -255,7 +257,7 @@ TEST(ConcurrencyTest, PushesSplitOverHelpersMatchWholePushes) {
   PS_ASSERT_OK(split.Push("emb", plans[0][0].keys, plans[0][0].grads, {.helpers = &helpers}));
   EXPECT_EQ(helpers.split_runs(), 1u);
   // A push below the threshold runs whole even with helpers idle.
-  const std::vector<uint64_t> few = {3, 7, 11};  // in no plan (ids 4k + p, p < 3, spread)
+  const std::vector<uint64_t> few = {3, 7, 11};  // no plan's: theirs are multiplied out
   const std::vector<float> few_grads(few.size() * t.dim, 0.25f);
   PS_ASSERT_OK(split.Push("emb", few, few_grads, {.helpers = &helpers}));
   PS_ASSERT_OK(whole.Push("emb", few, few_grads, {}));
@@ -272,7 +274,6 @@ TEST(ConcurrencyTest, PushesSplitOverHelpersMatchWholePushes) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
-  EXPECT_GE(helpers.split_runs(), 1u);
 
   const auto want = test::Dump(whole, "emb");
   ASSERT_GT(want.size(), 1000u) << "admission let too few keys in for the test to mean much";
