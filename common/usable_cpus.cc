@@ -3,13 +3,17 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "common/absl_compat.h"
 
 namespace brook {
 namespace {
@@ -33,19 +37,6 @@ int AffinityCpus() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-std::string_view Trim(std::string_view text) {
-  const size_t begin = text.find_first_not_of(" \t\n");
-  if (begin == std::string_view::npos) return {};
-  return text.substr(begin, text.find_last_not_of(" \t\n") + 1 - begin);
-}
-
-// The whole of `text` as a decimal integer.
-bool ParseInt(std::string_view text, int64_t* value) {
-  if (text.empty()) return false;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), *value);
-  return error == std::errc() && end == text.data() + text.size();
-}
-
 std::optional<double> Ratio(int64_t quota, int64_t period) {
   if (quota <= 0 || period <= 0) return std::nullopt;
   return static_cast<double>(quota) / static_cast<double>(period);
@@ -54,21 +45,21 @@ std::optional<double> Ratio(int64_t quota, int64_t period) {
 }  // namespace
 
 std::optional<double> CpuLimitFromCgroupV2(std::string_view cpu_max) {
-  const std::string_view rest = Trim(cpu_max);
-  const size_t space = rest.find(' ');
-  if (space == std::string_view::npos) return std::nullopt;
-  const std::string_view quota_text = rest.substr(0, space);
-  if (quota_text == "max") return std::nullopt;
+  const std::vector<absl::string_view> fields =
+      absl::StrSplit(AbslView(cpu_max), absl::ByAnyChar(" \t\n"), absl::SkipEmpty());
   int64_t quota = 0, period = 0;
-  if (!ParseInt(quota_text, &quota) || !ParseInt(Trim(rest.substr(space)), &period)) {
+  // "max <period>": no limit; the quota then fails to parse.
+  if (fields.size() != 2 || !absl::SimpleAtoi(fields[0], &quota) ||
+      !absl::SimpleAtoi(fields[1], &period)) {
     return std::nullopt;
   }
   return Ratio(quota, period);
 }
 
 std::optional<double> CpuLimitFromCgroupV1(std::string_view quota_us, std::string_view period_us) {
-  int64_t quota = 0, period = 0;
-  if (!ParseInt(Trim(quota_us), &quota) || !ParseInt(Trim(period_us), &period)) {
+  int64_t quota = 0, period = 0;  // SimpleAtoi allows the files' trailing newline
+  if (!absl::SimpleAtoi(AbslView(quota_us), &quota) ||
+      !absl::SimpleAtoi(AbslView(period_us), &period)) {
     return std::nullopt;
   }
   return Ratio(quota, period);  // quota -1: no limit
