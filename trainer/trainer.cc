@@ -319,14 +319,23 @@ absl::Status Trainer::Train(input::Pipeline* pipeline, input::UnitProgress* prog
 
   std::thread puller([&] {
     std::shared_ptr<const std::vector<std::vector<float>>> params;
-    // Optimizer step of the next micro-batch: a trainer that trains again
-    // (the next work unit of a job) continues its count and schedule.
-    int64_t step = options_.first_step + stats().steps;
+    // Optimizer step of the next micro-batch: the job's (TrainStream), or
+    // this trainer's own count, continued across Train calls.
+    const int64_t own_first_step = options_.first_step + stats().steps;
+    auto step_of = [&](int64_t steps_started) {
+      if (stream.job_step_base != nullptr) {
+        return stream.job_step_base->load(std::memory_order_relaxed) +
+               static_cast<int64_t>(stream.first_step) + steps_started;
+      }
+      return own_first_step + steps_started;
+    };
+    int64_t step = step_of(0);
     int64_t steps_started = 0;
     int micro = 0;                       // its index within the step
     for (;;) {
       if (micro == 0 && options_.max_steps > 0 && steps_started >= options_.max_steps) break;
       if (micro == 0 && stop_requested_.load(std::memory_order_relaxed)) break;
+      if (micro == 0) step = step_of(steps_started);
       auto t0 = Clock::now();
       absl::StatusOr<std::optional<input::Batch>> next = pipeline->Next();
       add(&TrainerStats::input_wait_seconds, Since(t0));
@@ -390,10 +399,7 @@ absl::Status Trainer::Train(input::Pipeline* pipeline, input::UnitProgress* prog
         ++steps_started;
         steps_pulled_.fetch_add(1, std::memory_order_relaxed);
       }
-      if (++micro == k) {
-        micro = 0;
-        ++step;
-      }
+      if (++micro == k) micro = 0;
       if (!to_compute.Put(std::move(item))) break;
     }
     to_compute.Close();

@@ -134,9 +134,17 @@ struct TrainerStats {
 // step there (the steps earlier holders of the unit committed). Every holder
 // forms the same steps from the same records, so the PS applies a step that
 // a dead holder pushed but never committed only once. id 0: no stream.
+//
+// job_step_base: the job's step of the unit's step 0 (under a chief: the
+// steps the job's other unit-epochs committed, moved on by the chief's
+// answers while the unit trains). When set, step i of the unit is job step
+// *job_step_base + i for the learning-rate schedule, dropout and the push's
+// step, so every holder of a step gives it the same number; unset, a Train
+// call continues this Trainer's own count (TrainerOptions::first_step).
 struct TrainStream {
   uint64_t id = 0;
   uint64_t first_step = 0;
+  const std::atomic<int64_t>* job_step_base = nullptr;  // borrowed
 };
 
 // Reads past the first `steps` optimizer steps of `pipeline` (what earlier

@@ -86,24 +86,36 @@ absl::StatusOr<std::unique_ptr<JobQueue>> ChiefStateStore::Load(const JobQueueOp
     return it == meta->job_ids().end() ? absl::StrCat("seq ", seq)
                                        : absl::StrCat("'", it->second, "' (seq ", seq, ")");
   };
+  // A record that cannot be read becomes a FAILED job saying why, under a
+  // name of its own: one bad record never stops the chief.
+  auto unreadable = [&](uint64_t seq, const std::string& why) {
+    v1::ChiefJobRecord r;
+    r.set_seq(seq);
+    r.set_name("unreadable");
+    r.set_id(absl::StrCat("unreadable-", seq));
+    r.set_state(static_cast<int32_t>(JobState::kFailed));
+    r.set_message(absl::StrCat("the chief could not read job ", name(seq), " from ", dir_, ": ",
+                               why));
+    r.set_trainers_wanted(1);
+    return r;
+  };
   std::vector<v1::ChiefJobRecord> records;
   for (const auto& [seq, payload] : raw) {
     v1::ChiefJobRecord record;
     if (!payload.has_value() || !record.ParseFromString(*payload)) {
-      return absl::DataLossError(absl::StrCat(dir_, ": job ", name(seq), ": corrupt record"));
+      records.push_back(unreadable(seq, "corrupt record"));
+      continue;
     }
     if (record.seq() != seq || meta->job_ids().count(seq) == 0 ||
         meta->job_ids().at(seq) != record.id()) {
-      return absl::DataLossError(absl::StrCat(dir_, ": job ", name(seq), ": stored under key ",
-                                              seq, " but the record is '", record.id(), "' seq ",
-                                              record.seq()));
+      records.push_back(unreadable(seq, absl::StrCat("stored under key ", seq, " but the record is '",
+                                                     record.id(), "' seq ", record.seq())));
+      continue;
     }
     records.push_back(std::move(record));
   }
   for (const auto& [seq, id] : meta->job_ids()) {
-    if (raw.count(seq) == 0) {
-      return absl::DataLossError(absl::StrCat(dir_, ": job ", name(seq), ": record missing"));
-    }
+    if (raw.count(seq) == 0) records.push_back(unreadable(seq, "record missing"));
   }
   auto queue = JobQueue::Restore(options, records, meta->next_seq(), now);
   if (!queue.ok()) {

@@ -4,6 +4,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "brook/v1/chief.pb.h"
@@ -47,7 +48,23 @@ bool IsDnsLabel(const std::string& s) {
   return alnum(s.front()) && alnum(s.back());
 }
 
+// "<name>-<suffix>": [a-z0-9-], alphanumeric at the end, at most 100.
+bool IsJobIdOf(const std::string& id, const std::string& name) {
+  if (id.size() > 100 || id.size() <= name.size() + 1 || !absl::StartsWith(id, name + "-")) {
+    return false;
+  }
+  for (char c : id) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return id.back() != '-';
+}
+
 }  // namespace
+
+std::string NewJobId(const std::string& name, absl::Time now, uint32_t random) {
+  return absl::StrCat(name, "-", absl::FormatTime("%Y%m%d-%H%M%S", now, absl::UTCTimeZone()),
+                      "-", absl::Hex(random & 0xffffff, absl::kZeroPad6));
+}
 
 absl::StatusOr<std::unique_ptr<JobQueue>> JobQueue::Create(const JobQueueOptions& options) {
   RETURN_IF_ERROR(options.Validate());
@@ -93,6 +110,13 @@ absl::StatusOr<std::string> JobQueue::Submit(const JobSubmission& sub, absl::Tim
   if (auto leases = WorkLeases::Create(sub.units, lease_options); !leases.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("units: ", leases.status().message()));
   }
+  if (!sub.id.empty() && !IsJobIdOf(sub.id, sub.name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("id: '", sub.id, "' is not '", sub.name, "-' and a suffix of [a-z0-9-]"));
+  }
+  if (!sub.id.empty() && seq_of_.count(sub.id) != 0) {
+    return absl::AlreadyExistsError(absl::StrCat("id: job '", sub.id, "' exists"));
+  }
   for (const auto& [seq, job] : jobs_) {
     if (job->info.name == sub.name && !IsFinished(job->info.state)) {
       return absl::AlreadyExistsError(absl::StrCat("name: job '", job->info.id, "' named '",
@@ -103,7 +127,7 @@ absl::StatusOr<std::string> JobQueue::Submit(const JobSubmission& sub, absl::Tim
   auto job = std::make_unique<Job>();
   JobInfo& info = job->info;
   info.seq = next_seq_++;
-  info.id = absl::StrCat(sub.name, "-", info.seq);
+  info.id = sub.id.empty() ? absl::StrCat(sub.name, "-", info.seq) : sub.id;
   info.name = sub.name;
   info.priority = sub.priority;
   info.submit_time = now;
@@ -350,13 +374,22 @@ absl::Status JobQueue::Commit(const std::string& trainer_id, const std::string& 
 
 absl::Status JobQueue::Complete(const std::string& trainer_id, const std::string& job_id,
                                 uint32_t unit_id, uint64_t lease_epoch, uint64_t end_offset,
-                                uint64_t examples, absl::Time now) {
+                                uint64_t examples, absl::Time now,
+                                std::optional<uint64_t> steps) {
   ASSIGN_OR_RETURN(Job * job, JobOf(trainer_id, &job_id, now));
   RETURN_IF_ERROR(
-      job->leases->Complete(trainer_id, unit_id, lease_epoch, end_offset, examples, now));
+      job->leases->Complete(trainer_id, unit_id, lease_epoch, end_offset, examples, now, steps));
   ++job->version;
   if (job->leases->finished()) Release(job, now);
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> JobQueue::StepBase(const std::string& job_id, uint32_t unit_id) const {
+  ASSIGN_OR_RETURN(Job * job, FindOrNotFound(job_id));
+  if (job->leases == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("job '", job_id, "' has not started"));
+  }
+  return job->leases->StepBase(unit_id);
 }
 
 absl::Status JobQueue::Heartbeat(const std::string& trainer_id, absl::Time now) {

@@ -59,6 +59,10 @@ inline std::string TablePrefix(const std::string& job_id) { return job_id + "/";
 // spec library); the queue keeps its canonical text and hash.
 struct JobSubmission {
   std::string name;  // a DNS label: [a-z0-9-], 1..63, alphanumeric at both ends
+  // The job's id: "<name>-<suffix>" of [a-z0-9-], at most 100 characters,
+  // never used before (the chief makes it unique beyond its own state:
+  // NewJobId). Empty: "<name>-<seq>" (tests).
+  std::string id;
   int priority = 0;  // higher runs first
   std::string spec_json;
   std::string spec_hash;
@@ -96,9 +100,14 @@ struct JobEvent {
   std::string text;
 };
 
+// A new job id: "<name>-<YYYYMMDD>-<HHMMSS>-<6 hex digits>" (UTC, random
+// digits), so ids sort by submit time and are not reused by a chief whose
+// state was wiped over the same PS nodes and directories.
+std::string NewJobId(const std::string& name, absl::Time now, uint32_t random);
+
 // A snapshot of one job (Get/List).
 struct JobInfo {
-  std::string id;  // "<name>-<seq>"
+  std::string id;  // JobSubmission::id
   uint64_t seq = 0;
   std::string name;
   int priority = 0;
@@ -148,8 +157,10 @@ class JobQueue {
  public:
   static absl::StatusOr<std::unique_ptr<JobQueue>> Create(const JobQueueOptions& options);
   // Rebuilds a queue from JobRecordToProto's records (any order). Assigned
-  // trainers rejoin the pool with heartbeat clocks at `now`. DATA_LOSS naming
-  // the job for a record that is not self-consistent.
+  // trainers rejoin the pool with heartbeat clocks at `now`. A record that is
+  // not self-consistent, or that clashes with another (a second active job
+  // of a name, a trainer in two jobs), is restored as a FAILED job whose
+  // message says why: one bad record never stops the chief.
   static absl::StatusOr<std::unique_ptr<JobQueue>> Restore(
       const JobQueueOptions& options, const std::vector<v1::ChiefJobRecord>& records,
       uint64_t next_seq, absl::Time now);
@@ -159,8 +170,8 @@ class JobQueue {
   ~JobQueue();
 
   // Queues a job; returns its id. INVALID_ARGUMENT naming the field (name,
-  // trainers, units, epochs, lease_duration) and nothing changes;
-  // ALREADY_EXISTS if a QUEUED or RUNNING job has the name.
+  // id, trainers, units, epochs, lease_duration) and nothing changes;
+  // ALREADY_EXISTS if a QUEUED or RUNNING job has the name, or any job the id.
   absl::StatusOr<std::string> Submit(const JobSubmission& job, absl::Time now);
   // NOT_FOUND for an unknown id.
   absl::StatusOr<JobInfo> Get(const std::string& job_id) const;
@@ -201,7 +212,11 @@ class JobQueue {
                       absl::Time now, std::optional<uint64_t> steps = std::nullopt);
   absl::Status Complete(const std::string& trainer_id, const std::string& job_id,
                         uint32_t unit_id, uint64_t lease_epoch, uint64_t end_offset,
-                        uint64_t examples, absl::Time now);
+                        uint64_t examples, absl::Time now,
+                        std::optional<uint64_t> steps = std::nullopt);
+  // WorkLeases::StepBase of the job's unit. NOT_FOUND; FAILED_PRECONDITION
+  // for a job that never started.
+  absl::StatusOr<int64_t> StepBase(const std::string& job_id, uint32_t unit_id) const;
   absl::Status Heartbeat(const std::string& trainer_id, absl::Time now);
   // Expires silent trainers: of each running job (their leases go back) and
   // idle ones past trainer_timeout. Both leave the pool. Returns their ids.
@@ -254,6 +269,9 @@ class JobQueue {
   JobInfo Snapshot(const Job& job) const;
   static absl::StatusOr<std::unique_ptr<Job>> JobFromProto(const v1::ChiefJobRecord& record,
                                                           absl::Time now);
+  // What Restore keeps of a record it cannot restore: a FAILED job saying why.
+  static std::unique_ptr<Job> UnrestorableJob(const v1::ChiefJobRecord& record,
+                                              const std::string& why, absl::Time now);
 
   // Constant after construction.
   const JobQueueOptions options_;

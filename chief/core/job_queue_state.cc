@@ -1,7 +1,9 @@
 // JobQueue <-> brook.v1.ChiefJobRecord: the persisted form of one job.
+#include <algorithm>
 #include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "brook/v1/chief.pb.h"
 #include "chief/core/job_queue.h"
@@ -86,8 +88,9 @@ absl::StatusOr<std::unique_ptr<JobQueue::Job>> JobQueue::JobFromProto(
     const v1::ChiefJobRecord& r, absl::Time now) {
   const std::string who = absl::StrCat("job '", r.id(), "' (seq ", r.seq(), "): ");
   auto corrupt = [&](const std::string& why) { return absl::DataLossError(who + why); };
-  if (r.id() != absl::StrCat(r.name(), "-", r.seq()) || r.name().empty()) {
-    return corrupt(absl::StrCat("id does not match name '", r.name(), "' and seq"));
+  if (r.name().empty() || r.id().size() <= r.name().size() + 1 ||
+      !absl::StartsWith(r.id(), r.name() + "-")) {
+    return corrupt(absl::StrCat("id is not its name '", r.name(), "' and a suffix"));
   }
   if (r.state() < 0 || r.state() > static_cast<int32_t>(JobState::kCancelled)) {
     return corrupt(absl::StrCat("unknown state ", r.state()));
@@ -109,7 +112,10 @@ absl::StatusOr<std::unique_ptr<JobQueue::Job>> JobQueue::JobFromProto(
     i.units.push_back(
         sharding::WorkUnit{.id = u.id(), .path = u.path(), .begin = u.begin(), .end = u.end()});
   }
-  if (i.units.empty()) return corrupt("no work units");
+  // A finished job that never started may have none (UnrestorableJob).
+  if (i.units.empty() && !(IsFinished(i.state) && !r.has_leases())) {
+    return corrupt("no work units");
+  }
   i.epochs = r.epochs();
   i.trainers_wanted = r.trainers_wanted();
   i.lease_duration = absl::Milliseconds(r.lease_duration_ms());
@@ -122,10 +128,9 @@ absl::StatusOr<std::unique_ptr<JobQueue::Job>> JobQueue::JobFromProto(
   if (r.has_leases()) {
     auto leases = WorkLeases::FromProto(r.leases(), now);
     if (!leases.ok()) return corrupt(std::string(leases.status().message()));
+    // RUNNING with every epoch done is a job the chief was finalizing
+    // (JobInfo::finalizing): its restart finalizes it again.
     job->leases = std::move(leases).value();
-    if (i.state == JobState::kRunning && job->leases->finished()) {
-      return corrupt("RUNNING but every epoch is done");
-    }
   }
   if (!r.trainers().empty() && i.state != JobState::kRunning) {
     return corrupt("trainers assigned to a job that is not running");
@@ -156,6 +161,30 @@ absl::StatusOr<std::unique_ptr<JobQueue::Job>> JobQueue::JobFromProto(
   return job;
 }
 
+std::unique_ptr<JobQueue::Job> JobQueue::UnrestorableJob(const v1::ChiefJobRecord& r,
+                                                         const std::string& why,
+                                                         absl::Time now) {
+  auto job = std::make_unique<Job>();
+  JobInfo& i = job->info;
+  i.seq = r.seq();
+  i.id = r.id().empty() ? absl::StrCat("job-", r.seq()) : r.id();
+  i.name = r.name().empty() ? i.id : r.name();
+  i.priority = r.priority();
+  i.state = JobState::kFailed;
+  i.message = absl::StrCat("the chief could not restore this job from its state: ", why);
+  i.submit_time = absl::FromUnixMicros(r.submit_time_us());
+  i.end_time = now;
+  i.spec_json = r.spec_json();
+  i.spec_hash = r.spec_hash();
+  i.epochs = r.epochs();
+  i.trainers_wanted = std::max(1, r.trainers_wanted());
+  for (const v1::ChiefJobEvent& e : r.events()) {
+    i.events.push_back(JobEvent{.time = FromUs(e.time_us()), .text = e.text()});
+  }
+  i.events.push_back(JobEvent{.time = now, .text = i.message});
+  return job;
+}
+
 absl::StatusOr<std::unique_ptr<JobQueue>> JobQueue::Restore(
     const JobQueueOptions& options, const std::vector<v1::ChiefJobRecord>& records,
     uint64_t next_seq, absl::Time now) {
@@ -163,26 +192,42 @@ absl::StatusOr<std::unique_ptr<JobQueue>> JobQueue::Restore(
   queue->next_seq_ = next_seq;
   std::set<std::string> active_names;
   for (const v1::ChiefJobRecord& r : records) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Job> job, JobFromProto(r, now));
-    const std::string who = absl::StrCat("job '", r.id(), "': ");
-    if (job->info.seq == 0 || job->info.seq >= next_seq) {
+    if (r.seq() == 0 || queue->jobs_.count(r.seq()) != 0) {
+      // The store keys records by seq: neither can happen short of a bug.
       return absl::DataLossError(
-          absl::StrCat(who, "seq ", job->info.seq, " not below the next seq ", next_seq));
+          absl::StrCat("job '", r.id(), "': seq ", r.seq(), r.seq() == 0 ? "" : " stored twice"));
     }
-    if (queue->jobs_.count(job->info.seq) != 0) {
-      return absl::DataLossError(absl::StrCat(who, "seq ", job->info.seq, " stored twice"));
-    }
-    if (!IsFinished(job->info.state) && !active_names.insert(job->info.name).second) {
-      return absl::DataLossError(absl::StrCat(who, "a second active job named '",
-                                              job->info.name, "'"));
-    }
-    for (const std::string& t : job->info.trainers) {
-      auto [it, fresh] = queue->trainers_.emplace(
-          t, PoolTrainer{.last_seen = now, .job_id = job->info.id});
-      if (!fresh) {
-        return absl::DataLossError(absl::StrCat(who, "trainer '", t, "' is also assigned to job '",
-                                                it->second.job_id, "'"));
+    queue->next_seq_ = std::max(queue->next_seq_, r.seq() + 1);
+    absl::StatusOr<std::unique_ptr<Job>> restored = JobFromProto(r, now);
+    std::string clash;
+    if (restored.ok()) {
+      const JobInfo& i = (*restored)->info;
+      if (queue->seq_of_.count(i.id) != 0) {
+        clash = absl::StrCat("its id is also job seq ", queue->seq_of_.at(i.id), "'s");
+      } else if (!IsFinished(i.state) && active_names.count(i.name) != 0) {
+        clash = absl::StrCat("a second active job named '", i.name, "'");
       }
+      for (const std::string& t : i.trainers) {
+        auto it = queue->trainers_.find(t);
+        if (clash.empty() && it != queue->trainers_.end()) {
+          clash = absl::StrCat("trainer '", t, "' is also assigned to job '", it->second.job_id,
+                               "'");
+        }
+      }
+    }
+    std::unique_ptr<Job> job;
+    if (!restored.ok() || !clash.empty()) {
+      job = UnrestorableJob(r, restored.ok() ? clash : std::string(restored.status().message()),
+                            now);
+      if (queue->seq_of_.count(job->info.id) != 0) {
+        job->info.id = absl::StrCat(job->info.id, "-seq", r.seq());
+      }
+    } else {
+      job = std::move(restored).value();
+    }
+    if (!IsFinished(job->info.state)) active_names.insert(job->info.name);
+    for (const std::string& t : job->info.trainers) {
+      queue->trainers_.emplace(t, PoolTrainer{.last_seen = now, .job_id = job->info.id});
     }
     queue->seq_of_[job->info.id] = job->info.seq;
     queue->jobs_[job->info.seq] = std::move(job);

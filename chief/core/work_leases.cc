@@ -94,7 +94,8 @@ absl::Status WorkLeases::Heartbeat(const std::string& trainer_id, absl::Time now
 Lease WorkLeases::LeaseFor(size_t index) const {
   const UnitState& u = units_[index];
   return Lease{.unit = u.unit, .resume_offset = u.committed, .resume_step = u.committed_steps,
-               .epoch = epoch_, .lease_epoch = u.lease_epoch};
+               .epoch = epoch_, .lease_epoch = u.lease_epoch,
+               .step_base = JobSteps() - static_cast<int64_t>(u.committed_steps.value_or(0))};
 }
 
 absl::StatusOr<std::optional<Lease>> WorkLeases::Acquire(const std::string& trainer_id,
@@ -123,9 +124,26 @@ absl::Status WorkLeases::Commit(const std::string& trainer_id, uint32_t unit_id,
 
 absl::Status WorkLeases::Complete(const std::string& trainer_id, uint32_t unit_id,
                                   uint64_t lease_epoch, uint64_t end_offset, uint64_t examples,
-                                  absl::Time now) {
+                                  absl::Time now, std::optional<uint64_t> steps) {
   return Report(trainer_id, unit_id, lease_epoch, end_offset, examples, /*complete=*/true, now,
-                std::nullopt);
+                steps);
+}
+
+int64_t WorkLeases::JobSteps() const {
+  uint64_t steps = steps_done_;
+  for (const UnitState& u : units_) {
+    if (!u.done) steps += u.committed_steps.value_or(0);
+  }
+  return static_cast<int64_t>(steps);
+}
+
+absl::StatusOr<int64_t> WorkLeases::StepBase(uint32_t unit_id) const {
+  auto found = index_of_.find(unit_id);
+  if (found == index_of_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown work unit ", unit_id));
+  }
+  const UnitState& u = units_[found->second];
+  return JobSteps() - (u.done ? 0 : static_cast<int64_t>(u.committed_steps.value_or(0)));
 }
 
 absl::Status WorkLeases::Report(const std::string& trainer_id, uint32_t unit_id,
@@ -176,7 +194,8 @@ absl::Status WorkLeases::Report(const std::string& trainer_id, uint32_t unit_id,
   Trainer& trainer = trainers_[trainer_id];
   trainer.last_seen = std::max(trainer.last_seen, now);
   u.committed = offset;
-  u.committed_steps = steps;
+  // A completion that does not count its steps keeps the last count.
+  if (steps.has_value() || !complete) u.committed_steps = steps;
   examples_per_epoch_[epoch_] += examples;
   records_per_epoch_[epoch_] += records;
   if (complete && !u.end_known) {
@@ -194,6 +213,7 @@ void WorkLeases::FinishUnit(size_t index) {
   UnitState& u = units_[index];
   u.done = true;
   u.done_lease_epoch = u.lease_epoch;
+  steps_done_ += u.committed_steps.value_or(0);
   u.holder.clear();
   if (++done_ < units_.size()) return;
   ++epoch_;
@@ -262,6 +282,7 @@ WorkLeasesStats WorkLeases::Stats() const {
   stats.releases = releases_;
   stats.expired_trainers = expired_trainers_;
   stats.live_trainers = trainers_.size();
+  stats.steps = JobSteps();
   return stats;
 }
 

@@ -72,6 +72,8 @@ struct Lease {
   std::optional<uint64_t> resume_step = 0;
   int64_t epoch = 0;           // data epoch, from 0
   uint64_t lease_epoch = 0;    // this lease; greater than any earlier lease of the unit
+  // The job's step of this unit-epoch's step 0 now: StepBase(unit.id).
+  int64_t step_base = 0;
 };
 
 struct WorkLeasesStats {
@@ -88,6 +90,7 @@ struct WorkLeasesStats {
   uint64_t releases = 0;          // units taken back unfinished (expiry or Release)
   uint64_t expired_trainers = 0;  // trainers dropped for missing heartbeats
   size_t live_trainers = 0;
+  int64_t steps = 0;  // the job's step: WorkLeases::JobSteps()
 };
 
 class WorkLeases {
@@ -139,9 +142,22 @@ class WorkLeases {
   // A final Commit at `end_offset`, the unit's end. For a unit of unknown end
   // (end 0) this is where the end is learned (and kept for later epochs);
   // otherwise FAILED_PRECONDITION unless end_offset equals the known end.
-  // Completing the last unit of an epoch opens the next epoch.
+  // Completing the last unit of an epoch opens the next epoch. `steps`: the
+  // unit-epoch's steps in all (unset: its last committed count).
   absl::Status Complete(const std::string& trainer_id, uint32_t unit_id, uint64_t lease_epoch,
-                        uint64_t end_offset, uint64_t examples, absl::Time now);
+                        uint64_t end_offset, uint64_t examples, absl::Time now,
+                        std::optional<uint64_t> steps = std::nullopt);
+
+  // The job's step (docs/architecture.md "Steps"): the optimizer steps of
+  // every completed unit-epoch plus those committed on the units in
+  // progress. It never goes backwards, and does not depend on which trainer
+  // trained what or how often one restarted.
+  int64_t JobSteps() const;
+  // The job's step of unit `unit_id`'s step 0 in the current epoch: JobSteps()
+  // without the unit's own committed steps. With one trainer it is constant
+  // while the unit trains, so a unit's holders number its steps alike.
+  // INVALID_ARGUMENT for an unknown unit.
+  absl::StatusOr<int64_t> StepBase(uint32_t unit_id) const;
 
   // Drops every trainer whose last call is older than lease_duration; their
   // units go to the front of the queue (lowest id first) to resume at the
@@ -197,6 +213,7 @@ class WorkLeases {
   std::vector<uint64_t> records_per_epoch_;
   uint64_t releases_ = 0;
   uint64_t expired_trainers_ = 0;
+  uint64_t steps_done_ = 0;  // steps of every completed unit-epoch
 };
 
 }  // namespace brook::chief

@@ -34,6 +34,7 @@ v1::WorkLeasesState WorkLeases::ToProto() const {
   for (uint64_t n : records_per_epoch_) state.add_records_per_epoch(n);
   state.set_releases(releases_);
   state.set_expired_trainers(expired_trainers_);
+  state.set_steps_done(steps_done_);
   return state;
 }
 
@@ -79,6 +80,7 @@ absl::StatusOr<std::unique_ptr<WorkLeases>> WorkLeases::FromProto(
                                     state.records_per_epoch().end());
   leases->releases_ = state.releases();
   leases->expired_trainers_ = state.expired_trainers();
+  leases->steps_done_ = state.steps_done();
 
   for (const std::string& id : state.trainers()) {
     if (id.empty() || !leases->trainers_.emplace(id, Trainer{.last_seen = now, .units = {}}).second) {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "chief/export/model_export.h"
+#include "common/random_id.h"
 #include "common/status_macros.h"
 #include "metrics/collector.h"
 #include "ps/client/prefixed_ps_client.h"
@@ -256,11 +257,9 @@ absl::StatusOr<std::shared_ptr<const JobSpec>> Chief::SpecLocked(const JobInfo& 
 }
 
 int64_t Chief::StepsLocked(const std::string& job_id) const {
-  auto it = runtime_.find(job_id);
-  if (it == runtime_.end()) return 0;
-  int64_t steps = 0;
-  for (const auto& [trainer, s] : it->second.trainer_steps) steps += s;
-  return steps;
+  absl::StatusOr<JobInfo> info = queue_->Get(job_id);
+  if (!info.ok() || !info->progress.has_value()) return 0;
+  return info->progress->steps;
 }
 
 v1::JobStatus Chief::StatusLocked(const JobInfo& i, bool with_events) {
@@ -364,6 +363,22 @@ absl::StatusOr<v1::JobStatus> Chief::SubmitJob(const v1::SubmitJobRequest& reque
 
   std::lock_guard<std::mutex> lock(mu_);
   const absl::Time now = absl::Now();
+  // A fresh id, never one whose checkpoints or export exist: a job never
+  // starts from, or writes into, another run's files.
+  for (int attempt = 0;; ++attempt) {
+    sub.id = NewJobId(sub.name, now, static_cast<uint32_t>(RandomNonZeroId()));
+    if (!queue_->Get(sub.id).ok()) break;
+    if (attempt == 8) return absl::InternalError("no unused job id after 8 tries");
+  }
+  for (const std::string& parent : {spec.checkpoint.dir, spec.export_dir}) {
+    if (parent.empty()) continue;
+    const std::string dir = absl::StrCat(parent, "/", sub.id);
+    std::error_code ec;
+    if (std::filesystem::exists(dir, ec)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          dir, " exists: it holds another run's files; a job never writes into them"));
+    }
+  }
   ASSIGN_OR_RETURN(std::string id, queue_->Submit(sub, now));
   runtime_[id].spec = std::make_shared<const JobSpec>(std::move(spec));
   queue_->Schedule(now);
@@ -372,9 +387,18 @@ absl::StatusOr<v1::JobStatus> Chief::SubmitJob(const v1::SubmitJobRequest& reque
   return StatusLocked(info, false);
 }
 
+std::string Chief::ResolveJobIdLocked(const std::string& id_or_name) const {
+  if (queue_->Get(id_or_name).ok()) return id_or_name;
+  // A name: its active job, else its latest (List puts those first).
+  for (const JobInfo& info : queue_->List()) {
+    if (info.name == id_or_name) return info.id;
+  }
+  return id_or_name;
+}
+
 absl::StatusOr<v1::JobStatus> Chief::GetJob(const v1::GetJobRequest& request) {
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(JobInfo info, queue_->Get(request.job_id()));
+  ASSIGN_OR_RETURN(JobInfo info, queue_->Get(ResolveJobIdLocked(request.job_id())));
   return StatusLocked(info, request.with_events());
 }
 
@@ -388,12 +412,12 @@ absl::StatusOr<v1::ListJobsResponse> Chief::ListJobs() {
 absl::StatusOr<v1::JobStatus> Chief::CancelJob(const v1::CancelJobRequest& request) {
   std::lock_guard<std::mutex> lock(mu_);
   const absl::Time now = absl::Now();
-  RETURN_IF_ERROR(queue_->Cancel(request.job_id(),
-                                 request.reason().empty() ? "cancelled by user" : request.reason(),
+  const std::string id = ResolveJobIdLocked(request.job_id());
+  RETURN_IF_ERROR(queue_->Cancel(id, request.reason().empty() ? "cancelled by user" : request.reason(),
                                  now));
   queue_->Schedule(now);
   RETURN_IF_ERROR(SaveLocked());
-  ASSIGN_OR_RETURN(JobInfo info, queue_->Get(request.job_id()));
+  ASSIGN_OR_RETURN(JobInfo info, queue_->Get(id));
   return StatusLocked(info, false);
 }
 
@@ -466,22 +490,23 @@ absl::StatusOr<v1::AcquireWorkResponse> Chief::AcquireWork(const v1::AcquireWork
     out.set_resume_step(*l.resume_step);
     out.set_push_stream(PushStreamOf(info, l.unit.id, l.epoch));
   }
+  out.set_job_step_base(l.step_base);
   out.set_data_epoch(l.epoch);
   out.set_lease_epoch(l.lease_epoch);
   return out;
 }
 
-absl::Status Chief::CompleteWork(const v1::CompleteWorkRequest& r) {
+absl::StatusOr<v1::CompleteWorkResponse> Chief::CompleteWork(const v1::CompleteWorkRequest& r) {
   std::lock_guard<std::mutex> lock(mu_);
   const absl::Time now = absl::Now();
+  const std::optional<uint64_t> steps =
+      r.has_steps() ? std::optional<uint64_t>(r.steps()) : std::nullopt;
   if (r.done()) {
     RETURN_IF_ERROR(queue_->Complete(r.node_id(), r.job_id(), r.unit_id(), r.lease_epoch(),
-                                     r.offset(), r.examples(), now));
+                                     r.offset(), r.examples(), now, steps));
   } else {
     RETURN_IF_ERROR(queue_->Commit(r.node_id(), r.job_id(), r.unit_id(), r.lease_epoch(),
-                                   r.offset(), r.examples(), now,
-                                   r.has_steps() ? std::optional<uint64_t>(r.steps())
-                                                 : std::nullopt));
+                                   r.offset(), r.examples(), now, steps));
   }
   RETURN_IF_ERROR(SaveLocked());
   ASSIGN_OR_RETURN(JobInfo info, queue_->Get(r.job_id()));
@@ -489,7 +514,12 @@ absl::Status Chief::CompleteWork(const v1::CompleteWorkRequest& r) {
   auto& samples = runtime_[r.job_id()].examples_samples;
   samples.emplace_back(now, examples);
   while (samples.size() > 2 && now - samples.front().first > absl::Minutes(1)) samples.pop_front();
-  return absl::OkStatus();
+  v1::CompleteWorkResponse out;
+  if (info.progress.has_value()) out.set_job_steps(info.progress->steps);
+  if (absl::StatusOr<int64_t> base = queue_->StepBase(r.job_id(), r.unit_id()); base.ok()) {
+    out.set_job_step_base(*base);
+  }
+  return out;
 }
 
 absl::Status Chief::ReportMetrics(const v1::ReportMetricsRequest& r) {
@@ -507,7 +537,6 @@ absl::Status Chief::ReportMetrics(const v1::ReportMetricsRequest& r) {
     queue_->Schedule(now);
     return SaveLocked();
   }
-  runtime_[r.job_id()].trainer_steps[r.node_id()] = r.steps();
   RETURN_IF_ERROR(queue_->ReportMetrics(r.job_id(), r.loss(), r.train_auc(), examples, now));
   return SaveLocked();
 }
@@ -679,12 +708,18 @@ absl::StatusOr<std::optional<trainer::EvalResult>> Chief::Evaluate(const std::st
 absl::Status Chief::Finalize(const std::string& job_id) {
   std::shared_ptr<const JobSpec> spec;
   int64_t steps = 0;
+  bool final_checkpoint_recorded = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     ASSIGN_OR_RETURN(JobInfo info, queue_->Get(job_id));
     if (info.state != JobState::kRunning || !info.finalizing) return absl::OkStatus();
     ASSIGN_OR_RETURN(spec, SpecLocked(info));
     steps = StepsLocked(job_id);
+    // A restarted chief finalizes again from where the last one was cut.
+    const std::string final_dir = absl::StrCat(spec->checkpoint.dir, "/", job_id, "/final");
+    for (const JobCheckpoint& c : info.checkpoints) {
+      if (c.dir == final_dir) final_checkpoint_recorded = true;
+    }
     if (ps_ == nullptr) {
       RETURN_IF_ERROR(queue_->Finish(job_id, "trained; no PS client: not evaluated or exported",
                                      absl::Now()));
@@ -695,7 +730,13 @@ absl::Status Chief::Finalize(const std::string& job_id) {
   // the job is declared done.
   if (absl::Status f = SendFences(); !f.ok()) std::cerr << "brook chief: " << f.message() << "\n";
   absl::Status s = [&]() -> absl::Status {
-    if (!spec->checkpoint.dir.empty()) RETURN_IF_ERROR(Checkpoint(job_id, *spec, steps, "final"));
+    if (!spec->checkpoint.dir.empty() && !final_checkpoint_recorded) {
+      // A chief killed while writing it left a part: the model has not
+      // changed since (training is over), so it is written again whole.
+      std::error_code ec;
+      std::filesystem::remove_all(absl::StrCat(spec->checkpoint.dir, "/", job_id, "/final"), ec);
+      RETURN_IF_ERROR(Checkpoint(job_id, *spec, steps, "final"));
+    }
     ASSIGN_OR_RETURN(std::optional<trainer::EvalResult> eval, Evaluate(job_id, *spec, steps));
     std::vector<std::string> eval_files;
     if (eval.has_value()) {

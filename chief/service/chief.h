@@ -91,7 +91,7 @@ class Chief {
   absl::StatusOr<v1::RegisterNodeResponse> RegisterNode(const v1::RegisterNodeRequest& request);
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
   absl::StatusOr<v1::AcquireWorkResponse> AcquireWork(const v1::AcquireWorkRequest& request);
-  absl::Status CompleteWork(const v1::CompleteWorkRequest& request);
+  absl::StatusOr<v1::CompleteWorkResponse> CompleteWork(const v1::CompleteWorkRequest& request);
   absl::Status ReportMetrics(const v1::ReportMetricsRequest& request);
 
   // One round of housekeeping at `now` (the background thread calls it).
@@ -120,7 +120,6 @@ class Chief {
     std::shared_ptr<const JobSpec> spec;
     int64_t next_eval_step = 0;        // eval.every_steps: the next step to evaluate at
     int64_t next_checkpoint_step = 0;  // checkpoint.interval_steps: the next step to save at
-    std::map<std::string, int64_t> trainer_steps;  // steps reported per trainer
     std::deque<std::pair<absl::Time, uint64_t>> examples_samples;  // rate window
     bool task_queued = false;
   };
@@ -128,6 +127,9 @@ class Chief {
   Chief(const ChiefOptions& options, ps::PsClient* ps, std::unique_ptr<ChiefStateStore> store,
         std::unique_ptr<JobQueue> queue);
   absl::Status SaveLocked();  // REQUIRES: mu_
+  // A job id as given, or the id of the job a name stands for (its active
+  // job, else its latest), so `brook status NAME` works. REQUIRES: mu_
+  std::string ResolveJobIdLocked(const std::string& id_or_name) const;
   absl::StatusOr<std::shared_ptr<const JobSpec>> SpecLocked(const JobInfo& info);
   v1::JobStatus StatusLocked(const JobInfo& info, bool with_events);
   int64_t StepsLocked(const std::string& job_id) const;

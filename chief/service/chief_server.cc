@@ -103,8 +103,11 @@ class ChiefService final : public v1::Chief::Service {
     });
   }
   grpc::Status CompleteWork(grpc::ServerContext* context, const v1::CompleteWorkRequest* req,
-                            v1::CompleteWorkResponse*) override {
-    return Run(context, kCompleteWork, [&] { return chief_->CompleteWork(*req); });
+                            v1::CompleteWorkResponse* resp) override {
+    return Run(context, kCompleteWork, [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(*resp, chief_->CompleteWork(*req));
+      return absl::OkStatus();
+    });
   }
   grpc::Status ReportMetrics(grpc::ServerContext* context, const v1::ReportMetricsRequest* req,
                              v1::ReportMetricsResponse*) override {

@@ -197,7 +197,8 @@ void TrainerWorker::ReportMetrics(const Job& job) {
 }
 
 absl::Status TrainerWorker::Commit(const v1::AcquireWorkResponse& lease, uint64_t offset,
-                                   uint64_t examples, bool done, std::optional<uint64_t> steps) {
+                                   uint64_t examples, bool done, std::optional<uint64_t> steps,
+                                   std::atomic<int64_t>* job_step_base) {
   v1::CompleteWorkRequest req;
   req.set_node_id(node_id_);
   req.set_job_id(lease.job_id());
@@ -207,7 +208,11 @@ absl::Status TrainerWorker::Commit(const v1::AcquireWorkResponse& lease, uint64_
   req.set_examples(examples);
   req.set_done(done);
   if (steps.has_value()) req.set_steps(*steps);
-  return RetryUnavailable(stopping_, [&] { return chief_->CompleteWork(req); }).status();
+  absl::StatusOr<v1::CompleteWorkResponse> resp =
+      RetryUnavailable(stopping_, [&] { return chief_->CompleteWork(req); });
+  // Other trainers' commits move the job's step on (AcquireWorkResponse).
+  if (resp.ok() && job_step_base != nullptr) job_step_base->store(resp->job_step_base());
+  return resp.status();
 }
 
 absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& lease) {
@@ -230,6 +235,9 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
     stream.id = lease.push_stream();
     stream.first_step = resume_step;
   }
+  // The job's step of this unit's step 0 (docs/architecture.md "Steps").
+  std::atomic<int64_t> job_step_base{lease.job_step_base()};
+  stream.job_step_base = &job_step_base;
   const uint64_t read_from =
       shuffled && in_stream ? lease.unit().begin() : lease.resume_offset();
   sharding::WorkUnit unit{.id = lease.unit().id(), .path = lease.unit().path(),
@@ -268,7 +276,8 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
       const auto [committed, steps] = progress.CommittedSteps(unit.id);
       if (committed > reported && lease_status.ok()) {
         absl::Status s = Commit(lease, committed, committed - reported, false,
-                                stream.id != 0 ? std::optional<uint64_t>(steps) : std::nullopt);
+                                stream.id != 0 ? std::optional<uint64_t>(steps) : std::nullopt,
+                                &job_step_base);
         if (s.ok()) {
           std::lock_guard<std::mutex> l(mu_);
           stats_.examples += committed - reported;
@@ -338,7 +347,8 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
     }
   }
   ReportMetrics(*job);  // the job's last metrics before the unit that may end it
-  absl::Status done = Commit(lease, end, end - reported, true);
+  absl::Status done = Commit(lease, end, end - reported, true,
+                             stream.id != 0 ? std::optional<uint64_t>(steps) : std::nullopt);
   std::lock_guard<std::mutex> l(mu_);
   if (done.ok()) {
     stats_.examples += end - reported;

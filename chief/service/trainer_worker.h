@@ -95,9 +95,11 @@ class TrainerWorker {
   absl::Status TrainUnit(Job* job, const v1::AcquireWorkResponse& lease);
   // Retries a commit until the chief answers (it may be restarting).
   // `steps`: the unit-epoch's steps that trained the records before offset
-  // (nullopt: not known, e.g. on completion).
+  // (nullopt: not counted, outside a push stream). The chief's answer moves
+  // `job_step_base` on, when given.
   absl::Status Commit(const v1::AcquireWorkResponse& lease, uint64_t offset, uint64_t examples,
-                      bool done, std::optional<uint64_t> steps = std::nullopt);
+                      bool done, std::optional<uint64_t> steps = std::nullopt,
+                      std::atomic<int64_t>* job_step_base = nullptr);
   void HeartbeatLoop();
   void ReportMetrics(const Job& job);  // best effort
   bool Sleep(absl::Duration d);  // false when stopping

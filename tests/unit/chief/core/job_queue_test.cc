@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "brook/v1/chief.pb.h"
+
 namespace brook::chief {
 namespace {
 
@@ -61,7 +63,7 @@ int RunToEnd(JobQueue* q, const std::string& job_id, const std::vector<std::stri
       const Lease& l = (*lease)->lease;
       EXPECT_EQ((*lease)->job_id, job_id);
       EXPECT_TRUE(q->Complete(t, job_id, l.unit.id, l.lease_epoch, l.unit.end,
-                              l.unit.end - l.resume_offset, now)
+                              l.unit.end - l.resume_offset, now, /*steps=*/2)
                       .ok());
       ++calls;
     }
@@ -210,6 +212,51 @@ TEST(JobQueueTest, JobFinalizesWhenItsLeasesFinishFreesTrainersThenSucceeds) {
   EXPECT_EQ(q->Schedule(kT0 + absl::Seconds(2)), std::vector<std::string>{after});
   EXPECT_EQ(q->JobOfTrainer("t1"), after);  // wants 1 trainer
   EXPECT_EQ(q->JobOfTrainer("t2"), std::nullopt);
+}
+
+// A chief killed (or stopped) while it finalized a job left it RUNNING with
+// every epoch done: the restart restores it as finalizing, never refuses it.
+TEST(JobQueueTest, AJobSavedWhileFinalizingRestoresAsFinalizing) {
+  auto q = MakeQueue();
+  const std::string job = MustSubmit(q.get(), Sub("train", 0, /*trainers=*/2, /*epochs=*/2), kT0);
+  const std::string after = MustSubmit(q.get(), Sub("after"), kT0);
+  q->Schedule(kT0);
+  ASSERT_EQ(*q->AssignTrainer("t1", kT0), job);
+  ASSERT_EQ(*q->AssignTrainer("t2", kT0), job);
+  RunToEnd(q.get(), job, {"t1", "t2"}, kT0 + absl::Seconds(1));
+  ASSERT_TRUE(q->Get(job)->finalizing);
+  std::vector<v1::ChiefJobRecord> records;
+  for (const std::string& id : q->JobIds()) records.push_back(*q->JobRecordToProto(id));
+  auto restored = JobQueue::Restore({}, records, q->next_seq(), kT0 + absl::Seconds(2));
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  absl::StatusOr<JobInfo> info = (*restored)->Get(job);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state, JobState::kRunning);
+  EXPECT_TRUE(info->finalizing);
+  EXPECT_TRUE(info->trainers.empty());
+  EXPECT_EQ(info->progress->steps, 2 * 5 * 2);  // 2 steps a unit, 5 units, 2 epochs
+  ASSERT_TRUE((*restored)->Finish(job, "exported", kT0 + absl::Seconds(3)).ok());
+  EXPECT_EQ((*restored)->Schedule(kT0 + absl::Seconds(3)), std::vector<std::string>{after});
+}
+
+// Ids come from the chief (NewJobId) and are never reused; a bad or taken
+// one is refused naming the field.
+TEST(JobQueueTest, GivenIdsAreCheckedAndNeverReused) {
+  auto q = MakeQueue();
+  JobSubmission sub = Sub("ctr");
+  sub.id = NewJobId("ctr", kT0, 0xabcdef12u);
+  EXPECT_EQ(sub.id, "ctr-20231114-221320-cdef12");
+  EXPECT_EQ(MustSubmit(q.get(), sub, kT0), sub.id);
+  ASSERT_TRUE(q->Cancel(sub.id, "", kT0).ok());
+  EXPECT_EQ(q->Submit(sub, kT0).status().code(), absl::StatusCode::kAlreadyExists);
+  for (const std::string bad : {"other-1", "ctr-", "ctr", "ctr-A1", "ctr-1-"}) {
+    JobSubmission wrong = Sub("ctr");
+    wrong.id = bad;
+    absl::StatusOr<std::string> refused = q->Submit(wrong, kT0);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(refused.status().message().find("id:"), std::string::npos) << refused.status();
+  }
+  EXPECT_EQ(q->List().size(), 1u);
 }
 
 TEST(JobQueueTest, ExpiredTrainerLeavesItsJobAndItsUnitGoesBack) {

@@ -200,6 +200,60 @@ TEST(WorkLeasesTest, CommittedStepsGoToTheNextLeaseWithTheOffset) {
   EXPECT_EQ(MustAcquire(leases.get(), "d", kT0).resume_step, std::optional<uint64_t>(0));
 }
 
+// The job's step is the steps every unit-epoch committed: a lease's step
+// base is it without the unit's own steps, so a unit's next holder numbers
+// its steps as the dead one did, and the count survives a restart.
+TEST(WorkLeasesTest, JobStepIsEveryUnitEpochsStepsAndALeaseStartsFromIt) {
+  auto leases = MakeLeases(SmallPlan(), 2, absl::Seconds(10));
+  ASSERT_TRUE(leases->RegisterTrainer("a", kT0).ok());
+  const Lease u0 = MustAcquire(leases.get(), "a", kT0);
+  EXPECT_EQ(u0.step_base, 0);
+  ASSERT_TRUE(leases->Complete("a", u0.unit.id, u0.lease_epoch, u0.unit.end, 4, kT0, 3).ok());
+  EXPECT_EQ(leases->JobSteps(), 3);
+  const Lease u1 = MustAcquire(leases.get(), "a", kT0);
+  EXPECT_EQ(u1.step_base, 3);
+  ASSERT_TRUE(leases->Commit("a", u1.unit.id, u1.lease_epoch, u1.unit.begin + 2, 2, kT0, 2).ok());
+  EXPECT_EQ(leases->JobSteps(), 5);
+  EXPECT_EQ(*leases->StepBase(u1.unit.id), 3);  // its own steps are not in its base
+  // A second trainer's unit starts past both.
+  ASSERT_TRUE(leases->RegisterTrainer("b", kT0).ok());
+  const Lease u2 = MustAcquire(leases.get(), "b", kT0);
+  EXPECT_EQ(u2.step_base, 5);
+  ASSERT_TRUE(leases->Commit("b", u2.unit.id, u2.lease_epoch, u2.unit.begin + 1, 1, kT0, 1).ok());
+  EXPECT_EQ(*leases->StepBase(u1.unit.id), 4);  // moved on by b's commit
+
+  // "a" dies: its committed steps stay in the job's step, and the unit's
+  // next holder resumes at the same job step.
+  ASSERT_TRUE(leases->Release("a").ok());
+  EXPECT_EQ(leases->JobSteps(), 6);
+  auto restored = WorkLeases::FromProto(leases->ToProto(), kT0);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ((*restored)->JobSteps(), 6);
+  ASSERT_TRUE((*restored)->RegisterTrainer("c", kT0).ok());
+  const Lease again = MustAcquire(restored->get(), "c", kT0);
+  ASSERT_EQ(again.unit.id, u1.unit.id);
+  EXPECT_EQ(again.step_base + static_cast<int64_t>(*again.resume_step), 6);
+  EXPECT_EQ(again.step_base, 4);
+  EXPECT_EQ((*restored)->Stats().steps, 6);
+
+  // Completing every unit of both epochs: the job's step is the sum of the
+  // units' steps over the epochs, and never goes backwards at an epoch's end.
+  WorkLeases* l = restored->get();
+  ASSERT_TRUE(l->Complete("c", again.unit.id, again.lease_epoch, again.unit.end, 0, kT0, 3).ok());
+  ASSERT_TRUE(l->Complete("b", u2.unit.id, u2.lease_epoch, u2.unit.end, 0, kT0, 2).ok());
+  int64_t last = l->JobSteps();
+  EXPECT_EQ(last, 3 + 3 + 2);
+  while (!l->finished()) {
+    const Lease next = MustAcquire(l, "c", kT0);
+    EXPECT_EQ(next.step_base, last);
+    ASSERT_TRUE(l->Complete("c", next.unit.id, next.lease_epoch, next.unit.end, 0, kT0, 1).ok());
+    EXPECT_EQ(l->JobSteps(), last + 1);
+    last = l->JobSteps();
+  }
+  EXPECT_EQ(last, 8 + 2 + 5);  // epoch 0's last two units, then epoch 1's five
+  EXPECT_EQ(l->StepBase(99).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(WorkLeasesTest, ReleaseAndReRegisterGiveUnitsBackAtTheFront) {
   auto leases = MakeLeases(SmallPlan(), 1);
   ASSERT_TRUE(leases->RegisterTrainer("t", kT0).ok());

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <regex>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -92,7 +93,10 @@ TEST_F(ChiefTest, TrainersWorkThroughEveryUnitOfEveryEpochThenTheJobFinalizes) {
   auto c = Open();
   auto job = c->SubmitJob(Submit(Spec("lr")));
   ASSERT_TRUE(job.ok()) << job.status();
-  EXPECT_EQ(job->id(), "lr-1");
+  // "<name>-<UTC date>-<time>-<6 random hex digits>": never reused.
+  EXPECT_TRUE(std::regex_match(job->id(), std::regex("lr-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}")))
+      << job->id();
+  const std::string id = job->id();
   EXPECT_EQ(job->state(), "RUNNING");
   RegisterTrainer(c.get(), "t0");
 
@@ -102,7 +106,7 @@ TEST_F(ChiefTest, TrainersWorkThroughEveryUnitOfEveryEpochThenTheJobFinalizes) {
     ASSERT_TRUE(w.ok()) << w.status();
     if (w->job_id().empty()) break;
     ++leases;
-    EXPECT_EQ(w->table_prefix(), "lr-1/");
+    EXPECT_EQ(w->table_prefix(), id + "/");
     EXPECT_FALSE(w->spec_json().empty());
     // A commit halfway, then the end (files of 10 records).
     ASSERT_TRUE(c->CompleteWork(Report("t0", *w, 4, false)).ok());
@@ -111,7 +115,7 @@ TEST_F(ChiefTest, TrainersWorkThroughEveryUnitOfEveryEpochThenTheJobFinalizes) {
     ASSERT_TRUE(c->CompleteWork(done).ok());
   }
   EXPECT_EQ(leases, 6);  // 3 files x 2 epochs
-  v1::JobStatus s = Get(c.get(), "lr-1");
+  v1::JobStatus s = Get(c.get(), id);
   EXPECT_TRUE(s.finalizing());
   EXPECT_EQ(s.examples_trained(), 60u);
   ASSERT_EQ(s.examples_per_epoch_size(), 2);
@@ -119,7 +123,7 @@ TEST_F(ChiefTest, TrainersWorkThroughEveryUnitOfEveryEpochThenTheJobFinalizes) {
 
   c->Tick(absl::Now());
   c->RunPendingWork();
-  s = Get(c.get(), "lr-1");
+  s = Get(c.get(), id);
   EXPECT_EQ(s.state(), "SUCCEEDED");
   EXPECT_NE(s.message().find("not evaluated"), std::string::npos) << s.message();
   EXPECT_DOUBLE_EQ(s.progress(), 1.0);
@@ -137,7 +141,7 @@ TEST_F(ChiefTest, StateSurvivesARestartAndAStaleLeaseIsRefused) {
     ASSERT_TRUE(c->CompleteWork(Report("t0", held, 5, false)).ok());
   }  // the chief goes away without a goodbye
   auto c = Open();
-  v1::JobStatus s = Get(c.get(), "resume-1");
+  v1::JobStatus s = Get(c.get(), "resume");
   EXPECT_EQ(s.state(), "RUNNING");
   EXPECT_EQ(s.examples_trained(), 5u);
   EXPECT_EQ(s.units_leased(), 1u);
@@ -145,14 +149,14 @@ TEST_F(ChiefTest, StateSurvivesARestartAndAStaleLeaseIsRefused) {
   v1::CompleteWorkRequest more = Report("t0", held, 7, false);
   more.set_examples(2);
   {
-    const absl::Status st = c->CompleteWork(more);
+    const absl::Status st = c->CompleteWork(more).status();
     ASSERT_TRUE(st.ok()) << st.message();
   }
   // t0 falls silent; its unit goes to t1, which resumes at the committed offset.
   c->Tick(absl::Now() + absl::Seconds(60));
   RegisterTrainer(c.get(), "t1");
   auto w = c->AcquireWork(Acquire("t1"));
-  ASSERT_TRUE(w.ok() && !w->job_id().empty()) << w.status() << Get(c.get(), "resume-1").DebugString();
+  ASSERT_TRUE(w.ok() && !w->job_id().empty()) << w.status() << Get(c.get(), "resume").DebugString();
   EXPECT_EQ(w->unit().id(), held.unit().id());
   EXPECT_EQ(w->resume_offset(), 7u);
   EXPECT_GT(w->lease_epoch(), held.lease_epoch());
@@ -161,7 +165,7 @@ TEST_F(ChiefTest, StateSurvivesARestartAndAStaleLeaseIsRefused) {
   late_report.set_examples(2);
   auto late = c->CompleteWork(late_report);
   EXPECT_FALSE(late.ok());
-  EXPECT_EQ(Get(c.get(), "resume-1").examples_trained(), 7u);
+  EXPECT_EQ(Get(c.get(), "resume").examples_trained(), 7u);
 }
 
 // A trainer presumed dead has its PS client id fenced on every PS: if it was
@@ -259,7 +263,8 @@ TEST_F(ChiefTest, BadSpecsAndUnknownJobsAreRefusedNamingWhatIsWrong) {
 
 TEST_F(ChiefTest, MetricsCountJobsByStateAndUnitsByJob) {
   auto c = Open();
-  ASSERT_TRUE(c->SubmitJob(Submit(Spec("m", 0, 1))).ok());
+  auto m = c->SubmitJob(Submit(Spec("m", 0, 1)));
+  ASSERT_TRUE(m.ok());
   ASSERT_TRUE(c->SubmitJob(Submit(Spec("q", 0, 1))).ok());
   std::map<std::string, double> samples;
   for (const auto& family : c->CollectMetrics()) {
@@ -272,7 +277,7 @@ TEST_F(ChiefTest, MetricsCountJobsByStateAndUnitsByJob) {
   }
   EXPECT_EQ(samples["brook_chief_jobs,state=RUNNING"], 1);
   EXPECT_EQ(samples["brook_chief_jobs,state=QUEUED"], 1);
-  EXPECT_EQ(samples["brook_chief_job_work_units,job=m-1,state=pending"], 3);
+  EXPECT_EQ(samples["brook_chief_job_work_units,job=" + m->id() + ",state=pending"], 3);
   EXPECT_EQ(samples.count("brook_chief_state_save_errors_total"), 1u);
 }
 
