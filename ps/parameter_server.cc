@@ -9,6 +9,7 @@
 #include "common/random_id.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
@@ -197,6 +198,33 @@ absl::Status ParameterServer::DropTable(std::string_view name) {
     RETURN_IF_ERROR(state_->db->DropColumnFamily(internal::TableFamily(std::string(name))));
   }
   return state_->LogAndSync([&](v1::WalEntry* e) { e->set_drop_table(std::string(name)); });
+}
+
+absl::StatusOr<DroppedTables> ParameterServer::DropTablesWithPrefix(std::string_view prefix) {
+  if (prefix.empty()) return absl::InvalidArgumentError("drop: an empty prefix names every table");
+  std::vector<std::string> tables, dense;
+  {
+    internal::ReaderLock lock(&state_->mu);
+    for (const auto& [name, t] : state_->tables) {
+      if (absl::StartsWith(name, AbslView(prefix))) tables.emplace_back(name);
+    }
+    for (const auto& [name, d] : state_->dense) {
+      if (absl::StartsWith(name, AbslView(prefix))) dense.emplace_back(name);
+    }
+  }
+  DroppedTables dropped;
+  // A concurrent drop of the same name is not an error: it is gone either way.
+  for (const std::string& t : tables) {
+    absl::Status s = DropTable(t);
+    if (!s.ok() && !absl::IsNotFound(s)) return s;
+    dropped.tables += s.ok() ? 1 : 0;
+  }
+  for (const std::string& d : dense) {
+    absl::Status s = DropDense(d);
+    if (!s.ok() && !absl::IsNotFound(s)) return s;
+    dropped.dense += s.ok() ? 1 : 0;
+  }
+  return dropped;
 }
 
 absl::Status ParameterServer::Pull(std::string_view table, absl::Span<const uint64_t> keys,

@@ -113,6 +113,12 @@ struct PushContext {
 
 enum class PushOutcome { kApplied, kDuplicate };
 
+// What DropTablesWithPrefix dropped (summed over shards by a client).
+struct DroppedTables {
+  uint64_t tables = 0;
+  uint64_t dense = 0;
+};
+
 // One table's part of a batch pull: rows for `keys` (duplicates allowed) into
 // `out` (keys.size() x dim). Shared by ParameterServer::PullBatch and
 // PsClient::PullBatch.
@@ -234,6 +240,10 @@ class ParameterServer {
   absl::Status CreateTable(const TableOptions& options);
   // NOT_FOUND if absent.
   absl::Status DropTable(std::string_view name);
+  // Drops every table and dense variable whose name starts with `prefix`
+  // (a finished job's: rows in memory and RocksDB, logged like DropTable).
+  // INVALID_ARGUMENT for an empty prefix.
+  absl::StatusOr<DroppedTables> DropTablesWithPrefix(std::string_view prefix);
 
   // Writes keys.size() x dim floats into `out` (row i for keys[i]). Unknown
   // keys read their initial value (a pure function of seed and key). Pulls do

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -705,6 +707,18 @@ absl::StatusOr<std::optional<trainer::EvalResult>> Chief::Evaluate(const std::st
   return std::optional<trainer::EvalResult>(eval);
 }
 
+void Chief::FinalizePhase(const std::string& job_id, const char* phase) {
+  std::cerr << "brook chief: job " << job_id << ": finalizing: " << phase << "\n";
+  // A test's kill -9 point: the chief waits here (until it is stopped) when
+  // BROOK_TEST_FINALIZE_PAUSE names the phase.
+  const char* pause = std::getenv("BROOK_TEST_FINALIZE_PAUSE");
+  if (pause == nullptr || std::string_view(pause) != phase) return;
+  std::cout << "brook chief: job " << job_id << ": paused before finalizing: " << phase
+            << std::endl;
+  std::unique_lock<std::mutex> lock(mu_);
+  tasks_cv_.wait(lock, [&] { return stopping_; });
+}
+
 absl::Status Chief::Finalize(const std::string& job_id) {
   std::shared_ptr<const JobSpec> spec;
   int64_t steps = 0;
@@ -730,6 +744,7 @@ absl::Status Chief::Finalize(const std::string& job_id) {
   // the job is declared done.
   if (absl::Status f = SendFences(); !f.ok()) std::cerr << "brook chief: " << f.message() << "\n";
   absl::Status s = [&]() -> absl::Status {
+    FinalizePhase(job_id, "checkpoint");
     if (!spec->checkpoint.dir.empty() && !final_checkpoint_recorded) {
       // A chief killed while writing it left a part: the model has not
       // changed since (training is over), so it is written again whole.
@@ -737,6 +752,7 @@ absl::Status Chief::Finalize(const std::string& job_id) {
       std::filesystem::remove_all(absl::StrCat(spec->checkpoint.dir, "/", job_id, "/final"), ec);
       RETURN_IF_ERROR(Checkpoint(job_id, *spec, steps, "final"));
     }
+    FinalizePhase(job_id, "eval");
     ASSIGN_OR_RETURN(std::optional<trainer::EvalResult> eval, Evaluate(job_id, *spec, steps));
     std::vector<std::string> eval_files;
     if (eval.has_value()) {
@@ -753,6 +769,7 @@ absl::Status Chief::Finalize(const std::string& job_id) {
       req.eval = eval;
       ASSIGN_OR_RETURN(req.train_files, ExpandGlobs(*spec, /*eval=*/false));
       req.eval_files = eval_files;
+      FinalizePhase(job_id, "export");
       absl::StatusOr<ExportManifest> exported = WriteExport(ps_, *spec, req);
       // A chief killed after the manifest landed redoes finalization: the
       // export is already complete.
@@ -764,6 +781,7 @@ absl::Status Chief::Finalize(const std::string& job_id) {
       RETURN_IF_ERROR(queue_->SetExport(job_id, req.dir, absl::Now()));
       absl::StrAppend(&message, "; exported to ", req.dir);
     }
+    FinalizePhase(job_id, "finish");
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(queue_->Finish(job_id, message, absl::Now()));
     return SaveLocked();

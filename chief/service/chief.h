@@ -144,6 +144,9 @@ class Chief {
   absl::StatusOr<std::optional<trainer::EvalResult>> Evaluate(const std::string& job_id,
                                                               const JobSpec& spec, int64_t step);
   absl::Status Finalize(const std::string& job_id);
+  // Logs the finalization phase about to run ("checkpoint", "eval",
+  // "export", "finish"): each is redone whole if the chief dies in it.
+  void FinalizePhase(const std::string& job_id, const char* phase);
   void HousekeepingLoop();
   void WorkerLoop();
   void FenceLoop();

@@ -252,6 +252,26 @@ absl::Status GrpcPsClient::DropTable(std::string_view table) {
   return absl::NotFoundError(absl::StrCat("no table '", std::string(table), "' on any shard"));
 }
 
+absl::StatusOr<DroppedTables> GrpcPsClient::DropTablesWithPrefix(std::string_view prefix) {
+  v1::DropTableRequest req;
+  req.set_prefix(std::string(prefix));
+  std::vector<v1::DropTableResponse> resps(shards_.size());
+  std::vector<Call> calls(shards_.size());
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    calls[s].shard = static_cast<int32_t>(s);
+    calls[s].issue = [&req, resp = &resps[s]](Stub* stub, grpc::ClientContext* ctx, Done done) {
+      stub->async()->DropTable(ctx, &req, resp, std::move(done));
+    };
+  }
+  RETURN_IF_ERROR(Run(calls, absl::Now() + options_.deadline));
+  DroppedTables sum;
+  for (const v1::DropTableResponse& r : resps) {
+    sum.tables += r.tables_dropped();
+    sum.dense += r.dense_dropped();
+  }
+  return sum;
+}
+
 absl::Status GrpcPsClient::Pull(std::string_view table, absl::Span<const uint64_t> keys,
                                 absl::Span<float> out) {
   ASSIGN_OR_RETURN(size_t dim, InferDim(table, keys.size(), out.size(), "pull"));

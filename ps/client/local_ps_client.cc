@@ -67,6 +67,17 @@ absl::Status LocalPsClient::CreateTable(const TableOptions& options) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<DroppedTables> LocalPsClient::DropTablesWithPrefix(std::string_view prefix) {
+  DroppedTables sum;
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    absl::StatusOr<DroppedTables> d = shards_[s]->DropTablesWithPrefix(prefix);
+    if (!d.ok()) return AtShard(s, d.status());
+    sum.tables += d->tables;
+    sum.dense += d->dense;
+  }
+  return sum;
+}
+
 absl::Status LocalPsClient::DropTable(std::string_view table) {
   size_t not_found = 0;
   for (size_t s = 0; s < shards_.size(); ++s) {

@@ -24,6 +24,10 @@ absl::Status PrefixedPsClient::DropTable(std::string_view table) {
   return inner_->DropTable(Prefixed(table));
 }
 
+absl::StatusOr<DroppedTables> PrefixedPsClient::DropTablesWithPrefix(std::string_view prefix) {
+  return inner_->DropTablesWithPrefix(Prefixed(prefix));
+}
+
 absl::Status PrefixedPsClient::Pull(std::string_view table,
                                     absl::Span<const uint64_t> keys,
                                     absl::Span<float> out) {

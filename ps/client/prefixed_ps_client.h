@@ -38,6 +38,7 @@ public:
 
   absl::Status CreateTable(const TableOptions &options) override;
   absl::Status DropTable(std::string_view table) override;
+  absl::StatusOr<DroppedTables> DropTablesWithPrefix(std::string_view prefix) override;
   absl::Status Pull(std::string_view table, absl::Span<const uint64_t> keys,
                     absl::Span<float> out) override;
   absl::Status Push(std::string_view table, absl::Span<const uint64_t> keys,

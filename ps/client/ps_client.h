@@ -76,6 +76,9 @@ class PsClient {
   virtual absl::Status CreateTable(const TableOptions& options) = 0;
   // Drops the table on every shard. NOT_FOUND if no shard had it.
   virtual absl::Status DropTable(std::string_view table) = 0;
+  // Drops every table and dense variable named `prefix`... on every shard;
+  // the counts are summed over shards.
+  virtual absl::StatusOr<DroppedTables> DropTablesWithPrefix(std::string_view prefix) = 0;
 
   // Rows for `keys` (duplicates allowed, any order) into `out`: row i of
   // keys.size() x dim for keys[i]. INVALID_ARGUMENT if out.size() is not

@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/hash.h"
 #include "common/status_macros.h"
 #include "ps/initializer.h"
 
@@ -22,8 +21,10 @@ DenseVariable::DenseVariable(const DenseOptions& options, std::unique_ptr<Optimi
   WriterLock lock(&mu_);
   weights_.resize(n_);
   slots_.resize(optimizer_->SlotFloats(static_cast<int>(n_)));
-  Initializer(options.initializer, options.seed)
-      .Fill(Hash64(options.name), absl::MakeSpan(weights_));
+  // A function of the seed alone (the trainer derives it from the job's seed
+  // and the variable's name in the model), never of the name on the PS: that
+  // holds the job id, and a job's model must not depend on its id.
+  Initializer(options.initializer, options.seed).Fill(0, absl::MakeSpan(weights_));
   optimizer_->InitSlots(absl::MakeSpan(slots_));
 }
 

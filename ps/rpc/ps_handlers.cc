@@ -79,8 +79,12 @@ absl::Status PsHandlers::CreateTable(const v1::CreateTableRequest& req,
 }
 
 absl::Status PsHandlers::DropTable(const v1::DropTableRequest& req,
-                                   v1::DropTableResponse* /*resp*/) {
-  return ps_->DropTable(req.table());
+                                   v1::DropTableResponse* resp) {
+  if (req.prefix().empty()) return ps_->DropTable(req.table());
+  ASSIGN_OR_RETURN(DroppedTables dropped, ps_->DropTablesWithPrefix(req.prefix()));
+  resp->set_tables_dropped(dropped.tables);
+  resp->set_dense_dropped(dropped.dense);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<uint32_t> PsHandlers::CheckPull(const v1::PullRequest& req, size_t keys) const {

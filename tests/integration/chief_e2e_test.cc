@@ -26,203 +26,13 @@
 #include "absl/strings/str_split.h"
 #include "brook/v1/chief.pb.h"
 #include "chief/client/chief_client.h"
+#include "tests/integration/chief_cluster_fixture.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/process.h"
 #include "tests/testing/test_util.h"
 
 namespace brook {
 namespace {
-
-using testing::BrookBinary;
-using testing::ChildProcess;
-using testing::RunCommand;
-using namespace std::chrono_literals;
-
-constexpr uint64_t kAdultTrainRows = 32561;
-
-// Adult converted to TFRecord once for every test here.
-class ChiefE2eTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    data_ = new testing::TempDir();
-    const std::string shared = testing::SharedDataDir();
-    auto train = RunCommand({BrookBinary(), "data", "convert", "--schema", "adult", "--shards", "2",
-                             "--prefix", "train", "--out", data_->Join("train"),
-                             shared + "/adult/adult.train.csv"});
-    ASSERT_EQ(train.exit_code, 0) << train.output;
-    auto test = RunCommand({BrookBinary(), "data", "convert", "--schema", "adult", "--shards", "2",
-                            "--prefix", "test", "--out", data_->Join("test"),
-                            shared + "/adult/adult.test.csv"});
-    ASSERT_EQ(test.exit_code, 0) << test.output;
-  }
-  static void TearDownTestSuite() {
-    delete data_;
-    data_ = nullptr;
-  }
-
-  void TearDown() override {
-    trainers_.clear();
-    chief_.reset();
-    ps_.clear();
-  }
-
-  // A job spec of Wide & Deep on Adult.
-  std::string JobYaml(const std::string& name, int priority, int epochs, int batch_size,
-                      int records_per_unit, int trainers, const std::string& extra = "") {
-    return absl::StrCat(
-        "name: ", name, "\npriority: ", priority, "\n",
-        "data:\n  train: [", data_->Join("train/train-*.tfrecord"), "]\n  eval: [",
-        data_->Join("test/test-*.tfrecord"), "]\n  records_per_unit: ", records_per_unit, "\n",
-        "features: ", data_->Join("train/feature_spec.yaml"), "\n",
-        "model_file: ", testing::SourceDir(), "/examples/adult/wide_deep.yaml\n",
-        "optimizer:\n  embedding: {type: adagrad, learning_rate: 0.1, initial_accumulator: 0.1}\n"
-        "  dense: {type: adam, learning_rate: 0.003}\n",
-        "training: {batch_size: ", batch_size, ", epochs: ", epochs, ", staleness: 2, seed: 1}\n",
-        "trainers: ", trainers, "\n",
-        "checkpoint: {dir: ", dir_.Join("ckpt"), ", interval_seconds: 600, keep: 2}\n",
-        "export: {dir: ", dir_.Join("export"), "}\n", extra);
-  }
-  std::string WriteJob(const std::string& file, const std::string& yaml) {
-    const std::string path = dir_.Join(file);
-    testing::WriteFileOrDie(path, yaml);
-    return path;
-  }
-
-  // n PS processes; with data_dirs each gets --data-dir <tmp>/ps-<i> (so a
-  // test can restart it over the same one), then `flags`.
-  void StartPs(int n, bool data_dirs = false, const std::vector<std::string>& flags = {}) {
-    for (int i = 0; i < n; ++i) {
-      std::string error;
-      std::vector<std::string> args;
-      if (data_dirs) args = {"--data-dir", dir_.Join(absl::StrCat("ps-", i))};
-      args.insert(args.end(), flags.begin(), flags.end());
-      auto ps = testing::StartBrookPs(i, n, args, 30s, &error);
-      ASSERT_TRUE(ps.has_value()) << error;
-      ps_addresses_.push_back(ps->address);
-      metrics_["ps-" + std::to_string(i)] = ps->metrics_address;
-      ps_.push_back(std::move(ps->process));
-    }
-  }
-  // `port` 0: a free one (remembered, so a restart can take it again).
-  void StartChief(int port = 0) {
-    std::string error;
-    std::string ps;
-    for (const std::string& a : ps_addresses_) ps += (ps.empty() ? "" : ",") + a;
-    chief_ = ChildProcess::Start(
-        {BrookBinary(), "chief", "--listen", absl::StrCat("127.0.0.1:", port), "--metrics-listen",
-         "127.0.0.1:0", "--state-dir", dir_.Join("chief-state"), "--ps", ps, "--lease-seconds", "2"},
-        &error);
-    ASSERT_NE(chief_, nullptr) << error;
-    auto line = chief_->WaitForLine("brook chief listening on", 30s);
-    ASSERT_TRUE(line.has_value()) << "no listening line from brook chief";
-    chief_address_ = line->substr(std::string("brook chief listening on ").size());
-    metrics_["chief"] = line->substr(line->rfind(' ') + 1);
-    chief_address_ = chief_address_.substr(0, chief_address_.find(' '));
-    auto client = chief::ChiefClient::Connect(chief_address_);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = std::move(*client);
-  }
-  // `tf_config`: find the chief through TF_CONFIG, as a TFJob's pod does,
-  // instead of --chief.
-  void StartTrainer(const std::string& id, bool tf_config = false) {
-    std::string error;
-    std::vector<std::string> argv = {BrookBinary(), "trainer", "--node-id", id, "--cpu-threads",
-                                     "1", "--parse-threads", "1", "--metrics-listen",
-                                     "127.0.0.1:0"};
-    if (tf_config) {
-      setenv("TF_CONFIG",
-             absl::StrCat(R"({"cluster": {"chief": [")", chief_address_, R"("], "ps": [")",
-                          ps_addresses_[0], R"("], "worker": ["127.0.0.1:1"]},)",
-                          R"( "task": {"type": "worker", "index": 0}})")
-                 .c_str(),
-             1);
-    } else {
-      argv.insert(argv.begin() + 2, {"--chief", chief_address_});
-    }
-    auto t = ChildProcess::Start(argv, &error);
-    unsetenv("TF_CONFIG");
-    ASSERT_NE(t, nullptr) << error;
-    auto metrics_line = t->WaitForLine("brook trainer metrics on", 30s);
-    ASSERT_TRUE(metrics_line.has_value());
-    metrics_["trainer-" + id] = metrics_line->substr(metrics_line->rfind(' ') + 1);
-    ASSERT_TRUE(t->WaitForLine("brook trainer", 30s).has_value());
-    trainers_[id] = std::move(t);
-  }
-
-  testing::CommandResult Cli(std::vector<std::string> args, int timeout_seconds = 120) {
-    args.insert(args.begin(), BrookBinary());
-    args.push_back("--chief");
-    args.push_back(chief_address_);
-    return RunCommand(args, timeout_seconds);
-  }
-
-  v1::JobStatus Job(const std::string& id, bool with_events = false) {
-    v1::GetJobRequest r;
-    r.set_job_id(id);
-    r.set_with_events(with_events);
-    auto s = client_->GetJob(r);
-    EXPECT_TRUE(s.ok()) << s.status();
-    return s.ok() ? *s : v1::JobStatus();
-  }
-  // Polls until `pred` holds (true) or `timeout` passes (false).
-  template <typename Pred>
-  bool WaitFor(const std::string& id, Pred pred, std::chrono::seconds timeout) {
-    const auto end = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < end) {
-      v1::GetJobRequest r;
-      r.set_job_id(id);
-      auto s = client_->GetJob(r);
-      if (s.ok() && pred(*s)) return true;
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
-  }
-
-  static void ExpectEveryEpochCountsTheDataOnce(const v1::JobStatus& job, int epochs) {
-    ASSERT_EQ(job.examples_per_epoch_size(), epochs) << job.DebugString();
-    for (int e = 0; e < epochs; ++e) {
-      EXPECT_EQ(job.examples_per_epoch(e), kAdultTrainRows) << "epoch " << e;
-      EXPECT_EQ(job.records_per_epoch(e), kAdultTrainRows) << "epoch " << e;
-    }
-  }
-
-  // The sum of every sample of metric `name` (all label sets) that `node`
-  // exports now; -1 if it exports none.
-  double MetricSum(const std::string& node, const std::string& name) {
-    std::string error;
-    auto page = testing::HttpGet(metrics_[node], "/metrics", 5000, &error);
-    EXPECT_TRUE(page.has_value()) << node << ": " << error;
-    if (!page.has_value()) return -1;
-    double sum = -1;
-    for (absl::string_view line : absl::StrSplit(page->body, '\n')) {
-      if (!absl::StartsWith(line, name + " ") && !absl::StartsWith(line, name + "{")) continue;
-      sum = std::max(sum, 0.0) + std::stod(std::string(line.substr(line.rfind(' ') + 1)));
-    }
-    return sum;
-  }
-
-  // The job's event texts that contain `needle`.
-  std::vector<std::string> EventsWith(const std::string& id, const std::string& needle) {
-    std::vector<std::string> out;
-    const v1::JobStatus job = Job(id, true);
-    for (const v1::ChiefJobEvent& e : job.events()) {
-      if (absl::StrContains(e.text(), needle)) out.push_back(e.text());
-    }
-    return out;
-  }
-
-  static testing::TempDir* data_;
-  testing::TempDir dir_;
-  std::vector<std::unique_ptr<ChildProcess>> ps_;
-  std::vector<std::string> ps_addresses_;
-  std::unique_ptr<ChildProcess> chief_;
-  std::string chief_address_;
-  std::unique_ptr<chief::ChiefClient> client_;
-  std::map<std::string, std::unique_ptr<ChildProcess>> trainers_;
-  std::map<std::string, std::string> metrics_;  // node -> its /metrics host:port
-};
-
-testing::TempDir* ChiefE2eTest::data_ = nullptr;
 
 TEST_F(ChiefE2eTest, AdultJobThroughTheCliCompletesAndItsExportScoresAbove090) {
   StartPs(2);
@@ -233,15 +43,15 @@ TEST_F(ChiefE2eTest, AdultJobThroughTheCliCompletesAndItsExportScoresAbove090) {
 
   auto submit = Cli({"submit", job});
   ASSERT_EQ(submit.exit_code, 0) << submit.output;
-  EXPECT_NE(submit.output.find("adult-1"), std::string::npos) << submit.output;
-  auto watch = Cli({"status", "adult-1", "--watch", "--interval", "0.5"}, 300);
+  EXPECT_NE(submit.output.find("adult"), std::string::npos) << submit.output;  // the id's date
+  auto watch = Cli({"status", "adult", "--watch", "--interval", "0.5"}, 300);
   ASSERT_EQ(watch.exit_code, 0) << watch.output;
 
-  auto status = Cli({"status", "adult-1", "--output", "json"});
+  auto status = Cli({"status", "adult", "--output", "json"});
   ASSERT_EQ(status.exit_code, 0) << status.output;
   const nlohmann::json j = nlohmann::json::parse(status.output);
   EXPECT_EQ(j["state"], "SUCCEEDED");
-  const v1::JobStatus s = Job("adult-1");
+  const v1::JobStatus s = Job("adult");
   ExpectEveryEpochCountsTheDataOnce(s, 4);
   ASSERT_TRUE(s.eval().done());
   EXPECT_GE(s.eval().auc(), 0.90);
@@ -260,7 +70,7 @@ TEST_F(ChiefE2eTest, AdultJobThroughTheCliCompletesAndItsExportScoresAbove090) {
   auto list = Cli({"list"});
   ASSERT_EQ(list.exit_code, 0) << list.output;
   EXPECT_NE(list.output.find("SUCCEEDED"), std::string::npos) << list.output;
-  auto logs = Cli({"logs", "adult-1"});
+  auto logs = Cli({"logs", "adult"});
   ASSERT_EQ(logs.exit_code, 0) << logs.output;
   EXPECT_NE(logs.output.find("exported to"), std::string::npos) << logs.output;
 
@@ -307,12 +117,12 @@ TEST_F(ChiefE2eTest, JobsRunByPriorityCancelFreesTrainersAndBadSpecsAreRefused) 
   ASSERT_EQ(Cli({"submit", WriteJob("blocker.yaml", JobYaml("blocker", 0, 1000, 256, 0, 1))})
                 .exit_code,
             0);
-  ASSERT_TRUE(WaitFor("blocker-1", [](const v1::JobStatus& j) { return j.examples_trained() > 0; },
+  ASSERT_TRUE(WaitFor("blocker", [](const v1::JobStatus& j) { return j.examples_trained() > 0; },
                       60s));
   ASSERT_EQ(Cli({"submit", WriteJob("low.yaml", JobYaml("low", 0, 1, 256, 0, 1))}).exit_code, 0);
   ASSERT_EQ(Cli({"submit", WriteJob("high.yaml", JobYaml("high", 5, 1, 256, 0, 1))}).exit_code, 0);
-  EXPECT_EQ(Job("low-2").state(), "QUEUED");
-  EXPECT_EQ(Job("high-3").state(), "QUEUED");
+  EXPECT_EQ(Job("low").state(), "QUEUED");
+  EXPECT_EQ(Job("high").state(), "QUEUED");
 
   // `brook list`: running first, then queued by priority.
   auto list = Cli({"list", "--output", "json"});
@@ -322,22 +132,22 @@ TEST_F(ChiefE2eTest, JobsRunByPriorityCancelFreesTrainersAndBadSpecsAreRefused) 
     if (line.empty() || line[0] != '{') continue;
     const nlohmann::json j = nlohmann::json::parse(std::string(line));
     if (j.contains("jobs")) {
-      for (const auto& job : j["jobs"]) order.push_back(job["id"]);
+      for (const auto& job : j["jobs"]) order.push_back(job["name"]);
     } else {
-      order.push_back(j["id"]);
+      order.push_back(j["name"]);
     }
   }
-  EXPECT_EQ(order, (std::vector<std::string>{"blocker-1", "high-3", "low-2"})) << list.output;
+  EXPECT_EQ(order, (std::vector<std::string>{"blocker", "high", "low"})) << list.output;
 
   // Cancelling the running job frees its trainer for the higher-priority job.
-  auto cancel = Cli({"cancel", "blocker-1"});
+  auto cancel = Cli({"cancel", "blocker"});
   ASSERT_EQ(cancel.exit_code, 0) << cancel.output;
-  ASSERT_TRUE(WaitFor("high-3", [](const v1::JobStatus& j) {
+  ASSERT_TRUE(WaitFor("high", [](const v1::JobStatus& j) {
     return j.state() == "RUNNING" && j.trainers_size() == 1 && j.trainers(0) == "t0";
-  }, 30s)) << Job("high-3").DebugString();
-  EXPECT_EQ(Job("low-2").state(), "QUEUED");
-  EXPECT_EQ(Job("blocker-1").state(), "CANCELLED");
-  EXPECT_EQ(Cli({"status", "blocker-1"}).exit_code, 1);  // ended, not succeeded
+  }, 30s)) << Job("high").DebugString();
+  EXPECT_EQ(Job("low").state(), "QUEUED");
+  EXPECT_EQ(Job("blocker").state(), "CANCELLED");
+  EXPECT_EQ(Cli({"status", "blocker"}).exit_code, 1);  // ended, not succeeded
   EXPECT_EQ(Cli({"status", "no-such-job-7"}).exit_code, 3);
 
   // Invalid specs: refused before anything is queued, the field named.
@@ -354,10 +164,10 @@ TEST_F(ChiefE2eTest, JobsRunByPriorityCancelFreesTrainersAndBadSpecsAreRefused) 
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->jobs_size(), 3);
 
-  // Cancel what is left. high-3 (one epoch) may have finished meanwhile on a
-  // fast machine, and low-2 may be running or finished after it: a job that
+  // Cancel what is left. high (one epoch) may have finished meanwhile on a
+  // fast machine, and low may be running or finished after it: a job that
   // ended cannot be cancelled (exit 1), anything else can.
-  for (const std::string id : {"high-3", "low-2"}) {
+  for (const std::string id : {"high", "low"}) {
     const testing::CommandResult cancelled = Cli({"cancel", id});
     const std::string state = Job(id).state();
     if (state != "SUCCEEDED") {
@@ -380,7 +190,7 @@ TEST_F(ChiefE2eTest, TrainerKilledMidJobItsUnitsAreReleasedAndEveryExampleCounts
   // lease, and start it again (as its pod restarts): each time the unit it
   // held goes to the next holder from its last commit.
   for (uint32_t round = 0; round < 3; ++round) {
-    ASSERT_TRUE(WaitFor("kill-1", [&](const v1::JobStatus& j) {
+    ASSERT_TRUE(WaitFor("kill", [&](const v1::JobStatus& j) {
       return j.units_done() >= 2 + 4 * round && j.units_leased() == 2;
     }, 60s)) << "round " << round;
     // ... and has pushed a few steps since: units here take well under the
@@ -395,17 +205,17 @@ TEST_F(ChiefE2eTest, TrainerKilledMidJobItsUnitsAreReleasedAndEveryExampleCounts
     // next lease) it holds none, and a kill there releases nothing. Each
     // trainer holds one unit at a time, so two leased means t0 holds one.
     const auto leased_until = std::chrono::steady_clock::now() + 10s;
-    while (Job("kill-1").units_leased() != 2 && std::chrono::steady_clock::now() < leased_until) {
+    while (Job("kill").units_leased() != 2 && std::chrono::steady_clock::now() < leased_until) {
     }
     trainers_["t0"]->Signal(SIGKILL);
     ASSERT_TRUE(trainers_["t0"]->Wait(10s).has_value());
     if (round < 2) StartTrainer("t0");
   }
 
-  ASSERT_TRUE(WaitFor("kill-1", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
+  ASSERT_TRUE(WaitFor("kill", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
                       240s))
-      << Job("kill-1").DebugString();
-  const v1::JobStatus s = Job("kill-1");
+      << Job("kill").DebugString();
+  const v1::JobStatus s = Job("kill");
   ExpectEveryEpochCountsTheDataOnce(s, 3);
   EXPECT_GE(s.releases(), 3u);
   EXPECT_GE(s.expired_trainers(), 1u);
@@ -425,7 +235,7 @@ TEST_F(ChiefE2eTest, TrainerKilledMidJobItsUnitsAreReleasedAndEveryExampleCounts
             << duplicates << "\n";
   // Evaluated every 150 steps while training, and at the end.
   v1::GetJobRequest with_events;
-  with_events.set_job_id("kill-1");
+  with_events.set_job_id("kill");
   with_events.set_with_events(true);
   auto logged = client_->GetJob(with_events);
   ASSERT_TRUE(logged.ok());
@@ -443,20 +253,20 @@ TEST_F(ChiefE2eTest, ChiefKilledAndRestartedMidJobResumesAndCompletes) {
   ASSERT_EQ(Cli({"submit", WriteJob("resume.yaml", JobYaml("resume", 0, 3, 64, 2000, 2))})
                 .exit_code,
             0);
-  ASSERT_TRUE(WaitFor("resume-1", [](const v1::JobStatus& j) { return j.units_done() >= 3; }, 60s));
-  const uint64_t before = Job("resume-1").examples_trained();
+  ASSERT_TRUE(WaitFor("resume", [](const v1::JobStatus& j) { return j.units_done() >= 3; }, 60s));
+  const uint64_t before = Job("resume").examples_trained();
   chief_->Signal(SIGKILL);
   ASSERT_TRUE(chief_->Wait(10s).has_value());
   std::this_thread::sleep_for(500ms);  // the trainers keep training, and retry the chief
   StartChief(port);
 
-  const v1::JobStatus resumed = Job("resume-1");
+  const v1::JobStatus resumed = Job("resume");
   EXPECT_EQ(resumed.state(), "RUNNING");
   EXPECT_GE(resumed.examples_trained(), before);  // nothing acknowledged was forgotten
-  ASSERT_TRUE(WaitFor("resume-1", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
+  ASSERT_TRUE(WaitFor("resume", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
                       240s))
-      << Job("resume-1").DebugString();
-  const v1::JobStatus s = Job("resume-1");
+      << Job("resume").DebugString();
+  const v1::JobStatus s = Job("resume");
   ExpectEveryEpochCountsTheDataOnce(s, 3);
   EXPECT_GE(s.eval().auc(), 0.88);
   EXPECT_FALSE(s.export_dir().empty());
@@ -486,7 +296,7 @@ TEST_F(ChiefE2eTest, PsKilledMidJobAndRestartedOnItsDataDirServesItsRowsAndTheJo
   StartTrainer("t1");
   ASSERT_EQ(Cli({"submit", WriteJob("pskill.yaml", JobYaml("pskill", 0, 2, 64, 4000, 2))}).exit_code,
             0);
-  ASSERT_TRUE(WaitFor("pskill-1", [](const v1::JobStatus& j) { return j.units_done() >= 2; }, 60s));
+  ASSERT_TRUE(WaitFor("pskill", [](const v1::JobStatus& j) { return j.units_done() >= 2; }, 60s));
   std::string error;
   auto before = testing::HttpGet(metrics_["ps-1"], "/metrics", 5000, &error);
   ASSERT_TRUE(before.has_value()) << error;
@@ -504,15 +314,15 @@ TEST_F(ChiefE2eTest, PsKilledMidJobAndRestartedOnItsDataDirServesItsRowsAndTheJo
   // Rows are only ever added in this job: the restart lost none.
   EXPECT_GE(SumOfMetric(after->body, "brook_ps_table_rows"), rows_before);
 
-  ASSERT_TRUE(WaitFor("pskill-1", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
+  ASSERT_TRUE(WaitFor("pskill", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
                       240s))
-      << Job("pskill-1").DebugString();
-  const v1::JobStatus s = Job("pskill-1");
+      << Job("pskill").DebugString();
+  const v1::JobStatus s = Job("pskill");
   ExpectEveryEpochCountsTheDataOnce(s, 2);
   EXPECT_GE(s.eval().auc(), 0.88);
   // The chief noticed the restart and told the job that nothing was lost.
-  const std::vector<std::string> restarts = EventsWith("pskill-1", "restarted");
-  ASSERT_EQ(restarts.size(), 1u) << Job("pskill-1", true).DebugString();
+  const std::vector<std::string> restarts = EventsWith("pskill", "restarted");
+  ASSERT_EQ(restarts.size(), 1u) << Job("pskill", true).DebugString();
   EXPECT_NE(restarts[0].find("PS shard 1"), std::string::npos) << restarts[0];
   EXPECT_NE(restarts[0].find("nothing it acknowledged was lost"), std::string::npos) << restarts[0];
 }
@@ -530,9 +340,9 @@ TEST_F(ChiefE2eTest, PsKilledWithoutItsWalRollsBackToTheCheckpointAndTheJobRepor
   std::string yaml = JobYaml("nowal", 0, 8, 64, 4000, 2);
   yaml = absl::StrReplaceAll(yaml, {{"interval_seconds: 600", "interval_seconds: 1"}});
   ASSERT_EQ(Cli({"submit", WriteJob("nowal.yaml", yaml)}).exit_code, 0);
-  ASSERT_TRUE(WaitFor("nowal-1", [](const v1::JobStatus& j) {
+  ASSERT_TRUE(WaitFor("nowal", [](const v1::JobStatus& j) {
     return j.checkpoints_size() >= 1 && j.examples_per_epoch_size() <= 4;
-  }, 60s)) << Job("nowal-1").DebugString();
+  }, 60s)) << Job("nowal").DebugString();
   std::this_thread::sleep_for(1s);  // steps past the checkpoint, to be lost
   ASSERT_TRUE(ps_[1]->Signal(SIGKILL));
   ASSERT_TRUE(ps_[1]->Wait(10s).has_value());
@@ -542,13 +352,13 @@ TEST_F(ChiefE2eTest, PsKilledWithoutItsWalRollsBackToTheCheckpointAndTheJobRepor
   ASSERT_TRUE(again.has_value()) << error;
   ps_[1] = std::move(again->process);
 
-  ASSERT_TRUE(WaitFor("nowal-1", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
+  ASSERT_TRUE(WaitFor("nowal", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
                       240s))
-      << Job("nowal-1", true).DebugString();
-  const v1::JobStatus s = Job("nowal-1");
+      << Job("nowal", true).DebugString();
+  const v1::JobStatus s = Job("nowal");
   ExpectEveryEpochCountsTheDataOnce(s, 8);
-  const std::vector<std::string> rollbacks = EventsWith("nowal-1", "ROLLED BACK");
-  ASSERT_EQ(rollbacks.size(), 1u) << Job("nowal-1", true).DebugString();
+  const std::vector<std::string> rollbacks = EventsWith("nowal", "ROLLED BACK");
+  ASSERT_EQ(rollbacks.size(), 1u) << Job("nowal", true).DebugString();
   EXPECT_NE(rollbacks[0].find("PS shard 1"), std::string::npos) << rollbacks[0];
   EXPECT_NE(rollbacks[0].find(dir_.Join("ckpt")), std::string::npos) << rollbacks[0];
   EXPECT_NE(rollbacks[0].find("are lost"), std::string::npos) << rollbacks[0];
@@ -571,12 +381,12 @@ TEST_F(ChiefE2eTest, PsFrozenMidJobTrainingResumesOnSigcontAndCountsEveryExample
   StartTrainer("t1");
   ASSERT_EQ(Cli({"submit", WriteJob("freeze.yaml", JobYaml("freeze", 0, 2, 64, 4000, 2))}).exit_code,
             0);
-  ASSERT_TRUE(WaitFor("freeze-1", [](const v1::JobStatus& j) { return j.units_done() >= 2; }, 60s));
+  ASSERT_TRUE(WaitFor("freeze", [](const v1::JobStatus& j) { return j.units_done() >= 2; }, 60s));
   ASSERT_TRUE(ps_[1]->Signal(SIGSTOP));
   std::this_thread::sleep_for(1s);  // in-flight steps drain into the frozen PS
-  const uint64_t frozen_at = Job("freeze-1").examples_trained();
+  const uint64_t frozen_at = Job("freeze").examples_trained();
   std::this_thread::sleep_for(5s);  // 2.5 lease durations
-  const v1::JobStatus during = Job("freeze-1");
+  const v1::JobStatus during = Job("freeze");
   EXPECT_EQ(during.state(), "RUNNING");
   EXPECT_EQ(during.expired_trainers(), 0u) << "a trainer waiting on a PS lost its lease";
   // Every step needs both shards: no progress is committed while one is frozen.
@@ -585,10 +395,10 @@ TEST_F(ChiefE2eTest, PsFrozenMidJobTrainingResumesOnSigcontAndCountsEveryExample
   EXPECT_TRUE(trainers_["t1"]->running());
   ASSERT_TRUE(ps_[1]->Signal(SIGCONT));
 
-  ASSERT_TRUE(WaitFor("freeze-1", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
+  ASSERT_TRUE(WaitFor("freeze", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
                       240s))
-      << Job("freeze-1").DebugString();
-  const v1::JobStatus s = Job("freeze-1");
+      << Job("freeze").DebugString();
+  const v1::JobStatus s = Job("freeze");
   ExpectEveryEpochCountsTheDataOnce(s, 2);
   EXPECT_EQ(s.expired_trainers(), 0u);
   EXPECT_GE(s.eval().auc(), 0.88);
@@ -609,20 +419,20 @@ TEST_F(ChiefE2eTest, TrainerFrozenPastItsLeaseIsRefusedOnWakingAndNothingCountsT
   ASSERT_EQ(Cli({"submit", WriteJob("zombie.yaml", JobYaml("zombie", 0, epochs, 64, 4000, 2))})
                 .exit_code,
             0);
-  ASSERT_TRUE(WaitFor("zombie-1", [](const v1::JobStatus& j) {
+  ASSERT_TRUE(WaitFor("zombie", [](const v1::JobStatus& j) {
     return j.units_done() >= 2 && j.units_leased() == 2;
   }, 60s));
   ASSERT_TRUE(trainers_["t0"]->Signal(SIGSTOP));
-  ASSERT_TRUE(WaitFor("zombie-1", [](const v1::JobStatus& j) { return j.expired_trainers() >= 1; },
+  ASSERT_TRUE(WaitFor("zombie", [](const v1::JobStatus& j) { return j.expired_trainers() >= 1; },
                       30s))
-      << Job("zombie-1").DebugString();
+      << Job("zombie").DebugString();
   std::this_thread::sleep_for(1s);  // t1 picks up the released units
   ASSERT_TRUE(trainers_["t0"]->Signal(SIGCONT));
 
-  ASSERT_TRUE(WaitFor("zombie-1", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
+  ASSERT_TRUE(WaitFor("zombie", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
                       240s))
-      << Job("zombie-1").DebugString();
-  const v1::JobStatus s = Job("zombie-1");
+      << Job("zombie").DebugString();
+  const v1::JobStatus s = Job("zombie");
   ExpectEveryEpochCountsTheDataOnce(s, epochs);
   EXPECT_GE(s.releases(), 1u);
   EXPECT_TRUE(trainers_["t0"]->running()) << "the woken trainer should re-register, not exit";
@@ -743,7 +553,7 @@ TEST_F(ChiefE2eTest, PrometheusScrapesEveryNodeAndSeesTrainingProgress) {
   EXPECT_FALSE(query("brook_chief_jobs{state=\"RUNNING\"} == 1").empty());
   EXPECT_FALSE(query("brook_trainer_steps_total > 0").empty());
   EXPECT_EQ(query("brook_build_info").size(), metrics_.size());
-  EXPECT_EQ(Cli({"cancel", "prom-1"}).exit_code, 0);
+  EXPECT_EQ(Cli({"cancel", "prom"}).exit_code, 0);
   server->Signal(SIGTERM);
   server->Wait(10s);
 }

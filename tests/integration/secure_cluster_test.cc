@@ -142,8 +142,8 @@ TEST_F(SecureClusterTest, AJobTrainsOverMutualTlsWithATokenAndOutsidersGetNothin
 
   auto submit = Cli({"submit", job}, ClientTls());
   ASSERT_EQ(submit.exit_code, 0) << submit.output;
-  const std::string job_id = "secure-1";
-  ASSERT_THAT(submit.output, HasSubstr(job_id));
+  const std::string job_id = "secure";  // the name stands for its job
+  ASSERT_THAT(submit.output, HasSubstr(job_id + "-2"));  // the id: name and date
 
   chief::ChiefClientOptions options;
   options.bearer_token = kToken;
