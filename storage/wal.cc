@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "common/transient_error.h"
 #include "storage/atomic_file.h"
 #include "storage/crc32c.h"
 #include "storage/file.h"
@@ -309,6 +310,9 @@ absl::Status WalWriter::Sync(uint64_t lsn) {
     // Undone on disk; keep the records, ahead of what was added meanwhile.
     pending_.insert(0, group_);
     pending_first_lsn_ = first;
+    // Marked so a client retries it (common/transient_error.h): space may
+    // return, and the same push is then acknowledged once.
+    status = MarkTransient(std::move(status), kOutOfSpace);
     ++failures_;
     ++stats_.write_errors;
     failed_last_lsn_ = last;

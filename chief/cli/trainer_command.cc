@@ -61,6 +61,7 @@ struct TrainerFlags {
   int cycle_length = 4;
   uint64_t seed = 1;
   int64_t max_steps = 0;
+  int64_t retry_seconds = 300;  // the job spec's training.retry_seconds default
   std::string metrics_listen;
   std::string device = "cpu";  // cpu | cuda | cuda:N
   security::TlsOptions tls;    // towards the PS nodes and the chief
@@ -104,6 +105,7 @@ absl::Status ApplyJob(TrainerFlags* f) {
   }
   if (!keep("--seed")) f->seed = job.training.seed;
   if (!keep("--max-steps")) f->max_steps = job.training.steps;
+  if (!keep("--retry-seconds")) f->retry_seconds = job.training.retry_seconds;
   trainer::TrainerOptions o = job.ToTrainerOptions();
   if (keep("--staleness")) o.staleness = f->options.staleness;
   if (keep("--dense-refresh-steps")) o.dense_refresh_steps = f->options.dense_refresh_steps;
@@ -251,9 +253,11 @@ absl::Status RunTrainer(const TrainerFlags& f) {
     ps::GrpcPsClientOptions o;
     o.addresses = absl::StrSplit(f.ps, ',', absl::SkipEmpty());
     o.tls = f.tls;
+    // Every call rides out a PS that is unreachable or out of space this long.
+    o.deadline = absl::Seconds(f.retry_seconds);
     if (o.addresses.empty()) return absl::InvalidArgumentError("--ps or --local-ps is required");
     ASSIGN_OR_RETURN(auto grpc, ps::GrpcPsClient::Create(o));
-    RETURN_IF_ERROR(grpc->WaitForReady(absl::Seconds(30)));
+    RETURN_IF_ERROR(grpc->WaitForReady(absl::Seconds(f.retry_seconds)));
     client = std::move(grpc);
   }
 
@@ -419,6 +423,12 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
                   "Pull dense variables every N steps")
       ->capture_default_str();
   cmd->add_option("--max-steps", f->max_steps, "Stop after N steps; 0 = end of data")
+      ->capture_default_str();
+  cmd->add_option("--retry-seconds", f->retry_seconds,
+                  "How long a PS that is unreachable, timing out or out of disk space is retried "
+                  "(capped exponential backoff) before training fails naming it; with --job, "
+                  "its training.retry_seconds")
+      ->check(CLI::Range(int64_t{1}, int64_t{7} * 24 * 3600))
       ->capture_default_str();
   cmd->add_option("--embedding-lr", f->embedding_lr, "Learning rate of the embedding tables")
       ->capture_default_str();

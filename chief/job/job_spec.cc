@@ -343,7 +343,7 @@ absl::Status ReadInitializer(const YAML::Node& node, ps::InitializerOptions* out
 absl::Status ReadTraining(const YAML::Node& node, JobTrainingSpec* out) {
   MapReader r(node, "training");
   RETURN_IF_ERROR(r.Check({"batch_size", "epochs", "steps", "staleness", "accumulation_steps",
-                           "dense_refresh_steps", "seed", "shuffle_buffer"},
+                           "dense_refresh_steps", "seed", "shuffle_buffer", "retry_seconds"},
                           "{batch_size: 256, epochs: 1}"));
   if (r.Has("epochs") == r.Has("steps")) {
     return FieldError("training.epochs", r.Has("steps") ? r.KeyLine("steps") : r.line(),
@@ -357,7 +357,8 @@ absl::Status ReadTraining(const YAML::Node& node, JobTrainingSpec* out) {
   RETURN_IF_ERROR(r.Int("accumulation_steps", 1, 1024, &out->accumulation_steps));
   RETURN_IF_ERROR(r.Int("dense_refresh_steps", 1, 1000000, &out->dense_refresh_steps));
   RETURN_IF_ERROR(r.Uint("seed", &out->seed));
-  return r.Int("shuffle_buffer", int64_t{0}, int64_t{1} << 28, &out->shuffle_buffer);
+  RETURN_IF_ERROR(r.Int("shuffle_buffer", int64_t{0}, int64_t{1} << 28, &out->shuffle_buffer));
+  return r.Int("retry_seconds", int64_t{1}, int64_t{7} * 24 * 3600, &out->retry_seconds);
 }
 
 absl::Status ReadCheckpoint(const YAML::Node& node, const std::string& base_dir,

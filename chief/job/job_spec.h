@@ -64,6 +64,11 @@ struct JobTrainingSpec {
   int dense_refresh_steps = 1;
   uint64_t seed = 1;
   int64_t shuffle_buffer = 10000;  // records; 0 = no shuffling
+  // How long a trainer retries a PS that is unreachable, timing out, or
+  // out of disk space (it refuses pushes until space returns) before the
+  // job fails naming that PS. Minutes: a PS pod's restart or a disk being
+  // cleaned up is waited out; a PS gone for good still ends the job.
+  int64_t retry_seconds = 300;
 };
 
 struct JobCheckpointSpec {

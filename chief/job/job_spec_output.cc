@@ -165,7 +165,8 @@ Json ToJson(const JobSpec& s) {
                    {"accumulation_steps", s.training.accumulation_steps},
                    {"dense_refresh_steps", s.training.dense_refresh_steps},
                    {"seed", s.training.seed},
-                   {"shuffle_buffer", s.training.shuffle_buffer}};
+                   {"shuffle_buffer", s.training.shuffle_buffer},
+                   {"retry_seconds", s.training.retry_seconds}};
   if (s.training.steps > 0) {
     training["steps"] = s.training.steps;
   } else {

@@ -539,8 +539,24 @@ absl::Status Chief::ReportMetrics(const v1::ReportMetricsRequest& r) {
     queue_->Schedule(now);
     return SaveLocked();
   }
+  LogTrainerWarningLocked(r, now);
   RETURN_IF_ERROR(queue_->ReportMetrics(r.job_id(), r.loss(), r.train_auc(), examples, now));
   return SaveLocked();
+}
+
+void Chief::LogTrainerWarningLocked(const v1::ReportMetricsRequest& r, absl::Time now) {
+  std::string& last = runtime_[r.job_id()].trainer_warnings[r.node_id()];
+  if (r.warning() == last) return;
+  // One event when a trainer starts riding out a PS fault, one when it ends.
+  const std::string text =
+      r.warning().empty()
+          ? absl::StrCat("trainer '", r.node_id(), "': no longer retrying (was: ", last, ")")
+          : absl::StrCat("trainer '", r.node_id(), "': ", r.warning());
+  last = r.warning();
+  std::cerr << "brook chief: job " << r.job_id() << ": " << text << "\n";
+  if (absl::Status s = queue_->LogEvent(r.job_id(), text, now); !s.ok()) {
+    std::cerr << "brook chief: " << s.message() << "\n";
+  }
 }
 
 void Chief::Enqueue(Task task) {
@@ -655,7 +671,7 @@ void Chief::RunTask(const Task& task) {
       s = Checkpoint(task.job_id, *spec, steps, absl::StrCat("step-", steps));
     }
   }
-  if (!s.ok()) {
+  if (!s.ok() && !absl::IsCancelled(s)) {  // cancelled: the chief is stopping
     std::lock_guard<std::mutex> lock(mu_);
     ++tasks_failed_;
     std::cerr << "brook chief: job " << task.job_id << ": " << s.message() << "\n";
@@ -786,7 +802,8 @@ absl::Status Chief::Finalize(const std::string& job_id) {
     RETURN_IF_ERROR(queue_->Finish(job_id, message, absl::Now()));
     return SaveLocked();
   }();
-  if (!s.ok()) {
+  // Cancelled: the chief is stopping; the next one finalizes the job again.
+  if (!s.ok() && !absl::IsCancelled(s)) {
     std::lock_guard<std::mutex> lock(mu_);
     absl::StatusOr<JobInfo> info = queue_->Get(job_id);
     if (info.ok() && info->state == JobState::kRunning) {

@@ -120,6 +120,7 @@ class Chief {
     std::shared_ptr<const JobSpec> spec;
     int64_t next_eval_step = 0;        // eval.every_steps: the next step to evaluate at
     int64_t next_checkpoint_step = 0;  // checkpoint.interval_steps: the next step to save at
+    std::map<std::string, std::string> trainer_warnings;  // the last ReportMetrics.warning
     std::deque<std::pair<absl::Time, uint64_t>> examples_samples;  // rate window
     bool task_queued = false;
   };
@@ -134,6 +135,8 @@ class Chief {
   v1::JobStatus StatusLocked(const JobInfo& info, bool with_events);
   int64_t StepsLocked(const std::string& job_id) const;
   void Enqueue(Task task);  // REQUIRES: mu_
+  // A change in a trainer's retry warning becomes a job event. REQUIRES: mu_
+  void LogTrainerWarningLocked(const v1::ReportMetricsRequest& r, absl::Time now);
   void RunTask(const Task& task);
   // Pops the first task and runs it with `lock` (on mu_) released.
   void RunFirstTask(std::unique_lock<std::mutex>& lock);

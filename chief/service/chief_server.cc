@@ -199,6 +199,10 @@ void ChiefServer::Shutdown(absl::Duration drain) {
     server_->Wait();
     server_.reset();
   }
+  // The chief's worker may be retrying a checkpoint, an evaluation or an
+  // export against a dead PS for minutes: end it so ~Chief's join returns
+  // (the task is redone by the next chief).
+  if (ps_ != nullptr) ps_->Cancel();
 }
 
 }  // namespace brook::chief

@@ -85,6 +85,7 @@ void TrainerWorker::Stop() {
   stopping_.store(true);
   std::lock_guard<std::mutex> lock(mu_);
   if (active_ != nullptr) active_->Stop();
+  if (ps_ != nullptr) ps_->Cancel();
 }
 
 bool TrainerWorker::Sleep(absl::Duration d) {
@@ -126,11 +127,12 @@ absl::Status TrainerWorker::Register() {
       return absl::FailedPreconditionError("the chief knows no PS nodes and none were given");
     }
     ASSIGN_OR_RETURN(auto grpc, ps::GrpcPsClient::Create(po));
-    // At start-up, wait for the PS nodes to come up. Registering again (after
-    // an expiry) must not fail on a PS that is briefly down: calls retry
-    // UNAVAILABLE within their own deadline.
-    if (ps_ == nullptr) RETURN_IF_ERROR(grpc->WaitForReady(absl::Seconds(60)));
+    // Not waiting for the PS nodes here: every call retries a PS that is
+    // not up yet for the job's retry window (JobFor), after which the job
+    // fails naming it; a trainer that waited here would leave the job
+    // RUNNING with nothing to say.
     std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_.load()) grpc->Cancel();
     ps_ = std::move(grpc);
     ps_client_id_ = ps_client_id;
   }
@@ -170,6 +172,9 @@ absl::StatusOr<TrainerWorker::Job*> TrainerWorker::JobFor(const std::string& job
   auto job = std::make_unique<Job>();
   job->id = job_id;
   ASSIGN_OR_RETURN(job->spec, JobSpec::FromYaml(spec_json, ""));
+  // The client serves one job at a time: its calls ride out PS faults for
+  // this job's window.
+  ps_->SetRetryWindow(absl::Seconds(job->spec.training.retry_seconds));
   job->ps = std::make_unique<ps::PrefixedPsClient>(ps_.get(), table_prefix);
   trainer::CpuBackendOptions cpu;
   cpu.num_threads = options_.cpu_threads;
@@ -193,7 +198,19 @@ void TrainerWorker::ReportMetrics(const Job& job) {
   m.set_loss(ts.last_loss);
   m.set_train_auc(ts.train_auc);
   m.set_steps(ts.steps);
+  m.set_warning(RetryWarning(job));
   chief_->ReportMetrics(m).IgnoreError();
+}
+
+std::string TrainerWorker::RetryWarning(const Job& job) const {
+  std::optional<ps::GrpcPsClient::RetryEpisode> e = ps_->retrying();
+  // A blip that one quick retry covers is not worth an event.
+  if (!e.has_value() || absl::Now() - e->since < absl::Seconds(1)) return "";
+  return absl::StrCat("PS shard ", e->shard, " (", e->address, ") ",
+                      e->out_of_space ? "out of space: retrying pushes"
+                                      : "unreachable: retrying its calls",
+                      " for up to ", job.spec.training.retry_seconds,
+                      " s (training.retry_seconds): ", e->error);
 }
 
 absl::Status TrainerWorker::Commit(const v1::AcquireWorkResponse& lease, uint64_t offset,
@@ -312,6 +329,11 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
   }
   commit_cv.notify_all();
   committer.join();
+  if (absl::IsCancelled(trained) && stopping_.load()) {
+    // Stop() cancelled a PS call: stopped, not failed.
+    job->trainer->Stop();
+    trained = absl::OkStatus();
+  }
   if (!trained.ok()) return trained;
   if (!lease_status.ok()) {
     std::lock_guard<std::mutex> l(mu_);

@@ -37,7 +37,7 @@ namespace brook::v1 {
 class AcquireWorkResponse;
 }  // namespace brook::v1
 namespace brook::ps {
-class PsClient;
+class GrpcPsClient;
 }  // namespace brook::ps
 
 namespace brook::chief {
@@ -80,7 +80,9 @@ class TrainerWorker {
   // worker unable to go on (the PS unreachable for good, a bad device).
   absl::Status Run();
   // Any thread: ends Run (a unit in training is stopped at a step boundary
-  // and its acknowledged progress committed).
+  // and its acknowledged progress committed). PS calls in progress are
+  // cancelled: a call retrying a PS fault must not hold the process for
+  // the job's retry window.
   void Stop();
 
   const std::string& node_id() const { return node_id_; }
@@ -102,12 +104,14 @@ class TrainerWorker {
                       std::atomic<int64_t>* job_step_base = nullptr);
   void HeartbeatLoop();
   void ReportMetrics(const Job& job);  // best effort
+  // What the PS client is retrying now, as the job event text; "" if nothing.
+  std::string RetryWarning(const Job& job) const;
   bool Sleep(absl::Duration d);  // false when stopping
 
   const TrainerWorkerOptions options_;
   std::string node_id_;
   std::unique_ptr<ChiefClient> chief_;
-  std::unique_ptr<ps::PsClient> ps_;
+  std::unique_ptr<ps::GrpcPsClient> ps_;  // set under mu_ (Stop cancels it)
   uint64_t ps_client_id_ = 0;  // guarded by mu_: the id ps_ pushes under
   std::unique_ptr<Job> job_;
 

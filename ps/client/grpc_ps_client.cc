@@ -7,8 +7,9 @@
 #include <random>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/blocking_counter.h"
+#include "absl/strings/str_format.h"
 #include "brook/v1/ps.grpc.pb.h"
 #include "common/status_macros.h"
 #include "ps/client/grpc_ps_client_internal.h"
@@ -28,6 +29,17 @@ using grpc_client_internal::Stub;
 
 bool Retryable(grpc::StatusCode code) {
   return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
+// RESOURCE_EXHAUSTED that the PS marked transient (its disk is full), not a
+// key limit's or a memory budget's, which no retry changes.
+template <typename Call>
+bool OutOfSpace(const Call& c) {
+  if (c.status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED || c.context == nullptr) {
+    return false;
+  }
+  const auto& trailers = c.context->GetServerTrailingMetadata();
+  return trailers.find(rpc::kTransientTrailer) != trailers.end();
 }
 
 double Jitter() {
@@ -127,7 +139,8 @@ GrpcPsClient::GrpcPsClient(const GrpcPsClientOptions& options,
                            std::vector<std::unique_ptr<Shard>> shards)
     : PsClient(static_cast<int32_t>(shards.size()), options.client_id),
       options_(options),
-      shards_(std::move(shards)) {}
+      shards_(std::move(shards)),
+      retry_window_ns_(absl::ToInt64Nanoseconds(options.deadline)) {}
 
 GrpcPsClient::~GrpcPsClient() = default;
 
@@ -137,36 +150,38 @@ size_t GrpcPsClient::KeysPerRequest(size_t dim) const {
 }
 
 absl::Status GrpcPsClient::Run(std::vector<Call>& calls, absl::Time deadline, uint32_t ok_codes,
-                               absl::Duration attempt) {
+                               absl::Duration attempt, absl::Time retry_until) {
   if (attempt <= absl::ZeroDuration()) attempt = options_.attempt_timeout;
   if (calls.empty()) return absl::OkStatus();
+  const absl::Time start = absl::Now();
   std::vector<Call*> pending;
   pending.reserve(calls.size());
   for (Call& c : calls) pending.push_back(&c);
   absl::Duration backoff = options_.initial_backoff;
+  // This call's share in retrying(): counted from its first retry to its end.
+  bool in_episode = false;
+  absl::Cleanup leave_episode = [&] {
+    if (!in_episode) return;
+    absl::MutexLock lock(&episode_mu_);
+    if (--retrying_calls_ == 0) episode_.reset();
+  };
   while (true) {
+    if (cancelled()) return absl::CancelledError("PS client cancelled: the process is stopping");
     const absl::Time attempt_deadline = std::min(deadline, absl::Now() + attempt);
-    {
-      // Every RPC has a deadline, so every callback runs and Wait() returns.
-      absl::BlockingCounter done(static_cast<int>(pending.size()));
-      for (Call* c : pending) {
-        c->context = std::make_unique<grpc::ClientContext>();
-        c->context->set_deadline(absl::ToChronoTime(attempt_deadline));
-        c->context->set_wait_for_ready(c->wait_for_ready);
-        ++c->attempts;
-        c->issue(shards_[c->shard]->Pick(), c->context.get(), [c, &done](grpc::Status s) {
-          c->status = std::move(s);
-          done.DecrementCount();
-        });
-      }
-      done.Wait();
+    for (Call* c : pending) {
+      c->context = std::make_unique<grpc::ClientContext>();
+      c->context->set_deadline(absl::ToChronoTime(attempt_deadline));
+      c->context->set_wait_for_ready(c->wait_for_ready);
+      ++c->attempts;
     }
+    AwaitRound(pending);
+    if (cancelled()) return absl::CancelledError("PS client cancelled: the process is stopping");
     std::vector<Call*> retry;
     Call* failed = nullptr;
     for (Call* c : pending) {
       const grpc::StatusCode code = c->status.error_code();
       if (code == grpc::StatusCode::OK || (ok_codes & (1u << code)) != 0) continue;
-      if (Retryable(code)) {
+      if (Retryable(code) || OutOfSpace(*c)) {
         retry.push_back(c);
       } else if (failed == nullptr) {
         failed = c;
@@ -174,20 +189,97 @@ absl::Status GrpcPsClient::Run(std::vector<Call>& calls, absl::Time deadline, ui
     }
     if (failed == nullptr && retry.empty()) return absl::OkStatus();
     const absl::Duration sleep = backoff * Jitter();
-    if (failed == nullptr && absl::Now() + sleep < deadline) {
-      absl::SleepFor(sleep);
+    if (failed == nullptr && absl::Now() + sleep < std::min(deadline, retry_until)) {
+      if (!in_episode) {
+        in_episode = true;
+        const Call& c = *retry.front();
+        absl::MutexLock lock(&episode_mu_);
+        if (retrying_calls_++ == 0) {
+          episode_ = RetryEpisode{.shard = c.shard,
+                                  .address = shards_[c.shard]->address,
+                                  .out_of_space = OutOfSpace(c),
+                                  .error = c.status.error_message(),
+                                  .since = absl::Now()};
+        }
+      }
+      if (!SleepUnlessCancelled(sleep)) continue;  // returns CANCELLED above
       backoff = std::min(backoff * 2, options_.max_backoff);
       retries_.fetch_add(retry.size(), std::memory_order_relaxed);
       pending = std::move(retry);
       continue;
     }
     Call* c = failed != nullptr ? failed : retry.front();
-    return absl::Status(
-        rpc::FromGrpcCode(c->status.error_code()),
-        absl::StrCat("PS shard ", c->shard, " (", shards_[c->shard]->address,
-                     "): ", c->status.error_message(),
-                     c->attempts > 1 ? absl::StrCat(" (after ", c->attempts, " attempts)") : ""));
+    std::string attempts;
+    if (c->attempts > 1) {
+      attempts = absl::StrFormat(" (after %d attempts over %.1f s)", c->attempts,
+                                 absl::ToDoubleSeconds(absl::Now() - start));
+    }
+    return absl::Status(rpc::FromGrpcCode(c->status.error_code()),
+                        absl::StrCat("PS shard ", c->shard, " (", shards_[c->shard]->address,
+                                     "): ", OutOfSpace(*c) ? "out of space: " : "",
+                                     c->status.error_message(), attempts));
   }
+}
+
+void GrpcPsClient::AwaitRound(const std::vector<Call*>& pending) {
+  // Shared with the callbacks: the last one may still be unlocking it when
+  // this thread returns.
+  struct Round {
+    absl::Mutex mu;
+    int left ABSL_GUARDED_BY(mu) = 0;
+  };
+  auto round = std::make_shared<Round>();
+  {
+    absl::MutexLock lock(&round->mu);
+    round->left = static_cast<int>(pending.size());
+  }
+  for (Call* c : pending) {
+    c->issue(shards_[c->shard]->Pick(), c->context.get(), [c, round](grpc::Status s) {
+      c->status = std::move(s);
+      absl::MutexLock lock(&round->mu);
+      --round->left;
+    });
+  }
+  // Every RPC has a deadline, so every callback runs; a Cancel() cancels
+  // them so they run now.
+  bool cancelled_round = false;
+  auto all_done = [](int* left) { return *left == 0; };
+  round->mu.Lock();
+  while (!round->mu.AwaitWithTimeout(absl::Condition(+all_done, &round->left),
+                                     absl::Milliseconds(50))) {
+    if (cancelled() && !cancelled_round) {
+      cancelled_round = true;
+      round->mu.Unlock();  // TryCancel may run a callback on this thread
+      for (Call* c : pending) c->context->TryCancel();
+      round->mu.Lock();
+    }
+  }
+  round->mu.Unlock();
+}
+
+bool GrpcPsClient::SleepUnlessCancelled(absl::Duration d) {
+  const absl::Time end = absl::Now() + d;
+  while (!cancelled()) {
+    const absl::Duration left = end - absl::Now();
+    if (left <= absl::ZeroDuration()) return true;
+    absl::SleepFor(std::min(left, absl::Milliseconds(50)));
+  }
+  return false;
+}
+
+void GrpcPsClient::SetRetryWindow(absl::Duration window) {
+  retry_window_ns_.store(absl::ToInt64Nanoseconds(window), std::memory_order_relaxed);
+}
+
+absl::Duration GrpcPsClient::retry_window() const {
+  return absl::Nanoseconds(retry_window_ns_.load(std::memory_order_relaxed));
+}
+
+void GrpcPsClient::Cancel() { cancelled_.store(true); }
+
+std::optional<GrpcPsClient::RetryEpisode> GrpcPsClient::retrying() const {
+  absl::MutexLock lock(&episode_mu_);
+  return episode_;
 }
 
 absl::Status GrpcPsClient::WaitForReady(absl::Duration timeout) {
@@ -229,7 +321,7 @@ absl::Status GrpcPsClient::CreateTable(const TableOptions& options) {
       stub->async()->CreateTable(ctx, &req, resp, std::move(done));
     };
   }
-  return Run(calls, absl::Now() + options_.deadline);
+  return Run(calls, CallDeadline());
 }
 
 absl::Status GrpcPsClient::DropTable(std::string_view table) {
@@ -244,7 +336,7 @@ absl::Status GrpcPsClient::DropTable(std::string_view table) {
     };
   }
   // A shard without the table (e.g. a retried drop it already applied) is fine.
-  RETURN_IF_ERROR(Run(calls, absl::Now() + options_.deadline,
+  RETURN_IF_ERROR(Run(calls, CallDeadline(),
                       1u << static_cast<int>(grpc::StatusCode::NOT_FOUND)));
   for (const Call& c : calls) {
     if (c.status.ok()) return absl::OkStatus();
@@ -298,7 +390,7 @@ absl::Status GrpcPsClient::Pull(std::string_view table, absl::Span<const uint64_
       stub->PullRaw(ctx, req, reply, std::move(done));
     };
   }
-  RETURN_IF_ERROR(Run(calls, absl::Now() + options_.deadline));
+  RETURN_IF_ERROR(Run(calls, CallDeadline()));
 
   // Each reply row is copied once, out of the reply's slices straight to the
   // first occurrence of its key in `out`; repeated keys are filled from there.
@@ -369,7 +461,7 @@ absl::Status GrpcPsClient::Push(std::string_view table, absl::Span<const uint64_
       stub->async()->Push(ctx, req, resp, std::move(done));
     };
   }
-  return Run(calls, absl::Now() + options_.deadline);
+  return Run(calls, CallDeadline());
 }
 
 absl::Status GrpcPsClient::CreateDense(absl::Span<const DenseOptions> variables) {
@@ -385,7 +477,7 @@ absl::Status GrpcPsClient::CreateDense(absl::Span<const DenseOptions> variables)
       stub->async()->CreateDense(ctx, req, resp, std::move(done));
     };
   }
-  return Run(calls, absl::Now() + options_.deadline);
+  return Run(calls, CallDeadline());
 }
 
 absl::Status GrpcPsClient::PullDense(std::string_view name, absl::Span<float> out) {
@@ -408,7 +500,7 @@ absl::Status GrpcPsClient::PullDense(std::string_view name, absl::Span<float> ou
   calls[0].issue = [&req, &resp](Stub* stub, grpc::ClientContext* ctx, Done done) {
     stub->async()->PullDense(ctx, &req, &resp, std::move(done));
   };
-  RETURN_IF_ERROR(Run(calls, absl::Now() + options_.deadline));
+  RETURN_IF_ERROR(Run(calls, CallDeadline()));
   std::vector<float> scratch;
   ASSIGN_OR_RETURN(absl::Span<const float> values,
                    rpc::DecodeFloats(resp.values(), &scratch, "dense values"));
@@ -446,7 +538,7 @@ absl::Status GrpcPsClient::PushDense(std::string_view name, absl::Span<const flo
   calls[0].issue = [&req, &resp](Stub* stub, grpc::ClientContext* ctx, Done done) {
     stub->async()->PushDense(ctx, &req, &resp, std::move(done));
   };
-  return Run(calls, absl::Now() + options_.deadline);
+  return Run(calls, CallDeadline());
 }
 
 absl::StatusOr<std::vector<ServerStats>> GrpcPsClient::Stats() {
@@ -459,7 +551,7 @@ absl::StatusOr<std::vector<ServerStats>> GrpcPsClient::Stats() {
       stub->async()->Stats(ctx, &req, resp, std::move(done));
     };
   }
-  RETURN_IF_ERROR(Run(calls, absl::Now() + options_.deadline));
+  RETURN_IF_ERROR(Run(calls, CallDeadline()));
   std::vector<ServerStats> out;
   out.reserve(resps.size());
   for (const v1::StatsResponse& r : resps) out.push_back(rpc::FromProto(r));
@@ -487,7 +579,8 @@ absl::StatusOr<std::vector<CheckpointInfo>> GrpcPsClient::Checkpoint(
   }
   // One attempt may take the whole budget: a checkpoint or restore that is
   // cut short and retried would only start over.
-  RETURN_IF_ERROR(Run(calls, absl::Now() + options_.admin_deadline, 0, options_.admin_deadline));
+  RETURN_IF_ERROR(Run(calls, absl::Now() + options_.admin_deadline, 0, options_.admin_deadline,
+                      absl::Now() + options_.admin_retry_window));
   std::vector<CheckpointInfo> out;
   for (const v1::CheckpointResponse& r : resps) out.push_back(rpc::FromProto(r.checkpoint()));
   return out;
@@ -506,7 +599,8 @@ absl::StatusOr<std::vector<RestoreInfo>> GrpcPsClient::Restore(const std::string
   }
   // One attempt may take the whole budget: a checkpoint or restore that is
   // cut short and retried would only start over.
-  RETURN_IF_ERROR(Run(calls, absl::Now() + options_.admin_deadline, 0, options_.admin_deadline));
+  RETURN_IF_ERROR(Run(calls, absl::Now() + options_.admin_deadline, 0, options_.admin_deadline,
+                      absl::Now() + options_.admin_retry_window));
   std::vector<RestoreInfo> out;
   for (const v1::RestoreResponse& r : resps) {
     RestoreInfo info;
@@ -532,7 +626,7 @@ absl::StatusOr<std::vector<StartupInfo>> GrpcPsClient::FenceClients(
   }
   // Short: the chief sends the list again every few seconds, and must not
   // wait long on a PS that is down when it shuts down.
-  RETURN_IF_ERROR(Run(calls, absl::Now() + std::min(options_.deadline, absl::Seconds(5))));
+  RETURN_IF_ERROR(Run(calls, absl::Now() + std::min(retry_window(), absl::Seconds(5))));
   std::vector<StartupInfo> out;
   out.reserve(resps.size());
   for (const v1::FenceClientsResponse& r : resps) out.push_back(rpc::FromProto(r.startup()));

@@ -10,10 +10,14 @@
 // request per shard carries each table's and dense variable's part for it
 // (a push part keeps its own sequence), so a step costs one round trip.
 //
-// Retries: UNAVAILABLE and DEADLINE_EXCEEDED (per attempt) are retried with
+// Retries: UNAVAILABLE, DEADLINE_EXCEEDED (per attempt) and a
+// RESOURCE_EXHAUSTED the PS marks transient (its WAL's disk is full:
+// ps/rpc/status_mapping.h kTransientTrailer) are retried with capped
 // exponential backoff and jitter until `deadline` (per call, retries
-// included); other codes are returned at once. Only the failed RPCs of a
-// fan-out are re-sent.
+// included: the retry window); other codes, a key limit's or a memory
+// budget's RESOURCE_EXHAUSTED among them, are returned at once. Only the
+// failed RPCs of a fan-out are re-sent, with the same requests (a push keeps
+// its sequence, so the PS applies it once). Cancel() ends every call at once.
 //
 // Connections: `channels_per_shard` TCP connections per shard, requests
 // spread round-robin (NOTES.md: one loopback connection is erratic, two or
@@ -26,10 +30,12 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "ps/client/dense_directory.h"
 #include "ps/client/ps_client.h"
@@ -44,10 +50,15 @@ namespace brook::ps {
 
 struct GrpcPsClientOptions {
   std::vector<std::string> addresses;  // host:port of shard 0..N-1
-  // Whole-call budget, retries and backoff included.
+  // Whole-call budget, retries and backoff included: how long a call rides
+  // out a PS that is unreachable or out of space (SetRetryWindow changes it).
   absl::Duration deadline = absl::Seconds(30);
   // Per Checkpoint / Restore call (they move whole tables).
   absl::Duration admin_deadline = absl::Minutes(30);
+  // How long a Checkpoint / Restore retries a PS that refuses it
+  // transiently (unreachable): a dead PS must not hold the chief's worker
+  // for the whole admin_deadline.
+  absl::Duration admin_retry_window = absl::Minutes(5);
   // Budget of one attempt of one RPC: a PS that stalls longer is retried.
   absl::Duration attempt_timeout = absl::Seconds(10);
   // Backoff before retry k is min(initial * 2^k, max) x uniform[0.5, 1).
@@ -109,8 +120,32 @@ class GrpcPsClient final : public PsClient {
   absl::StatusOr<std::vector<StartupInfo>> FenceClients(
       absl::Span<const uint64_t> client_ids) override;
 
-  // RPCs re-sent after UNAVAILABLE / DEADLINE_EXCEEDED, since creation.
+  // RPCs re-sent after a transient fault, since creation.
   uint64_t retries() const { return retries_.load(std::memory_order_relaxed); }
+
+  // The whole-call budget (options.deadline) of calls that start from now
+  // on, e.g. a job's training.retry_seconds. Any thread.
+  void SetRetryWindow(absl::Duration window);
+  absl::Duration retry_window() const;
+
+  // Ends every call in progress with CANCELLED within ~50 ms (attempts in
+  // flight are cancelled, backoffs cut short), and every later call at
+  // once: a process that is stopping must not wait out a retry window.
+  // Irreversible. Any thread.
+  void Cancel();
+  bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+
+  // A transient fault that calls are retrying now.
+  struct RetryEpisode {
+    int32_t shard = 0;
+    std::string address;
+    bool out_of_space = false;  // the PS's disk is full; else unreachable / timing out
+    std::string error;          // the first failed attempt's message
+    absl::Time since;
+  };
+  // The oldest fault that calls still in progress are retrying; nullopt when
+  // no call is retrying. Any thread.
+  std::optional<RetryEpisode> retrying() const;
 
  private:
   struct Shard;
@@ -122,14 +157,28 @@ class GrpcPsClient final : public PsClient {
   // (bitmask of 1 << code) count as done. Returns the first final error,
   // annotated with its shard.
   // `attempt` bounds each attempt (zero: options_.attempt_timeout).
+  // No retry starts after `retry_until` (admin calls: their attempts are
+  // long, their retries not).
   absl::Status Run(std::vector<Call>& calls, absl::Time deadline, uint32_t ok_codes = 0,
-                   absl::Duration attempt = absl::ZeroDuration());
+                   absl::Duration attempt = absl::ZeroDuration(),
+                   absl::Time retry_until = absl::InfiniteFuture());
+  // Waits for `pending`'s callbacks; cancels them when Cancel() is called.
+  void AwaitRound(const std::vector<Call*>& pending);
+  // Sleeps `d` unless cancelled first (false then).
+  bool SleepUnlessCancelled(absl::Duration d);
+  absl::Time CallDeadline() const { return absl::Now() + retry_window(); }
   size_t KeysPerRequest(size_t dim) const;
 
   const GrpcPsClientOptions options_;
   const std::vector<std::unique_ptr<Shard>> shards_;
   DenseDirectory dense_;
   std::atomic<uint64_t> retries_{0};
+  std::atomic<int64_t> retry_window_ns_;
+  std::atomic<bool> cancelled_{false};
+
+  mutable absl::Mutex episode_mu_;
+  int retrying_calls_ ABSL_GUARDED_BY(episode_mu_) = 0;
+  std::optional<RetryEpisode> episode_ ABSL_GUARDED_BY(episode_mu_);
 };
 
 }  // namespace brook::ps

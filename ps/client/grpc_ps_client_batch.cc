@@ -119,7 +119,7 @@ absl::Status GrpcPsClient::PullBatch(absl::Span<const TablePull> tables,
       stub->async()->PullBatch(ctx, &rpc->req, &rpc->resp, std::move(done));
     };
   }
-  RETURN_IF_ERROR(Run(calls, absl::Now() + options_.deadline));
+  RETURN_IF_ERROR(Run(calls, CallDeadline()));
 
   // views[i][s]: table i's rows from shard s in that shard's key order,
   // straight from the reply when one request carried them, else gathered.
@@ -248,7 +248,7 @@ absl::Status GrpcPsClient::PushBatch(absl::Span<const TablePush> tables,
       stub->async()->PushBatch(ctx, &rpc->req, &rpc->resp, std::move(done));
     };
   }
-  return Run(calls, absl::Now() + options_.deadline);
+  return Run(calls, CallDeadline());
 }
 
 }  // namespace brook::ps

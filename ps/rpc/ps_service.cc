@@ -3,6 +3,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include "common/transient_error.h"
 #include "metrics/rpc_metrics.h"
 #include "ps/rpc/status_mapping.h"
 
@@ -24,10 +25,13 @@ grpc::ServerUnaryReactor* PsService::Serve(grpc::CallbackServerContext* ctx, PsM
                                            absl::Status (PsHandlers::*handler)(const Req&, Resp*)) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const auto start = std::chrono::steady_clock::now();
-  auto run = [this, reactor, method, req, resp, handler, start] {
+  auto run = [this, ctx, reactor, method, req, resp, handler, start] {
     absl::Status status = serving() ? (handlers_.*handler)(*req, resp)
                                     : absl::UnavailableError("parameter server is shutting down");
     grpc::Status reply = ToGrpcStatus(status);  // the one absl -> gRPC seam
+    if (std::string reason = TransientReason(status); !reason.empty()) {
+      ctx->AddTrailingMetadata(kTransientTrailer, reason);  // the client may retry it
+    }
     if (options_.metrics != nullptr) {
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

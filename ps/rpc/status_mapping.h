@@ -64,6 +64,13 @@ inline absl::StatusCode FromGrpcCode(int code) {
   }
 }
 
+// A transient error (common/transient_error.h: e.g. a WAL out of space)
+// carries this trailing metadata, its value the reason: the code alone
+// cannot tell it from a permanent refusal (RESOURCE_EXHAUSTED for a key
+// limit). GrpcPsClient retries replies that carry it; the server adds it
+// (PsService) beside ToGrpcStatus.
+inline constexpr char kTransientTrailer[] = "brook-transient";
+
 // Server side: what a handler's status becomes on the wire. The message is
 // kept (it names the table, the counts); absl payloads are not sent.
 inline grpc::Status ToGrpcStatus(const absl::Status& status) {

@@ -2,7 +2,9 @@
 // `brook chief` and `brook trainer --chief` processes, jobs submitted and
 // watched through the `brook` CLI, the export scored with `brook predict`;
 // trainers and the chief killed with -9 mid-job.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -10,6 +12,7 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -30,6 +33,7 @@
 #include "tests/testing/http_get.h"
 #include "tests/testing/process.h"
 #include "tests/testing/test_util.h"
+#include "tests/testing/tmpfs.h"
 
 namespace brook {
 namespace {
@@ -464,6 +468,144 @@ TEST_F(ChiefE2eTest, TrainerFrozenPastItsLeaseIsRefusedOnWakingAndNothingCountsT
   std::cout << "the woken trainer's pushes refused as fenced: " << fenced_pushes << "\n";
 }
 
+
+// Fills the filesystem that holds `path` to the last byte, with the file
+// `path`. False (and why) when it cannot.
+bool FillFilesystem(const std::string& path, std::string* why) {
+  const int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    *why = absl::StrCat("open ", path, ": ", strerror(errno));
+    return false;
+  }
+  struct statvfs st;
+  if (::fstatvfs(fd, &st) == 0 && st.f_bavail * st.f_frsize > (1u << 20)) {
+    // Most of it at once; the writes below take the last pages.
+    const off_t bulk = static_cast<off_t>(st.f_bavail * st.f_frsize - (1u << 20));
+    if (::posix_fallocate(fd, 0, bulk) == 0) ::lseek(fd, 0, SEEK_END);
+  }
+  const std::string block(4096, 'x');
+  for (size_t n = block.size(); n > 0; n /= 2) {
+    while (::write(fd, block.data(), n) == static_cast<ssize_t>(n)) {
+    }
+  }
+  ::close(fd);
+  return true;
+}
+
+// A PS's WAL disk fills up mid-job for ~15 s (a real tmpfs under its WAL
+// directory): the PS refuses pushes (RESOURCE_EXHAUSTED, out of space), the
+// trainers retry them instead of failing the job, the job's events say so,
+// and when space returns the job completes with every example counted once.
+// A trainer stopped (SIGTERM) while it retries a push exits at once, and so
+// does the PS (SIGTERM) with its disk full.
+TEST_F(ChiefE2eTest, PsDiskFullMidJobTrainersRetryAndTheJobCompletesCountingEveryExampleOnce) {
+  std::filesystem::create_directories(dir_.Join("ps-1"));
+  std::string why;
+  auto fs = testing::ScopedTmpfs::Mount(dir_.Join("ps-1/wal"), uint64_t{1} << 30, &why);
+  if (fs == nullptr) GTEST_SKIP() << "SKIPPED: " << why;
+  StartPs(2, /*data_dirs=*/true);
+  StartChief();
+  StartTrainer("t0");
+  StartTrainer("t1");
+  // Epochs enough to be training still when the disk fills.
+  ASSERT_EQ(Cli({"submit", WriteJob("full.yaml", JobYaml("full", 0, 10, 64, 4000, 2))}).exit_code,
+            0);
+  ASSERT_TRUE(
+      WaitFor("full", [](const v1::JobStatus& j) { return j.examples_trained() > 0; }, 60s));
+  const std::string filler = fs->path() + "/filler";
+  ASSERT_TRUE(FillFilesystem(filler, &why)) << why;
+  const auto full_at = std::chrono::steady_clock::now();
+
+  // The trainers say they are retrying, as a job event.
+  std::vector<std::string> retrying;
+  for (int i = 0; i < 200 && retrying.empty(); ++i) {
+    std::this_thread::sleep_for(100ms);
+    retrying = EventsWith("full", "out of space: retrying pushes");
+  }
+  ASSERT_FALSE(retrying.empty()) << Job("full", true).DebugString();
+  EXPECT_NE(retrying[0].find("PS shard 1 (" + ps_addresses_[1] + ")"), std::string::npos)
+      << retrying[0];
+  EXPECT_NE(retrying[0].find("for up to 300 s"), std::string::npos) << retrying[0];
+  EXPECT_EQ(Job("full").state(), "RUNNING");
+
+  // A trainer stopped while it retries a push exits within its drain time.
+  ASSERT_TRUE(trainers_["t0"]->Signal(SIGTERM));
+  const auto stopped = std::chrono::steady_clock::now();
+  const std::optional<int> t0_exit = trainers_["t0"]->Wait(10s);
+  ASSERT_TRUE(t0_exit.has_value()) << "a trainer retrying a push ignored SIGTERM";
+  EXPECT_EQ(*t0_exit, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped, 5s);
+
+  std::this_thread::sleep_until(full_at + 15s);
+  EXPECT_EQ(Job("full").state(), "RUNNING") << Job("full", true).DebugString();
+  ASSERT_EQ(std::remove(filler.c_str()), 0);  // space returns
+
+  ASSERT_TRUE(WaitFor("full", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
+                      240s))
+      << Job("full", true).DebugString();
+  const v1::JobStatus s = Job("full");
+  ExpectEveryEpochCountsTheDataOnce(s, 10);
+  EXPECT_GE(s.eval().auc(), 0.88);
+  EXPECT_FALSE(EventsWith("full", "no longer retrying").empty())
+      << Job("full", true).DebugString();
+  EXPECT_GE(MetricSum("ps-1", "brook_ps_wal_write_errors_total"), 1);
+
+  // A PS whose disk is full stops on SIGTERM within its drain time (10 s).
+  ASSERT_TRUE(FillFilesystem(filler, &why)) << why;
+  ASSERT_TRUE(ps_[1]->Signal(SIGTERM));
+  EXPECT_TRUE(ps_[1]->Wait(15s).has_value()) << "a PS with a full disk ignored SIGTERM";
+}
+
+// A PS that is down longer than the job's training.retry_seconds (5 s here)
+// fails the job, with a message that names the PS (shard and address) and
+// the error; trainers retried it for the window first, and said so.
+TEST_F(ChiefE2eTest, PsDownPastTheRetryWindowFailsTheJobNamingThePs) {
+  StartPs(2);
+  StartChief();
+  StartTrainer("t0");
+  std::string yaml = JobYaml("gone", 0, 20, 64, 4000, 1);
+  yaml = absl::StrReplaceAll(yaml, {{"seed: 1}", "seed: 1, retry_seconds: 5}"}});
+  ASSERT_EQ(Cli({"submit", WriteJob("gone.yaml", yaml)}).exit_code, 0);
+  ASSERT_TRUE(WaitFor("gone", [](const v1::JobStatus& j) { return j.units_done() >= 1; }, 60s));
+  ASSERT_TRUE(ps_[1]->Signal(SIGKILL));
+  ASSERT_TRUE(ps_[1]->Wait(10s).has_value());
+  const auto killed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitFor("gone", [](const v1::JobStatus& j) { return j.state() == "FAILED"; }, 60s))
+      << Job("gone", true).DebugString();
+  EXPECT_GE(std::chrono::steady_clock::now() - killed, 4s) << "failed before the retry window";
+  const v1::JobStatus s = Job("gone");
+  EXPECT_NE(s.message().find("PS shard 1 (" + ps_addresses_[1] + ")"), std::string::npos)
+      << s.message();
+  EXPECT_FALSE(EventsWith("gone", "unreachable: retrying its calls for up to 5 s").empty())
+      << Job("gone", true).DebugString();
+  const testing::CommandResult status = Cli({"status", "gone"});
+  EXPECT_NE(status.output.find(ps_addresses_[1]), std::string::npos) << status.output;
+}
+
+// A PS unreachable from the start (the trainer never saw it): the job fails
+// after its retry window naming the PS, instead of RUNNING at 0% forever;
+// and the chief, retrying the job's checkpoint against that PS for
+// minutes, stops on SIGTERM within its drain time (5 s).
+TEST_F(ChiefE2eTest, PsUnreachableFromTheStartFailsTheJobAndTheChiefStillStopsOnSigterm) {
+  ps_addresses_ = {"127.0.0.1:1"};  // nothing listens on port 1
+  StartChief();
+  StartTrainer("t0");
+  std::string yaml = JobYaml("nops", 0, 1, 64, 4000, 1);
+  yaml = absl::StrReplaceAll(yaml, {{"seed: 1}", "seed: 1, retry_seconds: 5}"},
+                                    {"interval_seconds: 600", "interval_seconds: 1"}});
+  ASSERT_EQ(Cli({"submit", WriteJob("nops.yaml", yaml)}).exit_code, 0);
+  ASSERT_TRUE(WaitFor("nops", [](const v1::JobStatus& j) { return j.state() == "FAILED"; }, 60s))
+      << Job("nops", true).DebugString();
+  EXPECT_NE(Job("nops").message().find("PS shard 0 (127.0.0.1:1)"), std::string::npos)
+      << Job("nops").message();
+
+  ASSERT_TRUE(chief_->Signal(SIGTERM));
+  const auto stopped = std::chrono::steady_clock::now();
+  const std::optional<int> exit = chief_->Wait(15s);
+  ASSERT_TRUE(exit.has_value()) << "the chief ignored SIGTERM while retrying a checkpoint";
+  EXPECT_EQ(*exit, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped, 8s);
+}
 
 // A real Prometheus server scrapes every node of a cluster running a job;
 // its HTTP API then has a series from each node type and a rate that shows

@@ -224,6 +224,7 @@ TEST(JobSpecTest, WrongTypeOrRangeNamesTheFieldAndLine) {
       {"accumulation_steps: 2", "accumulation_steps: 0", "training.accumulation_steps",
        "[1, 1024]"},
       {"seed: 7", "seed: -7", "training.seed", "integer in [0, 2^64)"},
+      {"seed: 7", "retry_seconds: 0", "training.retry_seconds", "integer in [1, 604800]"},
       {"trainers: 4", "trainers: 0", "trainers", "integer in [1, 4096]"},
       {"keep: 2", "keep: 0", "checkpoint.keep", "integer in [1, 1000]"},
       {"interval_seconds: 60", "interval_seconds: 1.5", "checkpoint.interval_seconds", "integer"},
@@ -237,6 +238,21 @@ TEST(JobSpecTest, WrongTypeOrRangeNamesTheFieldAndLine) {
     EXPECT_THAT(std::string(Error(yaml).message()), AllOf(HasSubstr(where), HasSubstr(c.allowed)))
         << c.to;
   }
+}
+
+// training.retry_seconds: 300 unless given, and kept by the canonical JSON
+// the chief hands to trainers.
+TEST(JobSpecTest, RetrySecondsDefaultsAndSurvivesTheCanonicalJson) {
+  absl::StatusOr<JobSpec> plain = JobSpec::FromYaml(Spec(), "");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->training.retry_seconds, 300);
+  absl::StatusOr<JobSpec> spec = JobSpec::FromYaml(With("seed: 7", "seed: 7\n  retry_seconds: 45"), "");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->training.retry_seconds, 45);
+  absl::StatusOr<JobSpec> again = JobSpec::FromYaml(spec->CanonicalJson(), "");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->training.retry_seconds, 45);
+  EXPECT_NE(spec->SpecHash(), plain->SpecHash());
 }
 
 TEST(JobSpecTest, UnknownAndRepeatedKeysAreErrorsWithTheLine) {

@@ -418,7 +418,16 @@ TEST(ParameterServerTest, DenseVariablesPullPushAndValidate) {
   std::vector<float> w(4), w2(4);
   PS_ASSERT_OK(ps.PullDense("w", absl::MakeSpan(w)));
   PS_ASSERT_OK(ps.PullDense("w2", absl::MakeSpan(w2)));
-  EXPECT_NE(w, w2);  // keyed by name, not just the seed
+  // A function of the seed alone, not of the name on the PS (which holds the
+  // job id): the trainer gives each variable a seed of its own.
+  EXPECT_EQ(w, w2);
+  DenseOptions other_seed = d;
+  other_seed.name = "w3";
+  other_seed.seed = 2;
+  PS_ASSERT_OK(ps.CreateDense(other_seed));
+  std::vector<float> w3(4);
+  PS_ASSERT_OK(ps.PullDense("w3", absl::MakeSpan(w3)));
+  EXPECT_NE(w, w3);
   DenseOptions changed = d;
   changed.shape = {4};
   PS_EXPECT_CODE(ps.CreateDense(changed), absl::StatusCode::kAlreadyExists);

@@ -8,6 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -19,6 +22,8 @@
 #include "ps/rpc/ps_service.h"
 #include "ps/rpc/status_mapping.h"
 #include "tests/testing/ps_rpc_testing.h"
+#include "tests/testing/test_util.h"
+#include "tests/testing/tmpfs.h"
 
 namespace brook::ps {
 namespace {
@@ -284,6 +289,110 @@ TEST(GrpcPsClientTest, UnreachableShardFailsWithinTheDeadline) {
   EXPECT_TRUE(absl::IsUnavailable(st) || absl::IsDeadlineExceeded(st)) << st;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
   EXPECT_FALSE(client->WaitForReady(absl::Milliseconds(300)).ok());
+}
+
+// A full disk under the PS's WAL is transient: the push is retried with the
+// same sequence until space returns, applied once, and retrying() says so
+// while it lasts (a real tmpfs filled by a file, then emptied).
+TEST(GrpcPsClientTest, OutOfSpaceIsRetriedUntilSpaceReturnsAndAppliedOnce) {
+  brook::testing::TempDir dir;
+  std::string why;
+  // Only the WAL's directory is on the small filesystem: the PS's RocksDB
+  // tier (not written here) stays off it.
+  std::filesystem::create_directories(dir.Join("data"));
+  auto fs = brook::testing::ScopedTmpfs::Mount(dir.Join("data/wal"), 8 << 20, &why);
+  if (fs == nullptr) GTEST_SKIP() << "SKIPPED: " << why;
+  rpc::PsServerOptions o;
+  o.metrics_listen = "";
+  o.ps.data_dir = dir.Join("data");
+  o.ps.rocksdb.block_cache_bytes = 1 << 20;
+  o.ps.rocksdb.write_buffer_bytes = 1 << 20;
+  auto server = rpc::PsServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = Client({(*server)->address()}, absl::Seconds(30), absl::Seconds(5));
+  BROOK_ASSERT_OK(client->CreateTable(CounterTable("emb", 64)));
+  // 64 KiB of gradients: more than the slack in the WAL file's last page.
+  std::vector<uint64_t> keys(256);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = 7919 * i + 1;
+  const std::vector<float> minus_one(keys.size() * 64, -1.0f);
+  BROOK_ASSERT_OK(client->Push("emb", keys, minus_one, 0));
+
+  // Fill the filesystem to the last byte.
+  const std::string filler = fs->path() + "/filler";  // beside the WAL's segments
+  {
+    FILE* f = std::fopen(filler.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    const std::vector<char> block(64 << 10, 'x');
+    while (std::fwrite(block.data(), 1, block.size(), f) == block.size()) {
+    }
+    std::fclose(f);
+    f = std::fopen(filler.c_str(), "ab");  // the last partial block
+    while (std::fputc('x', f) != EOF && std::fflush(f) == 0) {
+    }
+    std::fclose(f);
+  }
+  absl::Status pushed;
+  std::thread pusher([&] { pushed = client->Push("emb", keys, minus_one, 1); });
+  bool seen = false;
+  for (int i = 0; i < 300 && !seen; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::optional<GrpcPsClient::RetryEpisode> e = client->retrying();
+    seen = e.has_value() && e->out_of_space && e->shard == 0 &&
+           e->error.find("No space left on device") != std::string::npos;
+  }
+  EXPECT_TRUE(seen) << "retrying() never reported the full disk";
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::remove(filler.c_str());  // space returns
+  pusher.join();
+  BROOK_EXPECT_OK(pushed);
+  EXPECT_GT(client->retries(), 0u);
+  EXPECT_FALSE(client->retrying().has_value());
+  std::vector<float> rows(keys.size() * 64);
+  BROOK_ASSERT_OK(client->Pull("emb", keys, absl::MakeSpan(rows)));
+  EXPECT_EQ(rows, std::vector<float>(rows.size(), 2.0f)) << "the retried push counted twice";
+}
+
+// RESOURCE_EXHAUSTED for a limit (here the key limit; a memory budget is the
+// same) is final: returned at once, never retried, however long the window.
+TEST(GrpcPsClientTest, KeyLimitResourceExhaustedIsFatalAtOnce) {
+  rpc::PsServerOptions o;
+  o.metrics_listen = "";
+  o.ps.max_keys_per_request = 4;
+  auto server = rpc::PsServer::Start(o);
+  ASSERT_TRUE(server.ok());
+  auto client = Client({(*server)->address()}, absl::Seconds(60));
+  BROOK_ASSERT_OK(client->CreateTable(CounterTable("emb", 2)));
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<uint64_t> keys = {1, 2, 3, 4, 5, 6, 7, 8};
+  BROOK_EXPECT_CODE(client->Push("emb", keys, std::vector<float>(16, 1.0f), 0),
+                    absl::StatusCode::kResourceExhausted);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_EQ(client->retries(), 0u);
+  EXPECT_FALSE(client->retrying().has_value());
+}
+
+// Cancel() ends a call that is retrying an unreachable PS, and a
+// WaitForReady, at once instead of after their minute-long windows.
+TEST(GrpcPsClientTest, CancelEndsRetryingCallsAtOnce) {
+  auto client = Client({"127.0.0.1:1"}, absl::Seconds(60), absl::Seconds(20));
+  absl::Status pulled, ready;
+  std::thread puller([&] {
+    std::vector<float> rows(2);
+    pulled = client->Pull("emb", std::vector<uint64_t>{1}, absl::MakeSpan(rows));
+  });
+  std::thread waiter([&] { ready = client->WaitForReady(absl::Seconds(60)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_TRUE(client->retrying().has_value());
+  EXPECT_FALSE(client->retrying()->out_of_space);
+  const auto start = std::chrono::steady_clock::now();
+  client->Cancel();
+  puller.join();
+  waiter.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_TRUE(absl::IsCancelled(pulled)) << pulled;
+  EXPECT_TRUE(absl::IsCancelled(ready)) << ready;
+  std::vector<float> rows(2);
+  EXPECT_TRUE(absl::IsCancelled(client->Pull("emb", std::vector<uint64_t>{1}, absl::MakeSpan(rows))));
 }
 
 TEST(GrpcPsClientTest, SwappedAddressesAreFailedPrecondition) {
