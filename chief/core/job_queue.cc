@@ -473,6 +473,17 @@ absl::Status JobQueue::SetExport(const std::string& job_id, const std::string& d
   return absl::OkStatus();
 }
 
+absl::Status JobQueue::SetTablesDropped(const std::string& job_id, const std::string& what,
+                                        absl::Time now) {
+  ASSIGN_OR_RETURN(Job * job, FindOrNotFound(job_id));
+  if (!IsFinished(job->info.state)) {
+    return absl::FailedPreconditionError(absl::StrCat("job '", job_id, "' has not ended"));
+  }
+  job->info.tables_dropped = now;
+  AddEvent(job, now, what);
+  return absl::OkStatus();
+}
+
 absl::Status JobQueue::LogEvent(const std::string& job_id, const std::string& text,
                                 absl::Time now) {
   ASSIGN_OR_RETURN(Job * job, FindOrNotFound(job_id));

@@ -128,6 +128,9 @@ struct JobInfo {
   JobMetrics metrics;
   JobEval eval;            // the last evaluation
   std::string export_dir;  // set once exported
+  // When its tables and dense variables were dropped from every PS
+  // (InfinitePast: not yet).
+  absl::Time tables_dropped = absl::InfinitePast();
   std::vector<JobEvent> events;  // oldest first, the last max_events_per_job
   uint64_t events_dropped = 0;
 };
@@ -232,6 +235,10 @@ class JobQueue {
   absl::Status LogEvent(const std::string& job_id, const std::string& text, absl::Time now);
   absl::Status SetEval(const std::string& job_id, const JobEval& eval, absl::Time now);
   absl::Status SetExport(const std::string& job_id, const std::string& dir, absl::Time now);
+  // Records that a finished job's tables left every PS (`what`: the event
+  // text). FAILED_PRECONDITION unless the job is finished.
+  absl::Status SetTablesDropped(const std::string& job_id, const std::string& what,
+                                absl::Time now);
 
   // Persistence. Jobs in seq order; version() grows on every change of a job.
   std::vector<std::string> JobIds() const;

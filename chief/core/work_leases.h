@@ -148,7 +148,7 @@ class WorkLeases {
                         uint64_t end_offset, uint64_t examples, absl::Time now,
                         std::optional<uint64_t> steps = std::nullopt);
 
-  // The job's step (docs/architecture.md "Steps"): the optimizer steps of
+  // The job's step (docs/reliability.md "Steps"): the optimizer steps of
   // every completed unit-epoch plus those committed on the units in
   // progress. It never goes backwards, and does not depend on which trainer
   // trained what or how often one restarted.

@@ -32,7 +32,8 @@ constexpr float kNoMax = std::numeric_limits<float>::max();
 // told to leave these alone.
 constexpr std::string_view kJobSections[] = {
     "name",           "priority", "data",     "features",   "model_file", "optimizer",
-    "embedding_init", "training", "trainers", "checkpoint", "export",     "eval"};
+    "embedding_init", "training", "trainers", "checkpoint", "export",     "eval",
+    "retention"};
 
 // The 1-based line of the first byte sequence that is not UTF-8 (RFC 3629:
 // no overlong forms, no surrogates, nothing past U+10FFFF), or 0 if the text
@@ -457,7 +458,8 @@ absl::StatusOr<JobSpec> FromYamlImpl(const std::string& yaml, const std::string&
   MapReader root(doc, "");
   RETURN_IF_ERROR(root.Check(
       {"name", "priority", "data", "features", "model", "sparse", "dense", "model_file",
-       "optimizer", "embedding_init", "training", "trainers", "checkpoint", "export", "eval"},
+       "optimizer", "embedding_init", "training", "trainers", "checkpoint", "export", "eval",
+       "retention"},
       "{name: my-job, data: {...}, features: ..., model: {...}}"));
   JobSpec spec;
   if (!root.Has("name")) return root.Missing("name", "a DNS label such as my-job-1");
@@ -487,6 +489,7 @@ absl::StatusOr<JobSpec> FromYamlImpl(const std::string& yaml, const std::string&
   }
   RETURN_IF_ERROR(ReadTraining(root.Get("training"), &spec.training));
   RETURN_IF_ERROR(root.Int("trainers", 1, 4096, &spec.trainers));
+  RETURN_IF_ERROR(root.Int("retention", int64_t{0}, int64_t{366} * 86400, &spec.retention_seconds));
   if (root.Has("checkpoint")) {
     RETURN_IF_ERROR(ReadCheckpoint(root.Get("checkpoint"), base_dir, &spec.checkpoint));
   }

@@ -98,6 +98,11 @@ struct JobSpec {
   JobCheckpointSpec checkpoint;
   std::string export_dir;        // "" = no export (the section is absent)
   int64_t eval_every_steps = 0;  // 0 = evaluate only at the end
+  // Seconds a finished job's tables stay on the PS nodes before the chief
+  // drops them: after a cancel or failure, or a success with neither export
+  // nor checkpoint. A success with either drops them once written.
+  static constexpr int64_t kDefaultRetentionSeconds = 600;
+  int64_t retention_seconds = kDefaultRetentionSeconds;
 
   // Parses and validates `yaml`; relative paths resolve against `base_dir`
   // ("" leaves them relative). NotFound if a referenced file (features,

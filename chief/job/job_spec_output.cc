@@ -194,6 +194,9 @@ Json ToJson(const JobSpec& s) {
       {"trainers", s.trainers},
       {"eval", {{"every_steps", s.eval_every_steps}}},
   };
+  // Only when set: specs (and their hashes, in exports) written before the
+  // field existed stay as they were.
+  if (s.retention_seconds != JobSpec::kDefaultRetentionSeconds) j["retention"] = s.retention_seconds;
   // Where the feature and model specs came from does not change the job;
   // only their content is hashed.
   const Json model = ModelJson(s.model);

@@ -323,6 +323,7 @@ v1::JobStatus Chief::StatusLocked(const JobInfo& i, bool with_events) {
   for (const JobCheckpoint& c : i.checkpoints) ToProto(c, s.add_checkpoints());
   ToProto(i.eval, s.mutable_eval());
   s.set_export_dir(i.export_dir);
+  s.set_tables_dropped_time_us(ToUs(i.tables_dropped));
   if (with_events) {
     for (const JobEvent& e : i.events) ToProto(e, s.add_events());
     s.set_events_dropped(i.events_dropped);
@@ -574,6 +575,10 @@ void Chief::Tick(absl::Time now) {
   }
   queue_->Schedule(now);
   for (const JobInfo& info : queue_->List()) {
+    if (IsFinished(info.state)) {
+      if (TablesDueForDropLocked(info, now)) Enqueue({Task::kDrop, info.id});
+      continue;
+    }
     if (info.state != JobState::kRunning) continue;
     JobRuntime& rt = runtime_[info.id];
     if (rt.task_queued) continue;
@@ -613,6 +618,41 @@ void Chief::Tick(absl::Time now) {
   if (absl::Status s = SaveLocked(); !s.ok()) std::cerr << "brook chief: " << s.message() << "\n";
 }
 
+bool Chief::TablesDueForDropLocked(const JobInfo& info, absl::Time now) {
+  const JobRuntime& rt = runtime_[info.id];
+  if (ps_ == nullptr || !info.progress.has_value() || info.tables_dropped != absl::InfinitePast() ||
+      rt.task_queued || now < rt.next_drop) {
+    return false;
+  }
+  absl::StatusOr<std::shared_ptr<const JobSpec>> spec = SpecLocked(info);
+  const int64_t retention =
+      spec.ok() ? (*spec)->retention_seconds : JobSpec::kDefaultRetentionSeconds;
+  // A success whose model was written out needs nothing more on the PS;
+  // anything else is kept `retention` for a look (or a rescue) first.
+  const bool written = !info.export_dir.empty() || !info.checkpoints.empty();
+  if (info.state == JobState::kSucceeded && written) return true;
+  return now - info.end_time >= absl::Seconds(retention);
+}
+
+absl::Status Chief::DropTables(const std::string& job_id) {
+  absl::StatusOr<ps::DroppedTables> dropped = ps_->DropTablesWithPrefix(TablePrefix(job_id));
+  if (!dropped.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    runtime_[job_id].next_drop = absl::Now() + absl::Seconds(30);
+    return absl::Status(dropped.status().code(),
+                        absl::StrCat("dropping the job's tables from the PS nodes (retried): ",
+                                     dropped.status().message()));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  tables_dropped_ += dropped->tables;
+  RETURN_IF_ERROR(queue_->SetTablesDropped(
+      job_id,
+      absl::StrCat("dropped its ", dropped->tables, " table parts and ", dropped->dense,
+                   " dense variable parts from every PS (memory and RocksDB): the job has ended"),
+      absl::Now()));
+  return SaveLocked();
+}
+
 void Chief::HousekeepingLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
@@ -650,6 +690,8 @@ void Chief::RunTask(const Task& task) {
   absl::Status s;
   if (task.kind == Task::kFinalize) {
     s = Finalize(task.job_id);
+  } else if (task.kind == Task::kDrop) {
+    s = DropTables(task.job_id);
   } else {
     std::shared_ptr<const JobSpec> spec;
     int64_t steps = 0;
@@ -864,6 +906,9 @@ std::vector<prometheus::MetricFamily> Chief::CollectMetrics() const {
   set.Add(set.Counter("brook_chief_state_save_errors_total",
                       "Failed writes of the job queue to the state store"),
           {}, static_cast<double>(save_errors_));
+  set.Add(set.Counter("brook_chief_dropped_tables_total",
+                      "Table parts (one per table per PS) of ended jobs dropped from the PS nodes"),
+          {}, static_cast<double>(tables_dropped_));
   set.Add(set.Counter("brook_chief_tasks_failed_total",
                       "Checkpoints and finalizations that failed"),
           {}, static_cast<double>(tasks_failed_));

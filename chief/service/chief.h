@@ -112,7 +112,7 @@ class Chief {
  private:
   // Work for the worker thread.
   struct Task {
-    enum Kind { kCheckpoint, kEval, kFinalize } kind;
+    enum Kind { kCheckpoint, kEval, kFinalize, kDrop } kind;
     std::string job_id;
   };
   // Per-job things the chief keeps in memory only.
@@ -123,6 +123,7 @@ class Chief {
     std::map<std::string, std::string> trainer_warnings;  // the last ReportMetrics.warning
     std::deque<std::pair<absl::Time, uint64_t>> examples_samples;  // rate window
     bool task_queued = false;
+    absl::Time next_drop = absl::InfinitePast();  // after a failed drop: retry then
   };
 
   Chief(const ChiefOptions& options, ps::PsClient* ps, std::unique_ptr<ChiefStateStore> store,
@@ -147,6 +148,11 @@ class Chief {
   absl::StatusOr<std::optional<trainer::EvalResult>> Evaluate(const std::string& job_id,
                                                               const JobSpec& spec, int64_t step);
   absl::Status Finalize(const std::string& job_id);
+  // Whether an ended job's tables should leave the PS now (JobSpec::
+  // retention_seconds). REQUIRES: mu_
+  bool TablesDueForDropLocked(const JobInfo& info, absl::Time now);
+  // Drops the job's tables and dense variables from every PS and records it.
+  absl::Status DropTables(const std::string& job_id);
   // Logs the finalization phase about to run ("checkpoint", "eval",
   // "export", "finish"): each is redone whole if the chief dies in it.
   void FinalizePhase(const std::string& job_id, const char* phase);
@@ -172,6 +178,7 @@ class Chief {
   bool stopping_ = false;  // guarded by mu_
   uint64_t save_errors_ = 0;  // guarded by mu_
   uint64_t tasks_failed_ = 0;  // guarded by mu_
+  uint64_t tables_dropped_ = 0;  // guarded by mu_: table parts of ended jobs
   uint64_t expired_trainers_ = 0;  // guarded by mu_: missed heartbeats, all jobs
 
   // Fencing, guarded by mu_.

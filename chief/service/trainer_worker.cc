@@ -252,7 +252,7 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
     stream.id = lease.push_stream();
     stream.first_step = resume_step;
   }
-  // The job's step of this unit's step 0 (docs/architecture.md "Steps").
+  // The job's step of this unit's step 0 (docs/reliability.md "Steps").
   std::atomic<int64_t> job_step_base{lease.job_step_base()};
   stream.job_step_base = &job_step_base;
   const uint64_t read_from =

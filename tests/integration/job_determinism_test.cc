@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "chief/export/model_export.h"
+#include "ps/client/grpc_ps_client.h"
 #include "ps/parameter_server.h"
 #include "tests/integration/chief_cluster_fixture.h"
 
@@ -167,6 +168,25 @@ TEST_F(JobDeterminismTest, TrainerKilledTwiceWithAScheduleEndsBitIdenticalToAnUn
   EXPECT_GT(ref.eval().step(), 2000);  // the job's step, not a process's
   ExpectSameModel(LoadModel(ref.export_dir()), LoadModel(s.export_dir()), "trainer killed x2");
   EXPECT_EQ(Predict(ref.export_dir()), Predict(s.export_dir()));
+
+  // Both exported, so neither job's tables stay on the PS: the chief drops
+  // them (memory and RocksDB) once the export is written, and says so.
+  for (const std::string& job : {ref_id, id}) {
+    ASSERT_TRUE(WaitFor(job, [](const v1::JobStatus& j) { return j.tables_dropped_time_us() > 0; },
+                        30s))
+        << job;
+    EXPECT_EQ(EventsWith(job, "table parts and").size(), 1u) << job;
+  }
+  ps::GrpcPsClientOptions po;
+  po.addresses = ps_addresses_;
+  auto ps = ps::GrpcPsClient::Create(po);
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  auto stats = (*ps)->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  for (const ps::ServerStats& shard : *stats) {
+    EXPECT_TRUE(shard.tables.empty()) << shard.tables.front().name;
+    EXPECT_TRUE(shard.dense.empty()) << shard.dense.front().name;
+  }
 }
 
 TEST_F(JobDeterminismTest, ChiefKilledInEachFinalizationPhaseFinishesWithTheSameExport) {

@@ -428,6 +428,7 @@ TEST(ParameterServerTest, DenseVariablesPullPushAndValidate) {
   std::vector<float> w3(4);
   PS_ASSERT_OK(ps.PullDense("w3", absl::MakeSpan(w3)));
   EXPECT_NE(w, w3);
+  PS_ASSERT_OK(ps.DropDense("w3"));
   DenseOptions changed = d;
   changed.shape = {4};
   PS_EXPECT_CODE(ps.CreateDense(changed), absl::StatusCode::kAlreadyExists);
