@@ -56,11 +56,21 @@ struct ParameterServerOptions {
 };
 
 struct CheckpointOptions {
-  // The PS writes <dir>/shard-<i>-of-<n>/. Empty: <data_dir>/checkpoints/
-  // ckpt-<unix micros> (INVALID_ARGUMENT without a data_dir).
+  // The PS writes <dir>/shard-<i>-of-<n>/. Empty: its own restart point,
+  // <data_dir>/checkpoints/ckpt-<unix micros> (INVALID_ARGUMENT without a
+  // data_dir). A dir given is a copy the PS never depends on: with a
+  // data_dir the PS writes its own restart point under it at the same
+  // instant, so moving or deleting `dir` never stops it from restarting.
   std::string dir;
-  // Only what changed since this PS's previous checkpoint; a full one when
-  // there is none (or after a restart, a restore or a failed checkpoint).
+  // Only tables and dense variables whose name starts with this (a job's
+  // TablePrefix, "<job id>/"), so a job's checkpoint or export holds only
+  // its own tables on shared PS nodes. "" = everything. Ignored for the
+  // restart point (always everything).
+  std::string table_prefix;
+  // Only what changed since this PS's previous checkpoint to the same kind
+  // of place (a dir with this table_prefix, or the restart point); a full
+  // one when there is none (or after a restart, a restore, a failed
+  // checkpoint, or a checkpoint of another kind in between).
   bool incremental = false;
   int64_t step = 0;
   uint64_t shard_map_version = 0;
@@ -78,6 +88,10 @@ struct CheckpointInfo {
   uint64_t rows = 0;   // rows in the rows file
   uint64_t bytes = 0;  // the part's bytes on disk
   double seconds = 0;  // duration; pushes waited this long
+  // The part's MANIFEST: size and CRC32C (an export's manifest pins them).
+  uint64_t manifest_bytes = 0;
+  uint32_t manifest_crc32c = 0;
+  std::string table_prefix;  // CheckpointOptions::table_prefix
 };
 
 struct RestoreInfo {
@@ -203,6 +217,10 @@ struct StartupInfo {
   int64_t restored_step = 0;        // that checkpoint's step
   int64_t restored_created_unix_micros = 0;
   uint64_t wal_records_replayed = 0;
+  // What the start had to work around, one line each, for the daemon to
+  // log: LATEST naming a checkpoint outside the data dir (an older layout)
+  // or one that is gone, and the checkpoint it fell back to.
+  std::vector<std::string> notes;
 };
 
 struct ServerStats {
@@ -346,6 +364,15 @@ class ParameterServer {
   absl::Status OpenDurable();
   absl::Status ReplayWal(uint64_t from_lsn);
   absl::StatusOr<RestoreInfo> RestoreLocked(const std::string& dir, bool startup);
+  // Checkpoint's work. REQUIRES: checkpoint_mu held; with gate_held, the
+  // caller holds the gate exclusively throughout (else it is taken for the
+  // cut only). Keeps `keep_restart_points` restart points.
+  absl::StatusOr<CheckpointInfo> CheckpointLocked(const CheckpointOptions& options, bool gate_held,
+                                                  size_t keep_restart_points);
+  // Deletes restart points under <data_dir>/checkpoints but the newest
+  // `keep` (and the parts they build on); returns the WAL LSN the oldest
+  // kept one replays from. REQUIRES: checkpoint_mu held.
+  absl::StatusOr<uint64_t> PruneRestartPoints(size_t keep);
   // Creates the table unless it exists with the same options; true if it
   // was created. ALREADY_EXISTS for other options.
   absl::StatusOr<bool> CreateTableLocked(const TableOptions& options, bool cold_rows_exist);

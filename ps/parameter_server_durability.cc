@@ -10,13 +10,17 @@
 // off, and rows spilled after the checkpoint are redone by the replay).
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <limits>
 #include <filesystem>
 #include <system_error>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "ps/internal/checkpoint_files.h"
@@ -32,7 +36,13 @@ namespace fs = std::filesystem;
 using internal::GateWriter;
 
 constexpr char kLatestName[] = "LATEST";
+constexpr char kCheckpointsDir[] = "checkpoints";
 constexpr size_t kImportBatch = 4096;
+// Restart points kept under <data_dir>/checkpoints: the newest and the one
+// before it (with the parts they build on). The WAL is kept back to the
+// older, so either restarts the PS exactly: a newest one damaged or deleted
+// by hand is not the end.
+constexpr size_t kKeptRestartPoints = 2;
 
 int64_t UnixMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -42,6 +52,110 @@ int64_t UnixMicros() {
 
 absl::Status FsError(const std::string& what, const std::string& path, const std::error_code& ec) {
   return absl::InternalError(absl::StrCat(what, " ", path, ": ", ec.message()));
+}
+
+// Absolute, normalized, without a trailing separator.
+std::string Normalized(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::absolute(path, ec);
+  if (ec) p = path;
+  p = p.lexically_normal();
+  if (p.has_relative_path() && p.filename().empty()) p = p.parent_path();
+  return p.string();
+}
+
+// True when `path` is `dir` or below it.
+bool IsUnder(const std::string& path, const std::string& dir) {
+  const fs::path rel = fs::path(Normalized(path)).lexically_relative(Normalized(dir));
+  return !rel.empty() && *rel.begin() != "..";
+}
+
+// Forwards a table's rows to every part that takes the table, so one pass
+// over the rows (and one use of their changed-row bookkeeping) fills all.
+class TeeSink final : public CheckpointSink {
+ public:
+  void Add(internal::RowsFileWriter* w) { sinks_.push_back(w); }
+  absl::Status Rows(const char* rows, size_t count, size_t row_bytes) override {
+    for (internal::RowsFileWriter* w : sinks_) RETURN_IF_ERROR(w->Rows(rows, count, row_bytes));
+    return absl::OkStatus();
+  }
+  absl::Status Deletes(absl::Span<const uint64_t> keys) override {
+    for (internal::RowsFileWriter* w : sinks_) RETURN_IF_ERROR(w->Deletes(keys));
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<internal::RowsFileWriter*> sinks_;
+};
+
+// One part a checkpoint writes: the PS's restart point, or a copy.
+struct PartTarget {
+  CheckpointInfo info;
+  bool restart_point = false;
+  std::string prefix;          // only tables and dense variables named so
+  std::string base_shard_dir;  // the previous part of the same kind ("" = none)
+  std::unique_ptr<internal::RowsFileWriter> rows;
+  v1::CheckpointManifest manifest;
+  bool Takes(const std::string& name) const { return absl::StartsWith(name, prefix); }
+};
+
+// A copy's rocksdb/ is a RocksDB checkpoint of every table: keep the
+// families of the copy's tables only (the others' SST links go).
+absl::Status KeepOnlyFamiliesOf(const std::string& path, const std::string& prefix,
+                                storage::RocksDbOptions options) {
+  options.create_if_missing = false;
+  ASSIGN_OR_RETURN(std::unique_ptr<storage::RocksDb> db, storage::RocksDb::Open(path, options));
+  const std::string keep = internal::TableFamily(prefix);
+  for (const std::string& family : db->ColumnFamilies()) {
+    if (!absl::StartsWith(family, keep)) RETURN_IF_ERROR(db->DropColumnFamily(family));
+  }
+  return absl::OkStatus();
+}
+
+// A complete restart point under <data_dir>/checkpoints.
+struct RestartPoint {
+  std::string dir;
+  v1::CheckpointManifest manifest;  // this shard's part
+};
+
+// Complete restart points (this shard's part has a MANIFEST; copies, which
+// carry a table prefix, are not), newest first.
+absl::StatusOr<std::vector<RestartPoint>> ListRestartPoints(const std::string& root,
+                                                            const std::string& part_name) {
+  std::vector<RestartPoint> out;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(root, ec)) {
+    if (!absl::StartsWith(e.path().filename().string(), "ckpt-")) continue;
+    absl::StatusOr<v1::CheckpointManifest> m =
+        internal::ReadManifest((e.path() / part_name).string());
+    if (!m.ok() || !m->info().table_prefix().empty()) continue;
+    out.push_back({Normalized(e.path().string()), *std::move(m)});
+  }
+  if (ec && ec != std::errc::no_such_file_or_directory) return FsError("list", root, ec);
+  std::sort(out.begin(), out.end(), [](const RestartPoint& a, const RestartPoint& b) {
+    const int64_t ta = a.manifest.info().created_unix_micros();
+    const int64_t tb = b.manifest.info().created_unix_micros();
+    return ta != tb ? ta > tb : a.dir > b.dir;
+  });
+  return out;
+}
+
+// The first LSN the WAL at `dir` still holds (its oldest segment's name);
+// 0 when it has no segment.
+uint64_t FirstWalLsn(const std::string& dir) {
+  uint64_t first = 0;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    unsigned long long lsn = 0;
+    int consumed = 0;
+    const std::string name = e.path().filename().string();
+    if (std::sscanf(name.c_str(), "wal-%llu.log%n", &lsn, &consumed) != 1 ||
+        static_cast<size_t>(consumed) != name.size()) {
+      continue;
+    }
+    if (first == 0 || lsn < first) first = lsn;
+  }
+  return first;
 }
 
 // A RocksDB checkpoint copied as a live DB: SST files are immutable, so they
@@ -75,9 +189,11 @@ std::vector<T> CopyOut(const std::string& bytes) {
 // existed (or a scale of 1, which is not written).
 float ReplayScale(float logged) { return logged == 0.0f ? 1.0f : logged; }
 
+// LATEST names its checkpoint relative to the data dir: the data dir, like
+// everything in it, may be moved.
 absl::Status WriteLatest(const std::string& data_dir, const std::string& dir, uint64_t from_lsn) {
   v1::LatestCheckpoint latest;
-  latest.set_dir(dir);
+  latest.set_dir(internal::RelativePath(data_dir, dir));
   latest.set_replay_from_lsn(from_lsn);
   return storage::WriteFileAtomically(data_dir + "/" + kLatestName, latest.SerializeAsString());
 }
@@ -152,9 +268,13 @@ absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Open(
 
 absl::Status ParameterServer::OpenDurable() {
   const std::string& dir = options_.data_dir;
+  const std::string root = absl::StrCat(dir, "/", kCheckpointsDir);
+  const std::string wal_dir = dir + "/wal";
+  const std::string part_name = internal::ShardDirName(options_.shard_index, options_.num_shards);
   std::error_code ec;
-  fs::create_directories(dir + "/checkpoints", ec);
+  fs::create_directories(root, ec);
   if (ec) return FsError("create", dir, ec);
+  StartupInfo& startup = state_->startup;
 
   v1::LatestCheckpoint latest;
   {
@@ -168,15 +288,93 @@ absl::Status ParameterServer::OpenDurable() {
     }
   }
 
+  // Which checkpoint to begin from: the one LATEST names if it is whole,
+  // else the newest whole restart point under the data dir whose WAL is
+  // still all there. A checkpoint some job wrote outside the data dir
+  // (LATEST of an earlier version pointed there) is used while it exists,
+  // and a restart point under the data dir is taken at once so the PS no
+  // longer depends on it; one that was moved or deleted is fallen back from.
+  const uint64_t first_wal_lsn = options_.wal ? FirstWalLsn(wal_dir) : 0;
+  auto whole = [&](const std::string& ckpt) -> absl::Status {
+    ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> parts, internal::ReadCheckpoint(ckpt));
+    for (const v1::CheckpointManifest& p : parts) {
+      ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> chain, internal::ReadChain(p));
+      // Sizes only: reading every SST of a large tier at each start would
+      // cost minutes; a restore from a copy (Restore) checks the CRCs.
+      for (const v1::CheckpointManifest& m : chain) {
+        RETURN_IF_ERROR(internal::VerifyPartFiles(m, /*check_crc=*/false));
+      }
+    }
+    return absl::OkStatus();
+  };
+  std::string from_dir;
+  uint64_t replay_from = 1;
+  bool take_restart_point = false;
+  std::string latest_dir = latest.dir();
+  if (!latest_dir.empty() && fs::path(latest_dir).is_relative()) {
+    latest_dir = absl::StrCat(dir, "/", latest_dir);
+  }
+  if (!latest_dir.empty()) {
+    const absl::Status ok = whole(latest_dir);
+    if (ok.ok()) {
+      from_dir = latest_dir;
+      replay_from = std::max<uint64_t>(1, latest.replay_from_lsn());
+      if (!IsUnder(latest_dir, dir)) {
+        startup.notes.push_back(absl::StrCat(
+            dir, "/", kLatestName, " names checkpoint ", latest_dir,
+            ", outside the data dir (the layout of an earlier version): restored from it, and a "
+            "restart point is being written under ",
+            root, " so that restarts no longer need it"));
+        take_restart_point = true;
+      }
+    } else {
+      const std::string why = absl::StrCat(dir, "/", kLatestName, " names checkpoint ", latest_dir,
+                                           ", which cannot be used (", ok.message(), ")");
+      ASSIGN_OR_RETURN(std::vector<RestartPoint> points, ListRestartPoints(root, part_name));
+      std::string newest_seen;
+      for (const RestartPoint& p : points) {
+        if (Normalized(p.dir) == Normalized(latest_dir)) continue;
+        if (!whole(p.dir).ok()) continue;
+        const uint64_t from = p.manifest.info().wal_lsn() + 1;
+        if (newest_seen.empty()) {
+          newest_seen = absl::StrCat(p.dir, " (through WAL record ", from - 1, ")");
+        }
+        // The WAL must still hold every record after it (or there is no WAL
+        // to lose anything from).
+        if (options_.wal && first_wal_lsn > from) continue;
+        from_dir = p.dir;
+        replay_from = from;
+        break;
+      }
+      if (!from_dir.empty()) {
+        startup.notes.push_back(absl::StrCat(why, "; starting from the restart point ", from_dir,
+                                             " and the WAL from record ", replay_from));
+      } else if (!options_.wal || first_wal_lsn <= 1) {
+        // No WAL (nothing acknowledged is promised), or a WAL that still
+        // begins at its first record: it alone rebuilds everything.
+        startup.notes.push_back(absl::StrCat(
+            why, options_.wal ? "; no whole restart point under the data dir: replaying the whole WAL"
+                              : "; no whole restart point under the data dir and no WAL: starting empty"));
+      } else {
+        return absl::FailedPreconditionError(absl::StrCat(
+            why, ". The WAL in ", wal_dir, " begins at record ", first_wal_lsn,
+            ", so the pushes acknowledged before it are only in that checkpoint; ",
+            newest_seen.empty() ? absl::StrCat("there is no whole restart point under ", root)
+                                : absl::StrCat("the newest whole restart point is ", newest_seen),
+            ". Put the checkpoint back at ", latest_dir, " and start again."));
+      }
+      take_restart_point = true;
+    }
+  }
+
   // The live RocksDB is rebuilt from the checkpoint: what it held past the
   // checkpoint comes back through the WAL.
   const std::string live = dir + "/rocksdb";
   fs::remove_all(live, ec);
   if (ec) return FsError("remove", live, ec);
   bool linked = false;
-  if (!latest.dir().empty()) {
-    ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> parts,
-                     internal::ReadCheckpoint(latest.dir()));
+  if (!from_dir.empty()) {
+    ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> parts, internal::ReadCheckpoint(from_dir));
     if (static_cast<int32_t>(parts.size()) == options_.num_shards) {
       ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> chain,
                        internal::ReadChain(parts[options_.shard_index]));
@@ -188,28 +386,25 @@ absl::Status ParameterServer::OpenDurable() {
     }
   }
   ASSIGN_OR_RETURN(state_->db, storage::RocksDb::Open(live, options_.rocksdb));
-  StartupInfo& startup = state_->startup;
   startup.data_dir = true;
   startup.wal = options_.wal;
-  if (!latest.dir().empty()) {
+  if (!from_dir.empty()) {
     GateWriter gate(&state_->gate);
-    RETURN_IF_ERROR(RestoreLocked(latest.dir(), /*startup=*/linked).status());
-    ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> parts,
-                     internal::ReadCheckpoint(latest.dir()));
-    startup.restored_checkpoint = latest.dir();
+    RETURN_IF_ERROR(RestoreLocked(from_dir, /*startup=*/linked).status());
+    ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> parts, internal::ReadCheckpoint(from_dir));
+    startup.restored_checkpoint = from_dir;
     if (!parts.empty()) {
       startup.restored_step = parts[0].info().step();
       startup.restored_created_unix_micros = parts[0].info().created_unix_micros();
     }
   }
 
-  const std::string wal_dir = dir + "/wal";
   if (options_.wal) {
     storage::WalOptions wo;
     wo.sync =
         options_.wal_fsync ? storage::WalOptions::Sync::kData : storage::WalOptions::Sync::kNone;
     ASSIGN_OR_RETURN(state_->wal, storage::WalWriter::Open(wal_dir, wo));
-    RETURN_IF_ERROR(ReplayWal(std::max<uint64_t>(1, latest.replay_from_lsn())));
+    RETURN_IF_ERROR(ReplayWal(replay_from));
     state_->push_log.set_wal(state_->wal.get());
   } else {
     // Records of an earlier run with the WAL on would be replayed against
@@ -217,20 +412,12 @@ absl::Status ParameterServer::OpenDurable() {
     fs::remove_all(wal_dir, ec);
   }
 
-  // Checkpoints this shard wrote under the default root, for Stats.
+  // Checkpoints this shard wrote under its data dir, for Stats.
   std::vector<CheckpointInfo> found;
-  const std::string mine = internal::ShardDirName(options_.shard_index, options_.num_shards);
-  for (const fs::directory_entry& e : fs::directory_iterator(dir + "/checkpoints", ec)) {
-    absl::StatusOr<v1::CheckpointManifest> m = internal::ReadManifest((e.path() / mine).string());
+  for (const fs::directory_entry& e : fs::directory_iterator(root, ec)) {
+    absl::StatusOr<v1::CheckpointManifest> m =
+        internal::ReadManifest((e.path() / part_name).string());
     if (m.ok()) found.push_back(rpc::FromProto(m->info()));
-  }
-  if (!latest.dir().empty()) {  // a checkpoint written outside the default root
-    absl::StatusOr<v1::CheckpointManifest> m = internal::ReadManifest(latest.dir() + "/" + mine);
-    if (m.ok() && std::none_of(found.begin(), found.end(), [&](const CheckpointInfo& c) {
-          return c.shard_dir == m->info().shard_dir();
-        })) {
-      found.push_back(rpc::FromProto(m->info()));
-    }
   }
   std::sort(found.begin(), found.end(), [](const CheckpointInfo& a, const CheckpointInfo& b) {
     return a.created_unix_micros < b.created_unix_micros;
@@ -238,6 +425,13 @@ absl::Status ParameterServer::OpenDurable() {
   std::lock_guard<std::mutex> lock(state_->checkpoint_mu);
   state_->checkpoints = std::move(found);
   state_->force_full = true;
+  if (take_restart_point) {
+    // The state now is the restored checkpoint plus the WAL after it: make
+    // it a restart point under the data dir, so the next start needs
+    // nothing from outside.
+    RETURN_IF_ERROR(
+        CheckpointLocked(CheckpointOptions{}, /*gate_held=*/false, kKeptRestartPoints).status());
+  }
   return absl::OkStatus();
 }
 
@@ -284,6 +478,10 @@ absl::Status ParameterServer::ReplayWal(uint64_t from_lsn) {
       state_->dedup.End(client, sequence, /*applied=*/true);
     }
   };
+  // Tables and dense variables dropped earlier in the log: a push that
+  // found its table just before a DropTable may be logged just after it (it
+  // changed a table already gone), so its record is skipped, not an error.
+  absl::flat_hash_set<std::string> dropped_tables, dropped_dense;
   auto apply = [&](uint64_t lsn, std::string_view record) -> absl::Status {
     RETURN_IF_ERROR(parse(lsn, record));
     const std::string where = absl::StrCat(wal_dir, " record ", lsn);
@@ -293,6 +491,7 @@ absl::Status ParameterServer::ReplayWal(uint64_t from_lsn) {
         const auto& [seen, of] = parts[p.push_id()];
         if (seen != of) return absl::OkStatus();  // incomplete: never acknowledged
         absl::StatusOr<std::shared_ptr<Table>> t = state_->FindTable(p.table());
+        if (!t.ok() && dropped_tables.contains(p.table())) return absl::OkStatus();
         if (!t.ok()) return absl::DataLossError(absl::StrCat(where, ": ", t.status().message()));
         const std::vector<uint64_t> keys = CopyOut<uint64_t>(p.keys());
         const std::vector<float> grads = CopyOut<float>(p.grads());
@@ -307,6 +506,7 @@ absl::Status ParameterServer::ReplayWal(uint64_t from_lsn) {
       case v1::WalEntry::kDensePush: {
         const v1::WalDensePush& d = entry.dense_push();
         absl::StatusOr<std::shared_ptr<internal::DenseVariable>> v = state_->FindDense(d.name());
+        if (!v.ok() && dropped_dense.contains(d.name())) return absl::OkStatus();
         if (!v.ok()) return absl::DataLossError(absl::StrCat(where, ": ", v.status().message()));
         const std::vector<float> grads = CopyOut<float>(d.grads());
         absl::StatusOr<uint64_t> nonfinite = (*v)->Check(grads);
@@ -319,9 +519,11 @@ absl::Status ParameterServer::ReplayWal(uint64_t from_lsn) {
       }
       case v1::WalEntry::kCreateTable: {
         ASSIGN_OR_RETURN(TableOptions o, rpc::FromProto(entry.create_table()));
+        dropped_tables.erase(o.name);
         return CreateTableLocked(o, /*cold_rows_exist=*/false).status();
       }
       case v1::WalEntry::kDropTable: {
+        dropped_tables.insert(entry.drop_table());
         {
           internal::WriterLock lock(&state_->mu);
           state_->tables.erase(entry.drop_table());
@@ -330,6 +532,7 @@ absl::Status ParameterServer::ReplayWal(uint64_t from_lsn) {
       }
       case v1::WalEntry::kCreateDense: {
         ASSIGN_OR_RETURN(DenseOptions o, rpc::FromProto(entry.create_dense()));
+        dropped_dense.erase(o.name);
         ASSIGN_OR_RETURN(std::unique_ptr<internal::DenseVariable> v,
                          internal::DenseVariable::Create(o));
         internal::WriterLock lock(&state_->mu);
@@ -337,6 +540,7 @@ absl::Status ParameterServer::ReplayWal(uint64_t from_lsn) {
         return absl::OkStatus();
       }
       case v1::WalEntry::kDropDense: {
+        dropped_dense.insert(entry.drop_dense());
         internal::WriterLock lock(&state_->mu);
         state_->dense.erase(entry.drop_dense());
         return absl::OkStatus();
@@ -351,116 +555,237 @@ absl::Status ParameterServer::ReplayWal(uint64_t from_lsn) {
 
 absl::StatusOr<CheckpointInfo> ParameterServer::Checkpoint(const CheckpointOptions& options) {
   std::lock_guard<std::mutex> one_at_a_time(state_->checkpoint_mu);
-  const auto start = std::chrono::steady_clock::now();
-  CheckpointInfo info;
-  info.created_unix_micros = UnixMicros();
-  info.dir = options.dir;
-  if (info.dir.empty()) {
-    if (options_.data_dir.empty()) {
-      return absl::InvalidArgumentError(
-          "checkpoint: no directory given and this PS has no data dir");
-    }
-    info.dir = absl::StrCat(options_.data_dir, "/checkpoints/ckpt-", info.created_unix_micros);
-  }
-  info.shard_dir =
-      info.dir + "/" + internal::ShardDirName(options_.shard_index, options_.num_shards);
-  if (internal::ReadManifest(info.shard_dir).ok()) {
-    return absl::AlreadyExistsError(absl::StrCat("checkpoint ", info.shard_dir, " exists"));
-  }
-  std::error_code ec;
-  fs::remove_all(info.shard_dir, ec);  // a half-written attempt
-  fs::create_directories(info.shard_dir, ec);
-  if (ec) return FsError("create", info.shard_dir, ec);
+  return CheckpointLocked(options, /*gate_held=*/false, kKeptRestartPoints);
+}
 
-  info.incremental = options.incremental && !state_->force_full && !state_->last_shard_dir.empty();
-  info.step = options.step;
-  v1::CheckpointManifest manifest;
-  // From here until the manifest is durable a failure leaves rows marked
+// A checkpoint to a given dir is a copy (of the tables under its prefix);
+// with a data dir the PS writes its own restart point, of everything, in the
+// same pass at the same instant: one cut, one read of every row, and the
+// restart point is exactly the state the copy shows, so the WAL can be cut
+// there. (Taking the restart point right before the copy instead would read
+// every row twice and hold pushes twice as long.)
+absl::StatusOr<CheckpointInfo> ParameterServer::CheckpointLocked(const CheckpointOptions& options,
+                                                                 bool gate_held,
+                                                                 size_t keep_restart_points) {
+  State& st = *state_;
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t created = UnixMicros();
+  const bool durable = !options_.data_dir.empty();
+  if (options.dir.empty() && !durable) {
+    return absl::InvalidArgumentError("checkpoint: no directory given and this PS has no data dir");
+  }
+  const std::string part_name = internal::ShardDirName(options_.shard_index, options_.num_shards);
+  std::vector<PartTarget> targets;
+  if (durable) {
+    PartTarget t;
+    t.restart_point = true;
+    t.info.dir = absl::StrCat(options_.data_dir, "/", kCheckpointsDir, "/ckpt-", created);
+    t.base_shard_dir = st.last_shard_dir;
+    targets.push_back(std::move(t));
+  }
+  if (!options.dir.empty()) {
+    PartTarget t;
+    t.info.dir = options.dir;
+    t.prefix = options.table_prefix;
+    if (st.last_copy_prefix == t.prefix) t.base_shard_dir = st.last_copy_shard_dir;
+    targets.push_back(std::move(t));
+  }
+  bool incremental = options.incremental && !st.force_full;
+  for (const PartTarget& t : targets) incremental = incremental && !t.base_shard_dir.empty();
+  std::error_code ec;
+  for (PartTarget& t : targets) {
+    t.info.created_unix_micros = created;
+    t.info.step = options.step;
+    t.info.table_prefix = t.prefix;
+    t.info.shard_dir = t.info.dir + "/" + part_name;
+    if (internal::ReadManifest(t.info.shard_dir).ok()) {
+      return absl::AlreadyExistsError(absl::StrCat("checkpoint ", t.info.shard_dir, " exists"));
+    }
+    fs::remove_all(t.info.shard_dir, ec);  // a half-written attempt
+    fs::create_directories(t.info.shard_dir, ec);
+    if (ec) return FsError("create", t.info.shard_dir, ec);
+  }
+
+  // From here until the manifests are durable a failure leaves rows marked
   // clean that no checkpoint holds: the next one must be full.
-  state_->force_full = true;
-  const std::string rows_path = info.shard_dir + "/" + internal::kRowsFileName;
-  {
-    GateWriter gate(&state_->gate);
-    info.wal_lsn = state_->wal != nullptr ? state_->wal->stats().last_lsn : 0;
+  st.force_full = true;
+  st.last_copy_shard_dir.clear();
+  uint64_t wal_lsn = 0;
+  auto cut = [&]() -> absl::Status {
+    wal_lsn = st.wal != nullptr ? st.wal->stats().last_lsn : 0;
     std::vector<std::shared_ptr<Table>> tables;
     std::vector<std::shared_ptr<internal::DenseVariable>> dense;
     {
-      internal::ReaderLock lock(&state_->mu);
-      for (const auto& [name, t] : state_->tables) tables.push_back(t);
-      for (const auto& [name, v] : state_->dense) dense.push_back(v);
+      internal::ReaderLock lock(&st.mu);
+      for (const auto& [name, t] : st.tables) tables.push_back(t);
+      for (const auto& [name, v] : st.dense) dense.push_back(v);
     }
     std::sort(tables.begin(), tables.end(),
               [](const auto& a, const auto& b) { return a->options().name < b->options().name; });
     std::sort(dense.begin(), dense.end(),
               [](const auto& a, const auto& b) { return a->options().name < b->options().name; });
-    std::unique_ptr<internal::RowsFileWriter> rows;
     for (int attempt = 0; attempt < 2; ++attempt) {
-      ASSIGN_OR_RETURN(rows, internal::RowsFileWriter::Open(rows_path));
-      manifest.clear_tables();
-      bool complete = true;
-      for (const auto& t : tables) {
-        rows->set_table(t->options().name);
-        const uint64_t before = rows->rows_written();
-        bool table_complete = true;
-        RETURN_IF_ERROR(t->WriteCheckpoint(info.incremental, rows.get(), &table_complete));
-        complete = complete && table_complete;
-        v1::CheckpointTable* ct = manifest.add_tables();
-        *ct->mutable_config() = internal::ToConfig(t->options());
-        ct->set_rows_in_file(rows->rows_written() - before);
-        ct->set_has_rocksdb_rows(t->tiered());
+      for (PartTarget& t : targets) {
+        ASSIGN_OR_RETURN(t.rows, internal::RowsFileWriter::Open(t.info.shard_dir + "/" +
+                                                                internal::kRowsFileName));
+        t.manifest.clear_tables();
       }
-      if (complete || !info.incremental) break;
+      bool complete = true;
+      for (const auto& table : tables) {
+        const std::string& name = table->options().name;
+        TeeSink tee;
+        std::vector<std::pair<PartTarget*, uint64_t>> taking;  // target, rows before
+        for (PartTarget& t : targets) {
+          if (!t.Takes(name)) continue;
+          t.rows->set_table(name);
+          tee.Add(t.rows.get());
+          taking.emplace_back(&t, t.rows->rows_written());
+        }
+        if (taking.empty()) continue;  // not in this copy (and no restart point)
+        bool table_complete = true;
+        RETURN_IF_ERROR(table->WriteCheckpoint(incremental, &tee, &table_complete));
+        complete = complete && table_complete;
+        for (const auto& [t, before] : taking) {
+          v1::CheckpointTable* ct = t->manifest.add_tables();
+          *ct->mutable_config() = internal::ToConfig(table->options());
+          ct->set_rows_in_file(t->rows->rows_written() - before);
+          ct->set_has_rocksdb_rows(table->tiered());
+        }
+      }
+      if (complete || !incremental) break;
       // A delta overflowed: this checkpoint becomes a full one.
-      RETURN_IF_ERROR(rows->Close().status());
-      info.incremental = false;
+      for (PartTarget& t : targets) RETURN_IF_ERROR(t.rows->Close().status());
+      incremental = false;
     }
     std::vector<float> values, slots;
     for (const auto& v : dense) {
-      v->Export(&values, &slots);
-      RETURN_IF_ERROR(rows->Dense(v->options().name, values, slots));
-      *manifest.add_dense() = internal::ToConfig(v->options());
+      bool exported = false;
+      for (PartTarget& t : targets) {
+        if (!t.Takes(v->options().name)) continue;
+        if (!exported) v->Export(&values, &slots);
+        exported = true;
+        RETURN_IF_ERROR(t.rows->Dense(v->options().name, values, slots));
+        *t.manifest.add_dense() = internal::ToConfig(v->options());
+      }
     }
-    info.rows = rows->rows_written();
-    ASSIGN_OR_RETURN(uint64_t rows_bytes, rows->Close());
-    manifest.set_rows_file_bytes(rows_bytes);
-    if (state_->db != nullptr && !info.incremental) {
-      RETURN_IF_ERROR(state_->db->CreateCheckpoint(info.shard_dir + "/" + internal::kRocksDirName));
-      manifest.set_has_rocksdb(true);
+    for (PartTarget& t : targets) {
+      t.info.rows = t.rows->rows_written();
+      ASSIGN_OR_RETURN(uint64_t rows_bytes, t.rows->Close());
+      t.manifest.set_rows_file_bytes(rows_bytes);
+      if (st.db != nullptr && !incremental) {
+        RETURN_IF_ERROR(st.db->CreateCheckpoint(t.info.shard_dir + "/" + internal::kRocksDirName));
+        t.manifest.set_has_rocksdb(true);
+      }
     }
-  }  // pushes resume
-  if (info.incremental) {
-    info.base_dir = fs::path(state_->last_shard_dir).parent_path().string();
-    manifest.set_base_shard_dir(state_->last_shard_dir);
+    return absl::OkStatus();
+  };
+  if (gate_held) {
+    RETURN_IF_ERROR(cut());
+  } else {
+    GateWriter gate(&st.gate);
+    RETURN_IF_ERROR(cut());
   }
-  info.bytes = internal::DirectoryBytes(info.shard_dir);
-  info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  manifest.set_format_version(1);
-  rpc::ToProto(info, manifest.mutable_info());
-  manifest.set_shard_index(options_.shard_index);
-  manifest.set_num_shards(options_.num_shards);
-  manifest.set_shard_map_version(options.shard_map_version);
-  for (const std::string& a : options.shard_addresses) manifest.add_shard_addresses(a);
-  manifest.set_version(Version());
-  manifest.set_commit(GitCommit());
-  RETURN_IF_ERROR(internal::WriteManifest(info.shard_dir, manifest));
-  RETURN_IF_ERROR(storage::SyncDirectory(info.dir));
 
-  if (!options_.data_dir.empty()) {
-    // A restart begins here; the WAL before it is no longer needed.
-    RETURN_IF_ERROR(WriteLatest(options_.data_dir, info.dir, info.wal_lsn + 1));
-    if (state_->wal != nullptr) RETURN_IF_ERROR(state_->wal->DropBefore(info.wal_lsn + 1));
+  // Pushes go on; what follows touches only the new parts.
+  for (PartTarget& t : targets) {
+    CheckpointInfo& info = t.info;
+    v1::CheckpointManifest& manifest = t.manifest;
+    info.incremental = incremental;
+    info.wal_lsn = wal_lsn;
+    const std::string rocks = info.shard_dir + "/" + internal::kRocksDirName;
+    if (!t.prefix.empty() && manifest.has_rocksdb()) {
+      RETURN_IF_ERROR(KeepOnlyFamiliesOf(rocks, t.prefix, options_.rocksdb));
+    }
+    if (incremental) {
+      info.base_dir = fs::path(t.base_shard_dir).parent_path().string();
+      manifest.set_base_shard_dir(internal::RelativePath(info.shard_dir, t.base_shard_dir));
+    }
+    ASSIGN_OR_RETURN(std::vector<v1::CheckpointFile> files,
+                     internal::ListPartFiles(info.shard_dir, &st.hash_cache));
+    info.bytes = 0;
+    for (v1::CheckpointFile& f : files) {
+      info.bytes += f.bytes();
+      *manifest.add_files() = std::move(f);
+    }
+    info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    manifest.set_format_version(1);
+    rpc::ToProto(info, manifest.mutable_info());
+    // No absolute path in a manifest: readers resolve these against where
+    // the part is when it is read (checkpoint_files.h).
+    manifest.mutable_info()->set_dir("..");
+    manifest.mutable_info()->set_shard_dir(".");
+    manifest.mutable_info()->set_base_dir(
+        incremental ? fs::path(manifest.base_shard_dir()).parent_path().string() : "");
+    manifest.set_shard_index(options_.shard_index);
+    manifest.set_num_shards(options_.num_shards);
+    manifest.set_shard_map_version(options.shard_map_version);
+    for (const std::string& a : options.shard_addresses) manifest.add_shard_addresses(a);
+    manifest.set_version(Version());
+    manifest.set_commit(GitCommit());
+    ASSIGN_OR_RETURN(v1::CheckpointFile written, internal::WriteManifest(info.shard_dir, manifest));
+    info.manifest_bytes = written.bytes();
+    info.manifest_crc32c = written.crc32c();
+    RETURN_IF_ERROR(storage::SyncDirectory(info.dir));
   }
-  state_->last_shard_dir = info.shard_dir;
-  state_->force_full = false;
-  state_->checkpoints.push_back(info);
-  return info;
+  if (!incremental) st.hash_cache.Trim();
+
+  if (durable) {
+    // A restart begins here; the WAL before the oldest kept restart point is
+    // no longer needed.
+    const PartTarget& restart = targets.front();
+    RETURN_IF_ERROR(WriteLatest(options_.data_dir, restart.info.dir, wal_lsn + 1));
+    ASSIGN_OR_RETURN(uint64_t keep_from, PruneRestartPoints(keep_restart_points));
+    if (st.wal != nullptr) RETURN_IF_ERROR(st.wal->DropBefore(keep_from));
+    st.last_shard_dir = restart.info.shard_dir;
+  }
+  if (!options.dir.empty()) {
+    st.last_copy_shard_dir = targets.back().info.shard_dir;
+    st.last_copy_prefix = targets.back().prefix;
+  }
+  st.force_full = false;
+  st.checkpoints.push_back(targets.back().info);
+  return targets.back().info;
+}
+
+absl::StatusOr<uint64_t> ParameterServer::PruneRestartPoints(size_t keep) {
+  const std::string root = absl::StrCat(options_.data_dir, "/", kCheckpointsDir);
+  const std::string part_name = internal::ShardDirName(options_.shard_index, options_.num_shards);
+  ASSIGN_OR_RETURN(std::vector<RestartPoint> points, ListRestartPoints(root, part_name));
+  absl::flat_hash_set<std::string> kept;
+  uint64_t keep_from = std::numeric_limits<uint64_t>::max();
+  size_t taken = 0;
+  for (const RestartPoint& p : points) {  // newest first
+    if (taken == keep) break;
+    absl::StatusOr<std::vector<v1::CheckpointManifest>> chain = internal::ReadChain(p.manifest);
+    if (!chain.ok()) continue;
+    for (const v1::CheckpointManifest& m : *chain) kept.insert(m.info().dir());
+    keep_from = std::min<uint64_t>(keep_from, p.manifest.info().wal_lsn() + 1);
+    ++taken;
+  }
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!absl::StartsWith(name, "ckpt-")) continue;
+    if (kept.contains(Normalized(e.path().string()))) continue;
+    std::error_code rm;
+    fs::remove_all(e.path(), rm);
+    if (rm) return FsError("remove", e.path().string(), rm);
+  }
+  if (ec) return FsError("list", root, ec);
+  return keep_from == std::numeric_limits<uint64_t>::max() ? 1 : keep_from;
 }
 
 absl::StatusOr<RestoreInfo> ParameterServer::Restore(const std::string& dir) {
   std::lock_guard<std::mutex> one_at_a_time(state_->checkpoint_mu);
-  // Validate before dropping anything: an incomplete checkpoint changes nothing.
+  // Validate before dropping anything: an incomplete checkpoint, or one
+  // whose files do not match their manifests, changes nothing.
   ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> parts, internal::ReadCheckpoint(dir));
-  for (const v1::CheckpointManifest& p : parts) RETURN_IF_ERROR(internal::ReadChain(p).status());
+  for (const v1::CheckpointManifest& p : parts) {
+    ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> chain, internal::ReadChain(p));
+    for (const v1::CheckpointManifest& m : chain) {
+      RETURN_IF_ERROR(internal::VerifyPartFiles(m, /*check_crc=*/true));
+    }
+  }
   RestoreInfo info;
   {
     GateWriter gate(&state_->gate);
@@ -474,15 +799,20 @@ absl::StatusOr<RestoreInfo> ParameterServer::Restore(const std::string& dir) {
       state_->tables.clear();
       state_->dense.clear();
     }
+    state_->force_full = true;
+    state_->last_shard_dir.clear();
+    state_->last_copy_shard_dir.clear();
     ASSIGN_OR_RETURN(info, RestoreLocked(dir, /*startup=*/false));
     if (!options_.data_dir.empty()) {
-      // A restart restores the same checkpoint and replays what follows now.
-      const uint64_t from = state_->wal != nullptr ? state_->wal->stats().last_lsn + 1 : 0;
-      RETURN_IF_ERROR(WriteLatest(options_.data_dir, dir, from));
+      // A restart begins from a restart point of what was restored, under
+      // the data dir (never from `dir`, which may be moved or deleted).
+      // Taken before any push lands, and the older restart points go: the
+      // WAL does not log the restore, so no replay may begin before it.
+      RETURN_IF_ERROR(CheckpointLocked(CheckpointOptions{}, /*gate_held=*/true,
+                                       /*keep_restart_points=*/1)
+                          .status());
     }
   }
-  state_->force_full = true;
-  state_->last_shard_dir.clear();
   return info;
 }
 

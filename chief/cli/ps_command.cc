@@ -47,6 +47,11 @@ int RunPs(const PsFlags& flags) {
     std::cerr << "brook ps: " << server.status().message() << "\n";
     return absl::IsInvalidArgument(server.status()) ? kExitUsage : kExitFailed;
   }
+  // What the start worked around (a LATEST naming a checkpoint that is
+  // gone or outside the data dir), before anything else is said.
+  for (const std::string& note : (*server)->parameter_server()->startup().notes) {
+    std::cerr << "brook ps: " << note << "\n";
+  }
   std::cout << "brook ps listening on " << (*server)->address() << " metrics on "
             << ((*server)->metrics_port() ? (*server)->metrics_address() : "off") << std::endl;
   std::cerr << "brook ps: shard " << options.ps.shard_index << " of " << options.ps.num_shards

@@ -26,6 +26,7 @@
 #include "ps/client/local_ps_client.h"
 #include "ps/client/prefixed_ps_client.h"
 #include "storage/atomic_file.h"
+#include "storage/crc32c.h"
 #include "trainer/backend/cpu_backend.h"
 #include "trainer/input/pipeline.h"
 #include "trainer/model/model.h"
@@ -202,6 +203,28 @@ private:
   std::string path_;
 };
 
+std::string Hex32(uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof(buf), "%08x", v);
+  return buf;
+}
+
+bool ParseHex32(const std::string &s, uint32_t *out) {
+  if (s.size() != 8)
+    return false;
+  uint32_t v = 0;
+  for (char c : s) {
+    if (c >= '0' && c <= '9')
+      v = v * 16 + static_cast<uint32_t>(c - '0');
+    else if (c >= 'a' && c <= 'f')
+      v = v * 16 + static_cast<uint32_t>(c - 'a' + 10);
+    else
+      return false;
+  }
+  *out = v;
+  return true;
+}
+
 bool IsHex16(const std::string &s) {
   return s.size() == 16 && std::all_of(s.begin(), s.end(), [](char c) {
            return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
@@ -287,6 +310,11 @@ std::string ExportManifest::ToJson() const {
     dense_json.push_back(
         {{"name", d.name}, {"ps_name", d.ps_name}, {"shape", d.shape}});
   }
+  Json manifests_json = Json::array();
+  for (const ExportedPartManifest &p : checkpoint_manifests) {
+    manifests_json.push_back(
+        {{"path", p.path}, {"bytes", p.bytes}, {"crc32c", Hex32(p.crc32c)}});
+  }
   Json spec = Json::parse(spec_json, nullptr, /*allow_exceptions=*/false);
   Json j = {
       {"format", format},
@@ -307,6 +335,7 @@ std::string ExportManifest::ToJson() const {
        {{"dir", kExportTablesDir},
         {"shards", checkpoint_shards},
         {"parts", checkpoint_parts},
+        {"manifests", std::move(manifests_json)},
         {"rows", checkpoint_rows},
         {"bytes", checkpoint_bytes}}},
   };
@@ -437,6 +466,28 @@ ExportManifest::FromJson(const std::string &json, const std::string &path) {
                    absl::StrCat(m.checkpoint_parts.size(), " parts for ",
                                 shards, " shards"));
   }
+  if (ckpt->contains("manifests")) { // absent in older exports
+    ASSIGN_OR_RETURN(const Json *manifests,
+                     r.Get(*ckpt, "checkpoint", "manifests",
+                           Json::value_t::array));
+    for (size_t i = 0; i < manifests->size(); ++i) {
+      const std::string field = absl::StrCat("checkpoint.manifests[", i, "]");
+      const Json &e = (*manifests)[i];
+      if (!e.is_object())
+        return r.Error(field, "expected an object");
+      ExportedPartManifest p;
+      ASSIGN_OR_RETURN(p.path, r.String(e, field, "path"));
+      if (p.path.empty() || fs::path(p.path).is_absolute() ||
+          p.path.find("..") != std::string::npos) {
+        return r.Error(field + ".path", "expected a path inside the export");
+      }
+      ASSIGN_OR_RETURN(p.bytes, r.Uint(e, field, "bytes"));
+      ASSIGN_OR_RETURN(std::string crc, r.String(e, field, "crc32c"));
+      if (!ParseHex32(crc, &p.crc32c))
+        return r.Error(field + ".crc32c", "expected 8 lowercase hex digits");
+      m.checkpoint_manifests.push_back(std::move(p));
+    }
+  }
   ASSIGN_OR_RETURN(m.checkpoint_rows, r.Uint(*ckpt, "checkpoint", "rows"));
   ASSIGN_OR_RETURN(m.checkpoint_bytes, r.Uint(*ckpt, "checkpoint", "bytes"));
   return m;
@@ -494,12 +545,17 @@ WriteExport(ps::PsClient *ps, const JobSpec &spec, const ExportRequest &req) {
   }
   ps::CheckpointOptions o;
   o.dir = tables.string();
+  o.table_prefix = req.table_prefix; // this job's tables only
   o.step = req.step;
   ASSIGN_OR_RETURN(std::vector<ps::CheckpointInfo> parts, ps->Checkpoint(o));
   m.checkpoint_shards = static_cast<int32_t>(parts.size());
   for (const ps::CheckpointInfo &p : parts) {
     const fs::path rel = fs::path(p.shard_dir).lexically_relative(dir);
     m.checkpoint_parts.push_back(rel.empty() ? p.shard_dir : rel.string());
+    m.checkpoint_manifests.push_back(
+        {.path = (fs::path(m.checkpoint_parts.back()) / "MANIFEST").string(),
+         .bytes = p.manifest_bytes,
+         .crc32c = p.manifest_crc32c});
     m.checkpoint_rows += p.rows;
     m.checkpoint_bytes += p.bytes;
   }
@@ -542,6 +598,23 @@ absl::StatusOr<LoadedExport> ReadExport(const std::string &dir) {
   const std::string tables = (fs::path(dir) / kExportTablesDir).string();
   if (!fs::is_directory(tables, ec)) {
     return absl::NotFoundError(absl::StrCat("export ", dir, ": no ", tables));
+  }
+  // Each part's MANIFEST is the one the export was written with (it pins
+  // the part's files in turn, checked by the restore).
+  for (const ExportedPartManifest &p : out.manifest.checkpoint_manifests) {
+    const std::string file = (fs::path(dir) / p.path).string();
+    absl::StatusOr<std::string> bytes = storage::ReadFileToString(file);
+    if (!bytes.ok()) {
+      return absl::DataLossError(absl::StrCat(
+          file, ": ", bytes.status().message(), " (listed in ", path, ")"));
+    }
+    const uint32_t crc = storage::crc32c::Value(*bytes);
+    if (bytes->size() != p.bytes || crc != p.crc32c) {
+      return absl::DataLossError(absl::StrCat(
+          file, ": ", bytes->size(), " bytes, CRC32C ", Hex32(crc), "; ",
+          path, " records ", p.bytes, " bytes, CRC32C ", Hex32(p.crc32c),
+          " (the part was replaced or changed since the export)"));
+    }
   }
   return out;
 }

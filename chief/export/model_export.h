@@ -2,12 +2,21 @@
 //
 // An export is a directory:
 //
-//   <dir>/tables/shard-<i>-of-<n>/   a PS checkpoint of the whole shards the
-//                                    job trained on (ps::PsClient::Checkpoint):
-//                                    the job's embedding tables AND dense
-//                                    variables, under its table prefix (and,
-//                                    on shared PS nodes, other jobs' too)
+//   <dir>/tables/shard-<i>-of-<n>/   a PS checkpoint of the shards the job
+//                                    trained on (ps::PsClient::Checkpoint with
+//                                    the job's table prefix): the job's
+//                                    embedding tables AND dense variables, and
+//                                    no other job's
 //   <dir>/manifest.json              written last, atomically
+//
+// Self-contained and relocatable: no path inside names the export's own
+// location (the parts' paths are relative to <dir>, and each part's MANIFEST
+// finds its files beside it), so a copied or moved export (cp -a, mv, tar)
+// reads itself, whatever became of the original. manifest.json pins each
+// part's MANIFEST by size and CRC32C, and each MANIFEST pins its files: a
+// restore reads nothing that does not match (DATA_LOSS naming the file).
+// Data file paths stay absolute: they name the data the model was trained
+// and evaluated on, outside the export.
 //
 // A directory without manifest.json is NOT an export (a writer died before
 // finishing, or is still writing): ReadExport refuses it, and WriteExport
@@ -63,6 +72,13 @@ struct ExportedFile {
   std::string xxh64; // 16 hex digits of brook::Hash64 of the whole file
 };
 
+// A checkpoint part's MANIFEST as the PS wrote it.
+struct ExportedPartManifest {
+  std::string path; // relative to the export dir, "tables/shard-.../MANIFEST"
+  uint64_t bytes = 0;
+  uint32_t crc32c = 0; // of the whole file
+};
+
 struct ExportedTable {
   std::string name;    // the model's name, e.g. "education"
   std::string ps_name; // table_prefix + name, as in the checkpoint
@@ -95,6 +111,9 @@ struct ExportManifest {
   int32_t checkpoint_shards = 0;
   uint64_t checkpoint_rows = 0;
   uint64_t checkpoint_bytes = 0;
+  // One per part ("checkpoint.manifests"); empty in exports written before
+  // it existed (their parts are then read unpinned).
+  std::vector<ExportedPartManifest> checkpoint_manifests;
 
   // The manifest as written (one JSON object, pretty-printed).
   std::string ToJson() const;
@@ -127,7 +146,9 @@ WriteExport(ps::PsClient *ps, const JobSpec &spec, const ExportRequest &req);
 // Reads and validates <dir>/manifest.json and reparses its spec. NOT_FOUND
 // for a missing dir, or a dir without manifest.json ("not a Brook export");
 // InvalidArgument naming the file and field for a bad manifest; DATA_LOSS if
-// the embedded spec does not match the recorded spec hash.
+// the embedded spec does not match the recorded spec hash, or naming a part
+// MANIFEST that is missing or does not match its recorded size and CRC32C
+// (the parts' own files are checked when they are restored).
 absl::StatusOr<LoadedExport> ReadExport(const std::string &dir);
 
 // A JobSpec from its CanonicalJson() (JSON is YAML: JobSpec::FromYaml with

@@ -727,6 +727,7 @@ absl::Status Chief::Checkpoint(const std::string& job_id, const JobSpec& spec, i
   const std::string dir = absl::StrCat(spec.checkpoint.dir, "/", job_id, "/", name);
   ps::CheckpointOptions o;
   o.dir = dir;
+  o.table_prefix = TablePrefix(job_id);  // this job's tables only (issue 23)
   o.step = step;
   absl::StatusOr<std::vector<ps::CheckpointInfo>> done = ps_->Checkpoint(o);
   if (!done.ok()) {

@@ -562,6 +562,7 @@ absl::StatusOr<std::vector<CheckpointInfo>> GrpcPsClient::Checkpoint(
     const CheckpointOptions& options) {
   v1::CheckpointRequest req;
   req.set_dir(options.dir);
+  req.set_table_prefix(options.table_prefix);
   req.set_incremental(options.incremental);
   req.set_step(options.step);
   req.set_shard_map_version(options.shard_map_version);

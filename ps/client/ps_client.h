@@ -141,7 +141,10 @@ class PsClient {
   virtual absl::StatusOr<std::vector<ServerStats>> Stats() = 0;
 
   // Every shard writes its part of a checkpoint into options.dir (one
-  // directory for the whole cluster); returns each shard's part, by shard.
+  // directory for the whole cluster), holding only the tables and dense
+  // variables named with options.table_prefix (a job's, on shared PS
+  // nodes); returns each shard's part, by shard. A PS with a data dir also
+  // writes its own restart point: options.dir is a copy it never needs.
   // The checkpoint is complete once every part is: a failure leaves it
   // half-written, which restores refuse.
   virtual absl::StatusOr<std::vector<CheckpointInfo>> Checkpoint(

@@ -1,6 +1,7 @@
 #include "ps/internal/checkpoint_files.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
@@ -40,13 +43,24 @@ bool ParseShardDirName(const std::string& name, int32_t* index, int32_t* num) {
   return true;
 }
 
+// Absolute, normalized, without a trailing separator.
+fs::path Normalized(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::absolute(path, ec);
+  if (ec) p = path;
+  p = p.lexically_normal();
+  if (p.has_relative_path() && p.filename().empty()) p = p.parent_path();
+  return p;
+}
+
 }  // namespace
 
 std::string ShardDirName(int32_t shard_index, int32_t num_shards) {
   return absl::StrFormat("shard-%05d-of-%05d", shard_index, num_shards);
 }
 
-absl::Status WriteManifest(const std::string& shard_dir, const v1::CheckpointManifest& manifest) {
+absl::StatusOr<v1::CheckpointFile> WriteManifest(const std::string& shard_dir,
+                                                 const v1::CheckpointManifest& manifest) {
   std::string body;
   if (!manifest.SerializeToString(&body)) {
     return absl::InternalError(absl::StrCat("cannot serialize the manifest for ", shard_dir));
@@ -54,7 +68,12 @@ absl::Status WriteManifest(const std::string& shard_dir, const v1::CheckpointMan
   std::string file(kManifestMagic, 4);
   PutFixed32(&file, storage::crc32c::Mask(storage::crc32c::Value(body)));
   file += body;
-  return storage::WriteFileAtomically(shard_dir + "/" + kManifestName, file);
+  RETURN_IF_ERROR(storage::WriteFileAtomically(shard_dir + "/" + kManifestName, file));
+  v1::CheckpointFile out;
+  out.set_path(kManifestName);
+  out.set_bytes(file.size());
+  out.set_crc32c(storage::crc32c::Value(file));
+  return out;
 }
 
 absl::StatusOr<v1::CheckpointManifest> ReadManifest(const std::string& shard_dir) {
@@ -85,7 +104,159 @@ absl::StatusOr<v1::CheckpointManifest> ReadManifest(const std::string& shard_dir
     return absl::FailedPreconditionError(
         absl::StrCat(path, ": format version ", m.format_version(), ", this build reads 1"));
   }
+  // Where the part is now, not where it was written: a moved or copied
+  // checkpoint reads itself.
+  const fs::path here = Normalized(shard_dir);
+  v1::CheckpointInfo* info = m.mutable_info();
+  info->set_shard_dir(here.string());
+  info->set_dir(here.parent_path().string());
+  if (!m.base_shard_dir().empty()) {
+    fs::path base(m.base_shard_dir());
+    if (base.is_relative()) base = Normalized((here / base).string());
+    m.set_base_shard_dir(base.string());
+    info->set_base_dir(base.parent_path().string());
+  }
   return m;
+}
+
+absl::StatusOr<v1::CheckpointFile> HashFile(const std::string& dir, const std::string& path) {
+  const std::string full = dir + "/" + path;
+  const int fd = ::open(full.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    const std::string what = absl::StrCat(full, ": ", std::strerror(err));
+    return err == ENOENT ? absl::NotFoundError(what) : absl::InternalError(what);
+  }
+  v1::CheckpointFile f;
+  f.set_path(path);
+  std::vector<char> buf(1 << 20);
+  uint32_t crc = 0;
+  uint64_t bytes = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return absl::InternalError(absl::StrCat("read ", full, ": ", std::strerror(err)));
+    }
+    if (n == 0) break;
+    crc = storage::crc32c::Extend(crc, buf.data(), static_cast<size_t>(n));
+    bytes += static_cast<uint64_t>(n);
+  }
+  ::close(fd);
+  f.set_bytes(bytes);
+  f.set_crc32c(crc);
+  return f;
+}
+
+absl::StatusOr<v1::CheckpointFile> FileHashCache::Hash(const std::string& dir,
+                                                       const std::string& path) {
+  const std::string full = dir + "/" + path;
+  struct stat st {};
+  if (::stat(full.c_str(), &st) != 0) {
+    return absl::InternalError(absl::StrCat("stat ", full, ": ", std::strerror(errno)));
+  }
+  const int64_t mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+  const uint64_t inode = static_cast<uint64_t>(st.st_ino);
+  auto it = by_inode_.find(inode);
+  if (it != by_inode_.end() && it->second.bytes == static_cast<uint64_t>(st.st_size) &&
+      it->second.mtime_ns == mtime_ns) {
+    it->second.used = true;
+    v1::CheckpointFile f;
+    f.set_path(path);
+    f.set_bytes(it->second.bytes);
+    f.set_crc32c(it->second.crc32c);
+    return f;
+  }
+  ASSIGN_OR_RETURN(v1::CheckpointFile f, HashFile(dir, path));
+  by_inode_[inode] =
+      Entry{.bytes = f.bytes(), .mtime_ns = mtime_ns, .crc32c = f.crc32c(), .used = true};
+  return f;
+}
+
+void FileHashCache::Trim() {
+  absl::erase_if(by_inode_, [](const auto& kv) { return !kv.second.used; });
+  for (auto& [inode, e] : by_inode_) e.used = false;
+}
+
+absl::StatusOr<std::vector<v1::CheckpointFile>> ListPartFiles(const std::string& shard_dir,
+                                                             FileHashCache* cache) {
+  std::vector<std::string> paths;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(shard_dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    const std::string rel = it->path().lexically_relative(shard_dir).string();
+    const std::string name = it->path().filename().string();
+    if (rel == kManifestName) continue;
+    // RocksDB's info log and lock file change whenever the DB is opened
+    // (a restore opens it read-only): not part of the data.
+    if (absl::StartsWith(name, "LOG") || name == "LOCK") continue;
+    paths.push_back(rel);
+  }
+  if (ec) return absl::InternalError(absl::StrCat("list ", shard_dir, ": ", ec.message()));
+  std::sort(paths.begin(), paths.end());
+  std::vector<v1::CheckpointFile> out;
+  for (const std::string& p : paths) {
+    absl::StatusOr<v1::CheckpointFile> f =
+        cache != nullptr ? cache->Hash(shard_dir, p) : HashFile(shard_dir, p);
+    RETURN_IF_ERROR(f.status());
+    out.push_back(*std::move(f));
+  }
+  return out;
+}
+
+absl::Status VerifyPartFiles(const v1::CheckpointManifest& m, bool check_crc) {
+  const std::string& dir = m.info().shard_dir();
+  const std::string manifest = dir + "/" + kManifestName;
+  auto size_of = [&](const std::string& path, uint64_t* bytes) -> absl::Status {
+    std::error_code ec;
+    const uintmax_t n = fs::file_size(path, ec);
+    if (ec) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": ", ec.message(), " (listed in ", manifest, ")"));
+    }
+    *bytes = static_cast<uint64_t>(n);
+    return absl::OkStatus();
+  };
+  if (m.files().empty()) {  // written before files were listed
+    const std::string rows = dir + "/" + kRowsFileName;
+    uint64_t bytes = 0;
+    RETURN_IF_ERROR(size_of(rows, &bytes));
+    if (bytes != m.rows_file_bytes()) {
+      return absl::DataLossError(absl::StrCat(rows, ": ", bytes, " bytes, ", manifest,
+                                              " records ", m.rows_file_bytes()));
+    }
+    return absl::OkStatus();
+  }
+  for (const v1::CheckpointFile& f : m.files()) {
+    const std::string path = dir + "/" + f.path();
+    if (fs::path(f.path()).is_absolute() || absl::StrContains(f.path(), "..")) {
+      return absl::DataLossError(
+          absl::StrCat(manifest, ": file path '", f.path(), "' is outside the part"));
+    }
+    uint64_t bytes = 0;
+    RETURN_IF_ERROR(size_of(path, &bytes));
+    if (bytes != f.bytes()) {
+      return absl::DataLossError(absl::StrCat(path, ": ", bytes, " bytes, ", manifest,
+                                              " records ", f.bytes(),
+                                              " (truncated or replaced since it was written)"));
+    }
+    if (!check_crc) continue;
+    absl::StatusOr<v1::CheckpointFile> now = HashFile(dir, f.path());
+    if (!now.ok()) return absl::DataLossError(now.status().message());
+    if (now->crc32c() != f.crc32c()) {
+      return absl::DataLossError(absl::StrFormat(
+          "%s: CRC32C %08x, %s records %08x (the file changed since it was written)", path,
+          now->crc32c(), manifest, f.crc32c()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string RelativePath(const std::string& from, const std::string& to) {
+  return Normalized(to).lexically_relative(Normalized(from)).string();
 }
 
 absl::StatusOr<std::vector<v1::CheckpointManifest>> ReadCheckpoint(const std::string& dir) {

@@ -15,6 +15,13 @@
 // A part without a valid MANIFEST is half-written (the PS died during it)
 // and is ignored: readers never see it as a checkpoint.
 //
+// A part is relocatable: its MANIFEST names no absolute path. Its files are
+// found beside it, an incremental's base by a path relative to the part, and
+// each file is listed with its size and CRC32C, so a copy read after the
+// original was overwritten or deleted reads itself or is refused, never the
+// original. ReadManifest fills the info's dir, shard_dir, base_dir and
+// base_shard_dir in with where the part is now.
+//
 // Thread-compatible (no shared state).
 #pragma once
 
@@ -23,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -39,10 +47,51 @@ inline constexpr char kRocksDirName[] = "rocksdb";
 
 std::string ShardDirName(int32_t shard_index, int32_t num_shards);
 
-absl::Status WriteManifest(const std::string& shard_dir, const v1::CheckpointManifest& manifest);
+// Writes <shard_dir>/MANIFEST atomically; returns its size and CRC32C.
+absl::StatusOr<v1::CheckpointFile> WriteManifest(const std::string& shard_dir,
+                                                 const v1::CheckpointManifest& manifest);
 // NOT_FOUND when there is no MANIFEST (a half-written part); DATA_LOSS naming
-// the file when it does not verify.
+// the file when it does not verify. Paths in the result are resolved against
+// `shard_dir` (see the file comment).
 absl::StatusOr<v1::CheckpointManifest> ReadManifest(const std::string& shard_dir);
+
+// Size and CRC32C of one file (path relative to `dir`). Reads it whole.
+absl::StatusOr<v1::CheckpointFile> HashFile(const std::string& dir, const std::string& path);
+
+// Remembers the CRC32C of files by inode, size and mtime: a full checkpoint's
+// rocksdb/ holds hard links to SST files earlier checkpoints already hashed
+// (SSTs never change), so each is read once. Thread-compatible.
+class FileHashCache {
+ public:
+  absl::StatusOr<v1::CheckpointFile> Hash(const std::string& dir, const std::string& path);
+  // Forgets files not hashed since the last call (bounds the cache to the
+  // files of the newest checkpoints).
+  void Trim();
+
+ private:
+  struct Entry {
+    uint64_t bytes = 0;
+    int64_t mtime_ns = 0;
+    uint32_t crc32c = 0;
+    bool used = false;
+  };
+  absl::flat_hash_map<uint64_t, Entry> by_inode_;
+};
+
+// Every regular file under `shard_dir` but MANIFEST, sorted by path, hashed
+// through `cache` (may be null).
+absl::StatusOr<std::vector<v1::CheckpointFile>> ListPartFiles(const std::string& shard_dir,
+                                                             FileHashCache* cache);
+
+// Checks the files `m` lists (resolved against m.info().shard_dir()): their
+// size always, their CRC32C too with `check_crc`. DATA_LOSS naming the file
+// for a missing, truncated or changed one. A manifest from before files
+// were listed: rows.tfrecord's size only.
+absl::Status VerifyPartFiles(const v1::CheckpointManifest& m, bool check_crc);
+
+// `to` as a path relative to the directory `from` (both absolute or both
+// relative to the same place), e.g. "../../ckpt-1/shard-00000-of-00001".
+std::string RelativePath(const std::string& from, const std::string& to);
 
 // Every part of the checkpoint at `dir`, ordered by shard index. NOT_FOUND if
 // `dir` has none; FAILED_PRECONDITION naming the part when one is missing,

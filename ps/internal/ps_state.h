@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "brook/v1/storage.pb.h"
+#include "ps/internal/checkpoint_files.h"
 #include "ps/internal/dense_variable.h"
 #include "ps/internal/mutex.h"
 #include "ps/internal/push_dedup.h"
@@ -168,8 +169,16 @@ struct ParameterServer::State {
   // Checkpoints, one at a time.
   mutable std::mutex checkpoint_mu;
   std::vector<CheckpointInfo> checkpoints;  // guarded by checkpoint_mu
-  std::string last_shard_dir;               // base of the next incremental
-  bool force_full = true;                   // no usable base (start, restore, failure)
+  // Bases of the next incrementals (guarded by checkpoint_mu): this PS's
+  // restart point (with a data dir), and the copy last written to a given
+  // dir with its table prefix. A copy is incremental only over a copy of
+  // the same prefix taken with the checkpoint right before it, as both
+  // read the same changed-row bookkeeping.
+  std::string last_shard_dir;
+  std::string last_copy_shard_dir;
+  std::string last_copy_prefix;
+  bool force_full = true;  // no usable base (start, restore, failure)
+  internal::FileHashCache hash_cache;  // guarded by checkpoint_mu
 
   absl::StatusOr<std::shared_ptr<Table>> FindTable(std::string_view name) const;
   absl::StatusOr<std::shared_ptr<internal::DenseVariable>> FindDense(std::string_view name) const;

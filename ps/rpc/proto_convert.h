@@ -208,6 +208,9 @@ inline CheckpointInfo FromProto(const v1::CheckpointInfo& p) {
   i.rows = p.rows();
   i.bytes = p.bytes();
   i.seconds = p.seconds();
+  i.manifest_bytes = p.manifest_bytes();
+  i.manifest_crc32c = p.manifest_crc32c();
+  i.table_prefix = p.table_prefix();
   return i;
 }
 
@@ -222,6 +225,9 @@ inline void ToProto(const CheckpointInfo& i, v1::CheckpointInfo* p) {
   p->set_rows(i.rows);
   p->set_bytes(i.bytes);
   p->set_seconds(i.seconds);
+  p->set_manifest_bytes(i.manifest_bytes);
+  p->set_manifest_crc32c(i.manifest_crc32c);
+  p->set_table_prefix(i.table_prefix);
 }
 
 inline void ToProto(const StartupInfo& s, v1::PsStartup* p) {

@@ -323,6 +323,7 @@ absl::Status PsHandlers::Checkpoint(const v1::CheckpointRequest& req,
                                     v1::CheckpointResponse* resp) {
   CheckpointOptions o;
   o.dir = req.dir();
+  o.table_prefix = req.table_prefix();
   o.incremental = req.incremental();
   o.step = req.step() != 0 ? req.step() : max_step_.load(std::memory_order_relaxed);
   o.shard_map_version = req.shard_map_version();

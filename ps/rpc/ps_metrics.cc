@@ -1,6 +1,7 @@
 #include "ps/rpc/ps_metrics.h"
 
 #include <chrono>
+#include <map>
 #include <string>
 
 #include "common/part_runner.h"
@@ -84,6 +85,37 @@ std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServ
       set.Add(tier_moves, {{"table", t.name}, {"direction", "to_memory"}},
               static_cast<double>(t.tier_promotions));
       set.Add(tier_errors, {{"table", t.name}}, static_cast<double>(t.tier_errors));
+    }
+
+    // Per job, for a cluster shared by jobs: a job's tables are named
+    // "<job id>/<table>" (chief TablePrefix), so what a job holds here is
+    // what its names hold; job "" gathers names outside any job. Memory: its
+    // tables' memory_bytes plus its dense variables' weights.
+    struct JobUsage {
+      uint64_t tables = 0;
+      uint64_t memory_bytes = 0;
+    };
+    std::map<std::string, JobUsage> jobs;
+    auto job_of = [](const std::string& name) {
+      const size_t slash = name.find('/');
+      return slash == std::string::npos ? std::string() : name.substr(0, slash);
+    };
+    for (const TableStats& t : stats.tables) {
+      JobUsage& u = jobs[job_of(t.name)];
+      ++u.tables;
+      u.memory_bytes += t.memory_bytes;
+    }
+    for (const DenseStats& d : stats.dense) {
+      jobs[job_of(d.name)].memory_bytes += d.num_floats * sizeof(float);
+    }
+    auto* job_tables = set.Gauge("brook_ps_job_tables",
+                                 "Embedding tables of the job (names '<job>/...') on this PS");
+    auto* job_memory = set.Gauge(
+        "brook_ps_job_memory_bytes",
+        "Bytes the job's tables (rows, slots, index) and dense weights hold in memory on this PS");
+    for (const auto& [job, u] : jobs) {
+      set.Add(job_tables, {{"job", job}}, static_cast<double>(u.tables));
+      set.Add(job_memory, {{"job", job}}, static_cast<double>(u.memory_bytes));
     }
 
     const std::vector<CheckpointInfo>& checkpoints = stats.checkpoints;

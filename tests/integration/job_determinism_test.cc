@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <regex>
@@ -187,6 +188,58 @@ TEST_F(JobDeterminismTest, TrainerKilledTwiceWithAScheduleEndsBitIdenticalToAnUn
     EXPECT_TRUE(shard.tables.empty()) << shard.tables.front().name;
     EXPECT_TRUE(shard.dense.empty()) << shard.dense.front().name;
   }
+}
+
+TEST_F(JobDeterminismTest, PsKilledMidJobAndRestartedWithItsWalEndsBitIdentical) {
+  StartPs(1, /*data_dirs=*/true);
+  StartChief();
+  StartTrainer("t0");
+  const std::string spec = ScheduledJob("pswal", 2);
+  const v1::JobStatus ref = WaitSucceeded(Submit(spec));
+
+  const std::string id = Submit(spec);
+  ASSERT_TRUE(WaitFor(id, [](const v1::JobStatus& j) { return j.units_done() >= 6; }, 120s));
+  ASSERT_TRUE(ps_[0]->Signal(SIGKILL));
+  ASSERT_TRUE(ps_[0]->Wait(10s).has_value());
+  std::string error;
+  auto again = testing::StartBrookPs(0, 1, {"--data-dir", dir_.Join("ps-0")}, 60s, &error,
+                                     ps_addresses_[0]);
+  ASSERT_TRUE(again.has_value()) << error;
+  ps_[0] = std::move(again->process);
+  const v1::JobStatus s = WaitSucceeded(id);
+  ExpectEveryEpochCountsTheDataOnce(s, 2);
+  EXPECT_FALSE(EventsWith(id, "replayed its write-ahead log").empty());
+  ExpectSameModel(LoadModel(ref.export_dir()), LoadModel(s.export_dir()), "PS killed with its WAL");
+}
+
+// The chief's state wiped (a new install over the same PS nodes and
+// directories) while the old job's tables are still on the PS (its chief
+// died after the export, before it ended the job): the same spec
+// resubmitted gets a new id, starts from its initializers, not from the
+// old job's rows, and trains the same model. (The old job's tables stay:
+// nothing remembers them; see docs/reliability.md.)
+TEST_F(JobDeterminismTest, ChiefStateWipedAndTheJobResubmittedTrainsTheSameModel) {
+  StartPs(1);
+  setenv("BROOK_TEST_FINALIZE_PAUSE", "finish", 1);
+  StartChief();
+  unsetenv("BROOK_TEST_FINALIZE_PAUSE");
+  const int port = std::stoi(chief_address_.substr(chief_address_.rfind(':') + 1));
+  StartTrainer("t0");
+  const std::string spec = ScheduledJob("wiped", 1);
+  const std::string first_id = Submit(spec);
+  ASSERT_TRUE(chief_->WaitForLine(
+                        absl::StrCat("brook chief: job ", first_id, ": paused before finalizing"),
+                        240s)
+                  .has_value());
+  chief_->Signal(SIGKILL);
+  ASSERT_TRUE(chief_->Wait(10s).has_value());
+  std::filesystem::remove_all(dir_.Join("chief-state"));
+  StartChief(port);
+  const std::string id = Submit(spec);
+  EXPECT_NE(id, first_id);
+  const v1::JobStatus s = WaitSucceeded(id);
+  ExpectSameModel(LoadModel(dir_.Join("export/" + first_id)), LoadModel(s.export_dir()),
+                  "after a wipe");
 }
 
 TEST_F(JobDeterminismTest, ChiefKilledInEachFinalizationPhaseFinishesWithTheSameExport) {

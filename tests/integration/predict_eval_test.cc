@@ -170,6 +170,50 @@ TEST_F(PredictEvalTest, PredictPrintsTheInProcessScore) {
   EXPECT_EQ(LastJson(dflt.output)["auc"].get<double>(), in_process->auc);
 }
 
+// Issue 23: a shard manifest recorded absolute paths, so `brook predict`
+// on a copied export read the original (or failed once it was gone). An
+// export copied (cp -a), moved (mv) or carried in a tar, with the original
+// gone from its path, scores exactly the same.
+TEST_F(PredictEvalTest, AMovedOrCopiedExportScoresIdenticallyWithTheOriginalGone) {
+  const std::string original = Export("good");
+  auto before = RunCommand({BrookBinary(), "predict", "--model", original,
+                            "--data", TestGlob()});
+  ASSERT_EQ(before.exit_code, 0) << before.output;
+  const nlohmann::json want = LastJson(before.output);
+  const std::string copy = dir_->Join("good-copy");
+  const std::string moved = dir_->Join("good-moved");
+  const std::string untarred = dir_->Join("good-untarred");
+  ASSERT_EQ(RunCommand({"/bin/cp", "-a", original, copy}).exit_code, 0);
+  ASSERT_EQ(RunCommand({"/bin/tar", "-C", dir_->path(), "-cf",
+                        dir_->Join("good.tar"), "good"})
+                .exit_code,
+            0);
+  std::filesystem::create_directories(untarred);
+  ASSERT_EQ(RunCommand({"/bin/tar", "-C", untarred, "-xf",
+                        dir_->Join("good.tar")})
+                .exit_code,
+            0);
+  // The original leaves its path (it comes back for the other tests).
+  std::filesystem::rename(original, moved);
+  struct PutBack {
+    std::string from, to;
+    ~PutBack() {
+      std::error_code ec;
+      std::filesystem::rename(from, to, ec);
+    }
+  } put_back{moved, original};
+  for (const std::string &where : {copy, moved, untarred + "/good"}) {
+    auto r = RunCommand(
+        {BrookBinary(), "predict", "--model", where, "--data", TestGlob()});
+    ASSERT_EQ(r.exit_code, 0) << where << ": " << r.output;
+    const nlohmann::json j = LastJson(r.output);
+    for (const char *k : {"examples", "auc", "logloss", "accuracy",
+                          "calibration", "recorded_auc", "step"}) {
+      EXPECT_EQ(j[k], want[k]) << where << ": " << k;
+    }
+  }
+}
+
 TEST_F(PredictEvalTest, PredictRefusesBadPathsWithUsageExit) {
   auto no_dir = RunCommand({BrookBinary(), "predict", "--model",
                             dir_->Join("nope"), "--data", TestGlob()});

@@ -115,6 +115,71 @@ TEST(PsDurabilityTest, KillNineDuringPushesLosesNoAcknowledgedPush) {
   EXPECT_EQ(again->process->Wait(milliseconds(20000)), std::optional<int>(0));
 }
 
+// Issue 23: a checkpoint into a job's directory made it the PS's restart
+// point, and once the user moved the job's export the PS refused to start.
+// A `brook ps --data-dir` killed with SIGKILL, whose job checkpoint and
+// export directories were then moved away and deleted, starts and serves
+// every acknowledged push; /metrics counts tables and bytes per job.
+TEST(PsDurabilityTest, RestartAfterTheJobsCheckpointAndExportDirsMovedAwayServesItsRows) {
+  testing::TempDir dir;
+  std::string error;
+  auto ps = StartDurable(dir.Join("data"), &error);
+  ASSERT_TRUE(ps.has_value()) << error;
+  auto client = Connect({ps->address});
+  ASSERT_NE(client, nullptr);
+  BROOK_ASSERT_OK(client->CreateTable(testing::CounterTable("job-1/counter", 1)));
+  BROOK_ASSERT_OK(client->CreateTable(testing::CounterTable("job-1/side", 1)));
+  BROOK_ASSERT_OK(client->CreateTable(testing::CounterTable("job-2/counter", 1)));
+  const std::vector<uint64_t> keys = CounterKeys();
+  const std::vector<float> minus_one(kKeys, -1.0f);
+  int pushes = 0;
+  auto push = [&](int n) {
+    for (int i = 0; i < n; ++i, ++pushes) {
+      BROOK_ASSERT_OK(client->Push("job-1/counter", keys, minus_one, 1));
+    }
+  };
+  push(20);
+  ps::CheckpointOptions step;
+  step.dir = dir.Join("jobs/job-1/step-20");
+  step.table_prefix = "job-1/";
+  ASSERT_TRUE(client->Checkpoint(step).ok());
+  push(20);
+  ps::CheckpointOptions exported;
+  exported.dir = dir.Join("exports/job-1/tables");
+  exported.table_prefix = "job-1/";
+  ASSERT_TRUE(client->Checkpoint(exported).ok());
+  push(20);
+
+  auto page = testing::HttpGet(ps->metrics_address, "/metrics", 5000, &error);
+  ASSERT_TRUE(page.has_value()) << error;
+  EXPECT_NE(page->body.find("brook_ps_job_tables{job=\"job-1\"} 2"), std::string::npos)
+      << page->body;
+  EXPECT_NE(page->body.find("brook_ps_job_tables{job=\"job-2\"} 1"), std::string::npos);
+  EXPECT_NE(page->body.find("brook_ps_job_memory_bytes{job=\"job-1\"}"), std::string::npos);
+
+  ASSERT_TRUE(ps->process->Signal(SIGKILL));
+  ASSERT_TRUE(ps->process->Wait(milliseconds(10000)).has_value());
+  std::filesystem::rename(dir.Join("jobs"), dir.Join("moved-jobs"));
+  std::filesystem::remove_all(dir.Join("exports"));
+
+  auto again = StartDurable(dir.Join("data"), &error);
+  ASSERT_TRUE(again.has_value()) << error;
+  auto reader = Connect({again->address});
+  ASSERT_NE(reader, nullptr);
+  std::vector<float> values(kKeys);
+  BROOK_ASSERT_OK(reader->Pull("job-1/counter", keys, absl::MakeSpan(values)));
+  for (int i = 0; i < kKeys; ++i) {
+    EXPECT_EQ(values[i], static_cast<float>(pushes)) << "key " << keys[i];
+  }
+  auto stats = reader->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ((*stats)[0].tables.size(), 3u);
+  EXPECT_EQ((*stats)[0].startup.restored_checkpoint.rfind(dir.Join("data"), 0), 0u)
+      << (*stats)[0].startup.restored_checkpoint;
+  ASSERT_TRUE(again->process->Signal(SIGTERM));
+  EXPECT_EQ(again->process->Wait(milliseconds(20000)), std::optional<int>(0));
+}
+
 // VmRSS of a process, bytes.
 double RssBytes(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");

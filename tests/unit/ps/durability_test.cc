@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,6 +14,9 @@
 #include "gtest/gtest.h"
 #include "ps/parameter_server.h"
 #include "sharding/sharding.h"
+#include "storage/rocks_db.h"
+#include "storage/wal.h"
+#include "brook/v1/storage.pb.h"
 #include "tests/testing/test_util.h"
 #include "tests/testing/tmpfs.h"
 #include "tests/unit/ps/ps_test_util.h"
@@ -727,6 +731,296 @@ TEST(CheckpointTest, CheckpointsTakenDuringPushesAreConsistentCuts) {
     const std::vector<float> v = PullOrDie(restored, "counter", keys, 1);
     for (float x : v) ASSERT_EQ(x, v[0]) << d;
   }
+}
+
+// ----- issue 23: job lifecycle on a long-lived cluster
+
+std::set<std::string> TableNames(const ParameterServer& ps) {
+  std::set<std::string> out;
+  for (const TableStats& t : ps.Stats().tables) out.insert(t.name);
+  return out;
+}
+std::set<std::string> DenseNames(const ParameterServer& ps) {
+  std::set<std::string> out;
+  for (const DenseStats& d : ps.Stats().dense) out.insert(d.name);
+  return out;
+}
+
+// Jobs share PS nodes; a job's checkpoint (table_prefix = its TablePrefix)
+// holds its tables and dense variables only, in the rows file and in the
+// RocksDB part alike.
+TEST(CheckpointTest, ACopyWithATablePrefixHoldsOnlyThoseTablesAndDense) {
+  testing::TempDir dir;
+  auto ps = OpenOrDie(DurableOptions(dir.Join("data")));
+  ASSERT_NE(ps, nullptr);
+  for (const char* name : {"a/emb", "a/side", "b/emb", "ab"}) {
+    PS_ASSERT_OK(ps->CreateTable(AdamTable(name, 200)));  // small: rows go to RocksDB
+    PushScript script(3000, 100, 12);
+    PS_ASSERT_OK(script.Run(*ps, name, 20));
+  }
+  PS_ASSERT_OK(ps->CreateDense(Dense("a/w", 5)));
+  PS_ASSERT_OK(ps->CreateDense(Dense("b/w", 5)));
+  ASSERT_GT(StatsOf(*ps, "b/emb").tier_evictions, 0u);
+
+  CheckpointOptions o;
+  o.dir = dir.Join("job-a");
+  o.table_prefix = "a/";
+  absl::StatusOr<CheckpointInfo> c = ps->Checkpoint(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+
+  ParameterServer restored({});
+  ASSERT_TRUE(restored.Restore(o.dir).ok());
+  EXPECT_EQ(TableNames(restored), (std::set<std::string>{"a/emb", "a/side"}));
+  EXPECT_EQ(DenseNames(restored), (std::set<std::string>{"a/w"}));
+  ExpectSameRows(Dump(restored, "a/emb"), Dump(*ps, "a/emb"));
+  ExpectSameRows(Dump(restored, "a/side"), Dump(*ps, "a/side"));
+  auto rocks = storage::RocksDb::OpenReadOnly(c->shard_dir + "/rocksdb");
+  ASSERT_TRUE(rocks.ok()) << rocks.status();
+  EXPECT_EQ((*rocks)->ColumnFamilies(),
+            (std::vector<std::string>{"table:a/emb", "table:a/side"}));
+
+  // The PS's own restart point, taken with it, holds everything.
+  ps.reset();
+  ps = OpenOrDie(DurableOptions(dir.Join("data")));
+  ASSERT_NE(ps, nullptr);
+  EXPECT_EQ(TableNames(*ps), (std::set<std::string>{"a/emb", "a/side", "ab", "b/emb"}));
+  EXPECT_EQ(DenseNames(*ps), (std::set<std::string>{"a/w", "b/w"}));
+}
+
+// A dropped table's rows leave RocksDB with it, and the drop is logged: a
+// restart (replaying the WAL over a checkpoint that still held the table)
+// does not bring it back, nor its rows into a new table of the same name.
+TEST(DurabilityTest, DropTableRemovesItsTierRowsAndARestartDoesNotBringItBack) {
+  testing::TempDir dir;
+  const std::vector<uint64_t> keys = {1, 2, 3, 4, 5, 6, 7, 8};
+  Rows fresh;
+  {
+    ParameterServer blank({});
+    PS_ASSERT_OK(blank.CreateTable(AdamTable("j/emb", 200)));
+    for (uint64_t k : keys) {
+      fresh[k] = PullOrDie(blank, "j/emb", {k}, kDim);
+    }
+  }
+  auto pull_all = [&](ParameterServer& ps) {
+    Rows out;
+    for (uint64_t k : keys) out[k] = PullOrDie(ps, "j/emb", {k}, kDim);
+    return out;
+  };
+  {
+    auto ps = OpenOrDie(DurableOptions(dir.Join("data")));
+    ASSERT_NE(ps, nullptr);
+    PS_ASSERT_OK(ps->CreateTable(AdamTable("j/emb", 200)));
+    PS_ASSERT_OK(ps->CreateDense(Dense("j/w", 4)));
+    PushScript script(3000, 100, 13);
+    PS_ASSERT_OK(script.Run(*ps, "j/emb", 30));
+    std::vector<float> g(keys.size() * kDim, 0.5f);
+    PS_ASSERT_OK(ps->Push("j/emb", keys, g, {}).status());
+    ASSERT_GT(StatsOf(*ps, "j/emb").tier_evictions, 0u);
+    ASSERT_TRUE(ps->Checkpoint({}).ok());  // the restart point holds the table
+    PS_ASSERT_OK(script.Run(*ps, "j/emb", 5));
+    PS_ASSERT_OK(ps->DropTable("j/emb"));
+    PS_ASSERT_OK(ps->DropDense("j/w"));
+    // Its RocksDB family is gone: a new table of the name starts fresh.
+    PS_ASSERT_OK(ps->CreateTable(AdamTable("j/emb", 200)));
+    EXPECT_EQ(StatsOf(*ps, "j/emb").cold_rows, 0u);
+    ExpectSameRows(pull_all(*ps), fresh);
+    PS_ASSERT_OK(ps->DropTable("j/emb"));
+  }  // as kill -9 leaves it: the drop is only in the WAL
+  auto ps = OpenOrDie(DurableOptions(dir.Join("data")));
+  ASSERT_NE(ps, nullptr);
+  EXPECT_TRUE(TableNames(*ps).empty());
+  EXPECT_TRUE(DenseNames(*ps).empty());
+  PS_ASSERT_OK(ps->CreateTable(AdamTable("j/emb", 200)));
+  EXPECT_EQ(StatsOf(*ps, "j/emb").cold_rows, 0u);
+  ExpectSameRows(pull_all(*ps), fresh);
+}
+
+// A push that found its table just before a DropTable can be logged just
+// after the drop; replay skips it instead of refusing to start.
+TEST(DurabilityTest, APushLoggedJustAfterItsTablesDropDoesNotStopARestart) {
+  testing::TempDir dir;
+  {
+    auto ps = OpenOrDie(DurableOptions(dir.Join("data")));
+    ASSERT_NE(ps, nullptr);
+    PS_ASSERT_OK(ps->CreateTable(AdamTable("j/emb", 200)));
+    PushScript script(100, 10, 14);
+    PS_ASSERT_OK(script.Run(*ps, "j/emb", 3));
+    PS_ASSERT_OK(ps->DropTable("j/emb"));
+  }
+  {
+    auto wal = storage::WalWriter::Open(dir.Join("data") + "/wal", {});
+    ASSERT_TRUE(wal.ok()) << wal.status();
+    v1::WalEntry e;
+    v1::WalPushPart* p = e.mutable_push_part();
+    p->set_table("j/emb");
+    p->set_push_id(1000);
+    p->set_part(0);
+    p->set_parts(1);
+    const uint64_t key = 5;
+    const std::vector<float> grads(kDim, 0.1f);
+    p->set_keys(reinterpret_cast<const char*>(&key), sizeof(key));
+    p->set_grads(reinterpret_cast<const char*>(grads.data()), grads.size() * sizeof(float));
+    PS_ASSERT_OK((*wal)->Sync((*wal)->Add(e.SerializeAsString())));
+  }
+  auto ps = OpenOrDie(DurableOptions(dir.Join("data")));
+  ASSERT_NE(ps, nullptr);
+  EXPECT_TRUE(TableNames(*ps).empty());
+}
+
+// Issue 23: a checkpoint into a job's directory made that directory the
+// PS's restart point; once the user moved it, the PS refused to start. The
+// PS restarts from its data dir alone, serving every acknowledged push.
+TEST(DurabilityTest, RestartAfterTheJobsCheckpointDirWasDeletedServesEveryAcknowledgedPush) {
+  for (const bool moved : {false, true}) {
+    SCOPED_TRACE(moved ? "moved" : "deleted");
+    testing::TempDir dir;
+    Rows before;
+    std::vector<float> dense_before;
+    {
+      auto ps = OpenOrDie(DurableOptions(dir.Join("data")));
+      ASSERT_NE(ps, nullptr);
+      PS_ASSERT_OK(ps->CreateTable(AdamTable("j/emb", 300)));
+      PS_ASSERT_OK(ps->CreateDense(Dense("j/w", 6)));
+      PushScript script(3000, 64, 15);
+      PS_ASSERT_OK(script.Run(*ps, "j/emb", 30, /*client=*/3));
+      for (int c = 0; c < 3; ++c) {  // the chief keeps a job's newest few
+        CheckpointOptions o;
+        o.dir = dir.Join("jobs/j/step-" + std::to_string(c));
+        o.table_prefix = "j/";
+        ASSERT_TRUE(ps->Checkpoint(o).ok());
+        PS_ASSERT_OK(script.Run(*ps, "j/emb", 10, /*client=*/3));
+      }
+      std::vector<float> g(6, 0.5f);
+      PS_ASSERT_OK(ps->PushDense("j/w", g, {.client_id = 4, .sequence = 1}).status());
+      before = Dump(*ps, "j/emb");
+      dense_before = PullDenseOrDie(*ps, "j/w", 6);
+    }
+    if (moved) {
+      std::filesystem::rename(dir.Join("jobs"), dir.Join("elsewhere"));
+    } else {
+      std::filesystem::remove_all(dir.Join("jobs"));
+    }
+    auto ps = OpenOrDie(DurableOptions(dir.Join("data")));
+    ASSERT_NE(ps, nullptr);
+    ExpectSameRows(Dump(*ps, "j/emb"), before);
+    EXPECT_EQ(PullDenseOrDie(*ps, "j/w", 6), dense_before);
+    EXPECT_TRUE(ps->startup().notes.empty());
+    // Its restart points stay bounded.
+    size_t points = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir.Join("data/checkpoints"))) {
+      points += e.path().filename().string().rfind("ckpt-", 0) == 0;
+    }
+    EXPECT_LE(points, 2u);
+  }
+}
+
+// A data dir of an earlier version: LATEST names a checkpoint outside it
+// (a job's), which is gone. The PS falls back to its newest whole restart
+// point and the WAL after it, says so, and loses nothing acknowledged.
+TEST(DurabilityTest, AnOldLatestNamingAVanishedDirFallsBackToTheRestartPointAndTheWal) {
+  testing::TempDir dir;
+  Rows before;
+  {
+    auto ps = OpenOrDie(DurableOptions(dir.Join("data")));
+    ASSERT_NE(ps, nullptr);
+    PS_ASSERT_OK(ps->CreateTable(AdamTable("j/emb", 300)));
+    PushScript script(3000, 64, 16);
+    PS_ASSERT_OK(script.Run(*ps, "j/emb", 20));
+    absl::StatusOr<CheckpointInfo> c = ps->Checkpoint({});
+    ASSERT_TRUE(c.ok()) << c.status();
+    PS_ASSERT_OK(script.Run(*ps, "j/emb", 20));
+    before = Dump(*ps, "j/emb");
+    // What an earlier version wrote after a checkpoint into a job's dir.
+    v1::LatestCheckpoint latest;
+    latest.set_dir(dir.Join("jobs/j/final"));
+    latest.set_replay_from_lsn(c->wal_lsn + 1);
+    testing::WriteFileOrDie(dir.Join("data/LATEST"), latest.SerializeAsString());
+  }
+  auto ps = OpenOrDie(DurableOptions(dir.Join("data")));
+  ASSERT_NE(ps, nullptr);
+  ExpectSameRows(Dump(*ps, "j/emb"), before);
+  ASSERT_EQ(ps->startup().notes.size(), 1u);
+  EXPECT_NE(ps->startup().notes[0].find(dir.Join("jobs/j/final")), std::string::npos)
+      << ps->startup().notes[0];
+  EXPECT_NE(ps->startup().notes[0].find("restart point"), std::string::npos)
+      << ps->startup().notes[0];
+}
+
+// Manifests name no absolute path: a checkpoint chain moved elsewhere (its
+// directories together) restores from where it is now.
+TEST(CheckpointTest, ManifestsAreRelativeAndAMovedChainRestores) {
+  testing::TempDir dir;
+  ParameterServer ps({});
+  PS_ASSERT_OK(ps.CreateTable(AdamTable("emb", 100000)));
+  PushScript script(1000, 100, 17);
+  PS_ASSERT_OK(script.Run(ps, "emb", 10));
+  CheckpointOptions full, inc;
+  full.dir = dir.Join("a/full");
+  inc.dir = dir.Join("a/inc");
+  inc.incremental = true;
+  ASSERT_TRUE(ps.Checkpoint(full).ok());
+  PS_ASSERT_OK(script.Run(ps, "emb", 3));
+  absl::StatusOr<CheckpointInfo> i = ps.Checkpoint(inc);
+  ASSERT_TRUE(i.ok()) << i.status();
+  ASSERT_TRUE(i->incremental);
+  for (const std::string& m : {full.dir, inc.dir}) {
+    const std::string bytes = testing::ReadFileOrDie(m + "/shard-00000-of-00001/MANIFEST");
+    EXPECT_EQ(bytes.find(dir.path()), std::string::npos) << m << " names an absolute path";
+  }
+  std::filesystem::rename(dir.Join("a"), dir.Join("b"));
+  ParameterServer restored({});
+  absl::StatusOr<RestoreInfo> r = restored.Restore(dir.Join("b/inc"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectSameRows(Dump(restored, "emb"), Dump(ps, "emb"));
+}
+
+// A checkpoint file changed or cut short after it was written is refused,
+// naming the file, before the restore changes anything.
+TEST(CheckpointTest, ATamperedOrTruncatedFileIsRefusedNamingItAndChangesNothing) {
+  testing::TempDir dir;
+  auto ps = OpenOrDie(DurableOptions(dir.Join("data")));
+  ASSERT_NE(ps, nullptr);
+  PS_ASSERT_OK(ps->CreateTable(AdamTable("emb", 200)));
+  PushScript script(3000, 100, 18);
+  PS_ASSERT_OK(script.Run(*ps, "emb", 20));
+  CheckpointOptions o;
+  o.dir = dir.Join("c");
+  absl::StatusOr<CheckpointInfo> c = ps->Checkpoint(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+
+  ParameterServer target({});
+  PS_ASSERT_OK(target.CreateTable(AdamTable("other", 1000)));
+  PushScript other(500, 50, 19);
+  PS_ASSERT_OK(other.Run(target, "other", 3));
+  const Rows target_rows = Dump(target, "other");
+
+  std::vector<std::string> files = {c->shard_dir + "/rows.tfrecord"};
+  for (const auto& e : std::filesystem::directory_iterator(c->shard_dir + "/rocksdb")) {
+    if (e.path().extension() == ".sst") files.push_back(e.path().string());
+  }
+  ASSERT_GE(files.size(), 2u);
+  for (const std::string& f : files) {
+    const std::string saved = testing::ReadFileOrDie(f);
+    for (const bool truncate : {false, true}) {
+      std::string bad = saved;
+      if (truncate) {
+        bad.resize(bad.size() - 1);
+      } else {
+        bad[bad.size() / 2] ^= 0x01;
+      }
+      std::filesystem::remove(f);  // hard links: do not change the PS's own copy
+      testing::WriteFileOrDie(f, bad);
+      absl::StatusOr<RestoreInfo> r = target.Restore(o.dir);
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << f << ": " << r.status();
+      EXPECT_NE(r.status().message().find(f), std::string::npos) << r.status();
+      EXPECT_EQ(TableNames(target), std::set<std::string>{"other"});
+      ExpectSameRows(Dump(target, "other"), target_rows);
+    }
+    std::filesystem::remove(f);
+    testing::WriteFileOrDie(f, saved);
+  }
+  ASSERT_TRUE(target.Restore(o.dir).ok());
+  ExpectSameRows(Dump(target, "emb"), Dump(*ps, "emb"));
 }
 
 }  // namespace

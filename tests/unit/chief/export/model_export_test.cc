@@ -234,6 +234,88 @@ TEST_F(ModelExportTest, ScoringTheExportReproducesTheLiveScoreExactly) {
   EXPECT_EQ(again->auc, live->auc);
 }
 
+// Issue 23: job B's export carried job A's 26 tables. On shared PS nodes an
+// export holds its own job's tables and dense variables, nothing else.
+TEST_F(ModelExportTest, AnExportHoldsOnlyItsJobsTables) {
+  const std::string dir = out_.Join("e");
+  ASSERT_TRUE(WriteExport(cluster_.client.get(), spec_, Request(dir)).ok());
+  ps::LocalPsCluster restored(1);
+  BROOK_ASSERT_OK(restored.client->Restore(dir + "/tables").status());
+  auto stats = restored.client->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_FALSE((*stats)[0].tables.empty());
+  ASSERT_FALSE((*stats)[0].dense.empty());
+  for (const ps::TableStats &t : (*stats)[0].tables) {
+    EXPECT_EQ(t.name.rfind("job-1/", 0), 0u) << t.name << " is not job-1's";
+  }
+  for (const ps::DenseStats &d : (*stats)[0].dense) {
+    EXPECT_EQ(d.name.rfind("job-1/", 0), 0u) << d.name << " is not job-1's";
+  }
+}
+
+// Issue 23: a shard manifest recorded absolute paths, so a copied export
+// read the original (another model's rows once it was overwritten) or
+// failed once it was gone. Moved or copied, an export reads itself.
+TEST_F(ModelExportTest, AMovedOrCopiedExportScoresTheSameWithTheOriginalGone) {
+  const std::string dir = out_.Join("e");
+  ASSERT_TRUE(WriteExport(cluster_.client.get(), spec_, Request(dir)).ok());
+  auto original = ScoreExport(dir, EvalFiles());
+  ASSERT_TRUE(original.ok()) << original.status();
+  for (const auto &entry : fs::recursive_directory_iterator(dir)) {
+    if (!entry.is_regular_file())
+      continue;
+    EXPECT_EQ(testing::ReadFileOrDie(entry.path().string()).find(dir),
+              std::string::npos)
+        << entry.path() << " names the export's own location";
+  }
+
+  fs::copy(dir, out_.Join("copy"), fs::copy_options::recursive);
+  fs::rename(dir, out_.Join("moved"));
+  for (const std::string &where : {out_.Join("copy"), out_.Join("moved")}) {
+    auto r = ScoreExport(where, EvalFiles());
+    ASSERT_TRUE(r.ok()) << where << ": " << r.status();
+    EXPECT_EQ(r->auc, original->auc) << where;
+    EXPECT_EQ(r->logloss, original->logloss) << where;
+  }
+}
+
+// Each part's MANIFEST is pinned by manifest.json, and each file by its
+// MANIFEST: a replaced or damaged file is refused, naming it.
+TEST_F(ModelExportTest, ATamperedOrTruncatedExportFileIsRefusedNamingIt) {
+  const std::string dir = out_.Join("e");
+  ASSERT_TRUE(WriteExport(cluster_.client.get(), spec_, Request(dir)).ok());
+  const std::string part = dir + "/tables/shard-00000-of-00002";
+  const std::string rows = part + "/rows.tfrecord";
+  const std::string saved = testing::ReadFileOrDie(rows);
+  {
+    std::string damaged = saved;
+    damaged[damaged.size() / 2] ^= 0x40; // same size, other bytes
+    testing::WriteFileOrDie(rows, damaged);
+  }
+  auto r = ScoreExport(dir, EvalFiles());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  EXPECT_NE(r.status().message().find(rows), std::string::npos) << r.status();
+  testing::WriteFileOrDie(rows, saved.substr(0, saved.size() - 10));
+  r = ScoreExport(dir, EvalFiles());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  EXPECT_NE(r.status().message().find(rows), std::string::npos) << r.status();
+  testing::WriteFileOrDie(rows, saved);
+  BROOK_EXPECT_OK(ScoreExport(dir, EvalFiles()).status());
+
+  // Another part's MANIFEST in its place (a part of another export).
+  const std::string manifest = part + "/MANIFEST";
+  const std::string good = testing::ReadFileOrDie(manifest);
+  fs::copy_file(dir + "/tables/shard-00001-of-00002/MANIFEST", manifest,
+                fs::copy_options::overwrite_existing);
+  auto read = ReadExport(dir);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss)
+      << read.status();
+  EXPECT_NE(read.status().message().find(manifest), std::string::npos)
+      << read.status();
+  testing::WriteFileOrDie(manifest, good);
+  BROOK_EXPECT_OK(ReadExport(dir).status());
+}
+
 TEST_F(ModelExportTest, ExportsAreNeverOverwrittenButHalfWrittenOnesAreRedone) {
   const std::string dir = out_.Join("e");
   ASSERT_TRUE(WriteExport(cluster_.client.get(), spec_, Request(dir)).ok());
