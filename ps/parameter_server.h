@@ -24,6 +24,9 @@
 namespace brook {
 class PartRunner;
 }
+namespace brook::v1 {
+class CheckpointManifest;  // brook/v1/storage.pb.h, private to the .cc files
+}
 
 namespace brook::ps {
 
@@ -363,7 +366,9 @@ class ParameterServer {
   struct Durable;
   absl::Status OpenDurable();
   absl::Status ReplayWal(uint64_t from_lsn);
-  absl::StatusOr<RestoreInfo> RestoreLocked(const std::string& dir, bool startup);
+  // Restores `parts` (a whole checkpoint, or this shard's own part alone).
+  absl::StatusOr<RestoreInfo> RestoreLocked(const std::vector<v1::CheckpointManifest>& parts,
+                                            bool startup);
   // Checkpoint's work. REQUIRES: checkpoint_mu held; with gate_held, the
   // caller holds the gate exclusively throughout (else it is taken for the
   // cut only). Keeps `keep_restart_points` restart points.

@@ -112,6 +112,20 @@ absl::Status KeepOnlyFamiliesOf(const std::string& path, const std::string& pref
   return absl::OkStatus();
 }
 
+// The parts a start restores from `ckpt`: this shard's own part alone when
+// it is there for the same shard count (a restart point under a data dir
+// holds only its own PS's part), else every part (a checkpoint of the whole
+// cluster, written by an earlier version into a shared dir).
+absl::StatusOr<std::vector<v1::CheckpointManifest>> StartParts(const std::string& ckpt,
+                                                               int32_t me, int32_t shards) {
+  absl::StatusOr<v1::CheckpointManifest> mine =
+      internal::ReadManifest(ckpt + "/" + internal::ShardDirName(me, shards));
+  if (mine.ok() && mine->num_shards() == shards && mine->shard_index() == me) {
+    return std::vector<v1::CheckpointManifest>{*std::move(mine)};
+  }
+  return internal::ReadCheckpoint(ckpt);
+}
+
 // A complete restart point under <data_dir>/checkpoints.
 struct RestartPoint {
   std::string dir;
@@ -296,7 +310,8 @@ absl::Status ParameterServer::OpenDurable() {
   // longer depends on it; one that was moved or deleted is fallen back from.
   const uint64_t first_wal_lsn = options_.wal ? FirstWalLsn(wal_dir) : 0;
   auto whole = [&](const std::string& ckpt) -> absl::Status {
-    ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> parts, internal::ReadCheckpoint(ckpt));
+    ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> parts,
+                     StartParts(ckpt, options_.shard_index, options_.num_shards));
     for (const v1::CheckpointManifest& p : parts) {
       ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> chain, internal::ReadChain(p));
       // Sizes only: reading every SST of a large tier at each start would
@@ -373,11 +388,14 @@ absl::Status ParameterServer::OpenDurable() {
   fs::remove_all(live, ec);
   if (ec) return FsError("remove", live, ec);
   bool linked = false;
+  std::vector<v1::CheckpointManifest> start_parts;
   if (!from_dir.empty()) {
-    ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> parts, internal::ReadCheckpoint(from_dir));
-    if (static_cast<int32_t>(parts.size()) == options_.num_shards) {
+    ASSIGN_OR_RETURN(start_parts, StartParts(from_dir, options_.shard_index, options_.num_shards));
+    const std::vector<v1::CheckpointManifest>& parts = start_parts;
+    if (parts.size() == 1 || static_cast<int32_t>(parts.size()) == options_.num_shards) {
       ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> chain,
-                       internal::ReadChain(parts[options_.shard_index]));
+                       internal::ReadChain(parts.size() == 1 ? parts[0]
+                                                             : parts[options_.shard_index]));
       if (chain.front().has_rocksdb()) {
         RETURN_IF_ERROR(
             LinkRocksDb(chain.front().info().shard_dir() + "/" + internal::kRocksDirName, live));
@@ -390,13 +408,10 @@ absl::Status ParameterServer::OpenDurable() {
   startup.wal = options_.wal;
   if (!from_dir.empty()) {
     GateWriter gate(&state_->gate);
-    RETURN_IF_ERROR(RestoreLocked(from_dir, /*startup=*/linked).status());
-    ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> parts, internal::ReadCheckpoint(from_dir));
+    RETURN_IF_ERROR(RestoreLocked(start_parts, /*startup=*/linked).status());
     startup.restored_checkpoint = from_dir;
-    if (!parts.empty()) {
-      startup.restored_step = parts[0].info().step();
-      startup.restored_created_unix_micros = parts[0].info().created_unix_micros();
-    }
+    startup.restored_step = start_parts[0].info().step();
+    startup.restored_created_unix_micros = start_parts[0].info().created_unix_micros();
   }
 
   if (options_.wal) {
@@ -802,7 +817,7 @@ absl::StatusOr<RestoreInfo> ParameterServer::Restore(const std::string& dir) {
     state_->force_full = true;
     state_->last_shard_dir.clear();
     state_->last_copy_shard_dir.clear();
-    ASSIGN_OR_RETURN(info, RestoreLocked(dir, /*startup=*/false));
+    ASSIGN_OR_RETURN(info, RestoreLocked(parts, /*startup=*/false));
     if (!options_.data_dir.empty()) {
       // A restart begins from a restart point of what was restored, under
       // the data dir (never from `dir`, which may be moved or deleted).
@@ -816,16 +831,20 @@ absl::StatusOr<RestoreInfo> ParameterServer::Restore(const std::string& dir) {
   return info;
 }
 
-absl::StatusOr<RestoreInfo> ParameterServer::RestoreLocked(const std::string& dir, bool startup) {
+absl::StatusOr<RestoreInfo> ParameterServer::RestoreLocked(
+    const std::vector<v1::CheckpointManifest>& parts, bool startup) {
   const auto start = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> parts, internal::ReadCheckpoint(dir));
   std::vector<std::vector<v1::CheckpointManifest>> chains;
   for (const v1::CheckpointManifest& p : parts) {
     ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> chain, internal::ReadChain(p));
     chains.push_back(std::move(chain));
   }
   const int32_t me = options_.shard_index, shards = options_.num_shards;
-  const bool same_layout = static_cast<int32_t>(parts.size()) == shards;
+  // This shard's own part alone (StartParts): everything in it is this
+  // shard's, dense variables included.
+  const bool own_part = parts.size() == 1 && shards > 1;
+  const bool same_layout = own_part || static_cast<int32_t>(parts.size()) == shards;
+  auto shard_of = [&](size_t j) { return own_part ? me : static_cast<int32_t>(j); };
 
   // Tables: every part lists all of them (tables live on every shard).
   absl::flat_hash_map<std::string, TableOptions> tables;
@@ -846,7 +865,7 @@ absl::StatusOr<RestoreInfo> ParameterServer::RestoreLocked(const std::string& di
   ASSIGN_OR_RETURN(std::vector<int32_t> dense_shard, sharding::PlaceDenseVariables(placed, shards));
   absl::flat_hash_set<std::string> my_dense;
   for (size_t i = 0; i < dense.size(); ++i) {
-    if (dense_shard[i] != me) continue;
+    if (!own_part && dense_shard[i] != me) continue;
     ASSIGN_OR_RETURN(std::unique_ptr<internal::DenseVariable> v,
                      internal::DenseVariable::Create(dense[i]));
     internal::WriterLock lock(&state_->mu);
@@ -873,7 +892,7 @@ absl::StatusOr<RestoreInfo> ParameterServer::RestoreLocked(const std::string& di
   for (const auto& [name, o] : tables) {
     uint64_t expected = 0;
     for (size_t j = 0; j < chains.size(); ++j) {
-      if (same_layout && static_cast<int32_t>(j) != me) continue;
+      if (same_layout && shard_of(j) != me) continue;
       const uint64_t rows = ChainRows(chains[j], name);
       expected += same_layout ? rows : rows / static_cast<uint64_t>(shards);
     }
@@ -884,10 +903,10 @@ absl::StatusOr<RestoreInfo> ParameterServer::RestoreLocked(const std::string& di
   RestoreInfo info;
   for (size_t j = 0; j < chains.size(); ++j) {
     // With the same shard count, a key's owner has not changed.
-    if (same_layout && static_cast<int32_t>(j) != me) continue;
+    if (same_layout && shard_of(j) != me) continue;
     for (const v1::CheckpointManifest& m : chains[j]) {
       const std::string& part = m.info().shard_dir();
-      if (m.has_rocksdb() && !(startup && static_cast<int32_t>(j) == me)) {
+      if (m.has_rocksdb() && !(startup && shard_of(j) == me)) {
         ASSIGN_OR_RETURN(std::unique_ptr<storage::RocksDb> old,
                          storage::RocksDb::OpenReadOnly(part + "/" + internal::kRocksDirName));
         for (const auto& [name, o] : tables) {

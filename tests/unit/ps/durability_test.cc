@@ -914,6 +914,38 @@ TEST(DurabilityTest, RestartAfterTheJobsCheckpointDirWasDeletedServesEveryAcknow
   }
 }
 
+// Each PS of a cluster keeps only its own part under its data dir: a
+// restart restores that part alone (its rows and its dense variables).
+TEST(DurabilityTest, EachShardOfAClusterRestartsFromItsOwnRestartPoint) {
+  testing::TempDir dir;
+  Rows before;
+  std::vector<float> dense_before;
+  {
+    auto two = Shards(2, dir.Join("data-"));
+    for (auto& ps : two) PS_ASSERT_OK(ps->CreateTable(AdamTable("j/emb", 300)));
+    PS_ASSERT_OK(two[1]->CreateDense(Dense("j/w", 3)));
+    std::vector<float> g(3, 0.5f);
+    PS_ASSERT_OK(two[1]->PushDense("j/w", g, {}).status());
+    PushRouted(two, "j/emb", 20, 21);
+    for (auto& ps : two) {
+      CheckpointOptions o;
+      o.dir = dir.Join("job");
+      o.table_prefix = "j/";
+      ASSERT_TRUE(ps->Checkpoint(o).ok());
+    }
+    PushRouted(two, "j/emb", 5, 22);
+    before = Union(two, "j/emb", /*check_owner=*/true);
+    dense_before = PullDenseOrDie(*two[1], "j/w", 3);
+  }
+  std::filesystem::remove_all(dir.Join("job"));
+  auto two = Shards(2, dir.Join("data-"));
+  ASSERT_EQ(two.size(), 2u);
+  for (auto& ps : two) ASSERT_NE(ps, nullptr);
+  ExpectSameRows(Union(two, "j/emb", /*check_owner=*/true), before);
+  EXPECT_EQ(PullDenseOrDie(*two[1], "j/w", 3), dense_before);
+  EXPECT_TRUE(DenseNames(*two[0]).empty());
+}
+
 // A data dir of an earlier version: LATEST names a checkpoint outside it
 // (a job's), which is gone. The PS falls back to its newest whole restart
 // point and the WAL after it, says so, and loses nothing acknowledged.
