@@ -324,20 +324,31 @@ absl::Status GrpcPsClient::CreateTable(const TableOptions& options) {
   return Run(calls, CallDeadline());
 }
 
-absl::Status GrpcPsClient::DropTable(std::string_view table) {
-  v1::DropTableRequest req;
-  req.set_table(std::string(table));
-  std::vector<v1::DropTableResponse> resps(shards_.size());
-  std::vector<Call> calls(shards_.size());
+absl::Status GrpcPsClient::DropOnEveryShard(const v1::DropTableRequest& req,
+                                            std::vector<v1::DropTableResponse>* resps,
+                                            std::vector<Call>* calls, uint32_t ok_codes) {
+  resps->clear();
+  resps->resize(shards_.size());
+  calls->clear();
+  calls->resize(shards_.size());
   for (size_t s = 0; s < shards_.size(); ++s) {
-    calls[s].shard = static_cast<int32_t>(s);
-    calls[s].issue = [&req, resp = &resps[s]](Stub* stub, grpc::ClientContext* ctx, Done done) {
+    (*calls)[s].shard = static_cast<int32_t>(s);
+    (*calls)[s].issue = [&req, resp = &(*resps)[s]](Stub* stub, grpc::ClientContext* ctx,
+                                                    Done done) {
       stub->async()->DropTable(ctx, &req, resp, std::move(done));
     };
   }
+  return Run(*calls, CallDeadline(), ok_codes);
+}
+
+absl::Status GrpcPsClient::DropTable(std::string_view table) {
+  v1::DropTableRequest req;
+  req.set_table(std::string(table));
+  std::vector<v1::DropTableResponse> resps;
+  std::vector<Call> calls;
   // A shard without the table (e.g. a retried drop it already applied) is fine.
-  RETURN_IF_ERROR(Run(calls, CallDeadline(),
-                      1u << static_cast<int>(grpc::StatusCode::NOT_FOUND)));
+  RETURN_IF_ERROR(DropOnEveryShard(req, &resps, &calls,
+                                   1u << static_cast<int>(grpc::StatusCode::NOT_FOUND)));
   for (const Call& c : calls) {
     if (c.status.ok()) return absl::OkStatus();
   }
@@ -347,15 +358,9 @@ absl::Status GrpcPsClient::DropTable(std::string_view table) {
 absl::StatusOr<DroppedTables> GrpcPsClient::DropTablesWithPrefix(std::string_view prefix) {
   v1::DropTableRequest req;
   req.set_prefix(std::string(prefix));
-  std::vector<v1::DropTableResponse> resps(shards_.size());
-  std::vector<Call> calls(shards_.size());
-  for (size_t s = 0; s < shards_.size(); ++s) {
-    calls[s].shard = static_cast<int32_t>(s);
-    calls[s].issue = [&req, resp = &resps[s]](Stub* stub, grpc::ClientContext* ctx, Done done) {
-      stub->async()->DropTable(ctx, &req, resp, std::move(done));
-    };
-  }
-  RETURN_IF_ERROR(Run(calls, absl::Now() + options_.deadline));
+  std::vector<v1::DropTableResponse> resps;
+  std::vector<Call> calls;
+  RETURN_IF_ERROR(DropOnEveryShard(req, &resps, &calls, 0));
   DroppedTables sum;
   for (const v1::DropTableResponse& r : resps) {
     sum.tables += r.tables_dropped();

@@ -41,6 +41,11 @@
 #include "ps/client/ps_client.h"
 #include "security/tls.h"
 
+namespace brook::v1 {
+class DropTableRequest;
+class DropTableResponse;
+}  // namespace brook::v1
+
 namespace grpc {
 class Channel;
 class ChannelCredentials;
@@ -162,6 +167,11 @@ class GrpcPsClient final : public PsClient {
   absl::Status Run(std::vector<Call>& calls, absl::Time deadline, uint32_t ok_codes = 0,
                    absl::Duration attempt = absl::ZeroDuration(),
                    absl::Time retry_until = absl::InfiniteFuture());
+  // Sends a DropTable request to every shard (Run with `ok_codes`): one
+  // answer per shard in `resps`, each shard's status in `calls`.
+  absl::Status DropOnEveryShard(const v1::DropTableRequest& req,
+                                std::vector<v1::DropTableResponse>* resps,
+                                std::vector<Call>* calls, uint32_t ok_codes);
   // Waits for `pending`'s callbacks; cancels them when Cancel() is called.
   void AwaitRound(const std::vector<Call*>& pending);
   // Sleeps `d` unless cancelled first (false then).

@@ -400,6 +400,35 @@ TEST(ParameterServerTest, SequenceOlderThanWindowIsRefused) {
   EXPECT_EQ(PullOrDie(ps, "emb", {1}, 1), std::vector<float>({6.0f}));
 }
 
+// An ended job's tables go together: every table and dense variable named
+// with its prefix, none of another job's.
+TEST(ParameterServerTest, DropTablesWithPrefixDropsOnlyThatJobsTablesAndDense) {
+  ParameterServer ps{ParameterServerOptions{}};
+  for (const char* name : {"a-1/emb", "a-1/wide", "a-10/emb", "b-1/emb"}) {
+    PS_ASSERT_OK(ps.CreateTable(SgdTable(name, 4)));
+  }
+  DenseOptions d;
+  d.shape = {2};
+  for (const char* name : {"a-1/deep/w0", "b-1/deep/w0"}) {
+    d.name = name;
+    PS_ASSERT_OK(ps.CreateDense(d));
+  }
+  PS_EXPECT_CODE(ps.DropTablesWithPrefix(""), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<DroppedTables> dropped = ps.DropTablesWithPrefix("a-1/");
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_EQ(dropped->tables, 2u);
+  EXPECT_EQ(dropped->dense, 1u);
+  const ServerStats s = ps.Stats();
+  std::vector<std::string> left;
+  for (const TableStats& t : s.tables) left.push_back(t.name);
+  for (const DenseStats& v : s.dense) left.push_back(v.name);
+  EXPECT_EQ(left, (std::vector<std::string>{"a-10/emb", "b-1/emb", "b-1/deep/w0"}));
+  // Again: nothing left to drop, not an error.
+  dropped = ps.DropTablesWithPrefix("a-1/");
+  ASSERT_TRUE(dropped.ok());
+  EXPECT_EQ(dropped->tables + dropped->dense, 0u);
+}
+
 TEST(ParameterServerTest, DenseVariablesPullPushAndValidate) {
   ParameterServerOptions o;
   o.max_keys_per_request = 100;
