@@ -8,6 +8,7 @@
 #include <string_view>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "chief/export/model_export.h"
@@ -73,6 +74,28 @@ absl::Status ComputeMoments(const std::vector<std::string>& files, JobSpec* spec
     RETURN_IF_ERROR(moments.Add(b->data));
   }
   return moments.Apply(&spec->model);
+}
+
+// export.dir and checkpoint.dir are parents (the job writes DIR/<job id>/):
+// one that is itself an export or a checkpoint belongs to another run.
+absl::Status CheckNotAnotherRun(const JobSpec& spec) {
+  std::error_code ec;
+  if (!spec.export_dir.empty() &&
+      std::filesystem::exists(absl::StrCat(spec.export_dir, "/", kExportManifestName), ec)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "export.dir: ", spec.export_dir, " is itself an export (it has ", kExportManifestName,
+        "); a job exports to DIR/<job id>/: give the directory to put exports in"));
+  }
+  if (spec.checkpoint.dir.empty()) return absl::OkStatus();
+  for (const auto& e : std::filesystem::directory_iterator(spec.checkpoint.dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (absl::StartsWith(name, "shard-") || name == "LATEST" || name == "MANIFEST") {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint.dir: ", spec.checkpoint.dir, " is itself a checkpoint (it has ", name,
+          "); a job checkpoints to DIR/<job id>/: give the directory to put checkpoints in"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -373,6 +396,7 @@ absl::StatusOr<v1::JobStatus> Chief::SubmitJob(const v1::SubmitJobRequest& reque
     if (!queue_->Get(sub.id).ok()) break;
     if (attempt == 8) return absl::InternalError("no unused job id after 8 tries");
   }
+  RETURN_IF_ERROR(CheckNotAnotherRun(spec));
   for (const std::string& parent : {spec.checkpoint.dir, spec.export_dir}) {
     if (parent.empty()) continue;
     const std::string dir = absl::StrCat(parent, "/", sub.id);

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "ps/client/local_ps_client.h"
 #include "ps/parameter_server.h"
@@ -170,6 +171,78 @@ TEST_F(ChiefTest, StateSurvivesARestartAndAStaleLeaseIsRefused) {
 
 // A trainer presumed dead has its PS client id fenced on every PS: if it was
 // only paused, the pushes it makes on waking are refused.
+// A cancelled job's tables stay `retention` seconds (a look, a rescue), then
+// leave every PS, once; another job's stay.
+TEST_F(ChiefTest, ACancelledJobsTablesLeaveEveryPsAfterItsRetention) {
+  ps::ParameterServerOptions po;
+  po.num_shards = 2;
+  ps::ParameterServer shard0(po);
+  po.shard_index = 1;
+  ps::ParameterServer shard1(po);
+  ps::LocalPsClient ps({&shard0, &shard1});
+  auto c = Open(&ps);
+  auto job = c->SubmitJob(Submit(Spec("short") + "retention: 60\n"));
+  ASSERT_TRUE(job.ok()) << job.status();
+  for (const std::string& name : {job->id() + "/C1", std::string("other-job/C1")}) {
+    ASSERT_TRUE(ps.CreateTable(testing::CounterTable(name, 1)).ok());
+  }
+  ps::DenseOptions d;
+  d.name = job->id() + "/deep/w0";
+  d.shape = {2};
+  ASSERT_TRUE(ps.CreateDense({d}).ok());
+  RegisterTrainer(c.get(), "t0");
+  ASSERT_TRUE(c->AcquireWork(Acquire("t0")).ok());  // started
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(job->id());
+  ASSERT_TRUE(c->CancelJob(cancel).ok());
+
+  const absl::Time now = absl::Now();
+  c->Tick(now + absl::Seconds(30));
+  c->RunPendingWork();
+  EXPECT_EQ(shard0.Stats().tables.size() + shard1.Stats().tables.size(), 4u);  // kept
+  EXPECT_EQ(Get(c.get(), job->id()).tables_dropped_time_us(), 0);
+  c->Tick(now + absl::Seconds(61));
+  c->RunPendingWork();
+  const v1::JobStatus s = Get(c.get(), job->id());
+  EXPECT_GT(s.tables_dropped_time_us(), 0);
+  for (ps::ParameterServer* shard : {&shard0, &shard1}) {
+    const ps::ServerStats stats = shard->Stats();
+    ASSERT_EQ(stats.tables.size(), 1u);
+    EXPECT_EQ(stats.tables[0].name, "other-job/C1");
+    EXPECT_TRUE(stats.dense.empty());
+  }
+  int events = 0;
+  for (const v1::ChiefJobEvent& e : s.events()) {
+    events += absl::StrContains(e.text(), "dropped its 2 table parts and 1 dense") ? 1 : 0;
+  }
+  EXPECT_EQ(events, 1) << s.DebugString();
+  c->Tick(now + absl::Seconds(120));  // once
+  c->RunPendingWork();
+  EXPECT_EQ(Get(c.get(), job->id()).tables_dropped_time_us(), s.tables_dropped_time_us());
+}
+
+// export.dir names the parent of the job's exports (DIR/<job id>/): one that
+// is itself an export, or a checkpoint dir that is itself a checkpoint, is
+// another run's; the submit is refused naming it.
+TEST_F(ChiefTest, ASubmitIntoAnotherRunsExportOrCheckpointIsRefusedNamingIt) {
+  auto c = Open();
+  const std::string old_export = dir_.Join("exports/old-run");
+  std::filesystem::create_directories(old_export);
+  testing::WriteFileOrDie(old_export + "/manifest.json", "{}");
+  auto refused = c->SubmitJob(Submit(Spec("into") + "export: {dir: " + old_export + "}\n"));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find(old_export), std::string::npos) << refused.status();
+  const std::string old_ckpt = dir_.Join("ckpt/old-run/final");
+  std::filesystem::create_directories(old_ckpt + "/shard-00000-of-00001");
+  refused = c->SubmitJob(Submit(Spec("into") + "checkpoint: {dir: " + old_ckpt + "}\n"));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find(old_ckpt), std::string::npos) << refused.status();
+  EXPECT_TRUE(c->ListJobs()->jobs().empty());
+  // Their parents are fine.
+  EXPECT_TRUE(c->SubmitJob(Submit(Spec("into") + "export: {dir: " + dir_.Join("exports") + "}\n"))
+                  .ok());
+}
+
 TEST_F(ChiefTest, ExpiredOrReRegisteredTrainersPsClientIdsAreFencedOnEveryPs) {
   ps::ParameterServerOptions po;
   po.num_shards = 2;
