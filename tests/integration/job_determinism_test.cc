@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "chief/export/model_export.h"
@@ -44,6 +45,15 @@ ExportedModel LoadModel(const std::string& dir) {
   ps::ParameterServer ps{ps::ParameterServerOptions{}};
   absl::StatusOr<ps::RestoreInfo> restored = ps.Restore(absl::StrCat(dir, "/tables"));
   EXPECT_TRUE(restored.ok()) << restored.status();
+  // The export holds its own job's tables only, whatever else the PS held.
+  const ps::ServerStats held = ps.Stats();
+  for (const ps::TableStats& t : held.tables) {
+    EXPECT_TRUE(absl::StartsWith(t.name, loaded->manifest.table_prefix)) << dir << ": " << t.name;
+  }
+  for (const ps::DenseStats& d : held.dense) {
+    EXPECT_TRUE(absl::StartsWith(d.name, loaded->manifest.table_prefix)) << dir << ": " << d.name;
+  }
+  EXPECT_EQ(held.tables.size(), loaded->manifest.tables.size()) << dir;
   for (const chief::ExportedTable& t : loaded->manifest.tables) {
     auto& rows = model.rows[t.name];
     EXPECT_TRUE(ps.ScanTable(t.ps_name, [&](uint64_t key, absl::Span<const float> w,
