@@ -68,7 +68,8 @@ struct JobTrainingSpec {
   // out of disk space (it refuses pushes until space returns) before the
   // job fails naming that PS. Minutes: a PS pod's restart or a disk being
   // cleaned up is waited out; a PS gone for good still ends the job.
-  int64_t retry_seconds = 300;
+  static constexpr int64_t kDefaultRetrySeconds = 300;
+  int64_t retry_seconds = kDefaultRetrySeconds;
 };
 
 struct JobCheckpointSpec {

@@ -165,8 +165,12 @@ Json ToJson(const JobSpec& s) {
                    {"accumulation_steps", s.training.accumulation_steps},
                    {"dense_refresh_steps", s.training.dense_refresh_steps},
                    {"seed", s.training.seed},
-                   {"shuffle_buffer", s.training.shuffle_buffer},
-                   {"retry_seconds", s.training.retry_seconds}};
+                   {"shuffle_buffer", s.training.shuffle_buffer}};
+  // Only when set, as `retention`: the hash of a spec written before the
+  // field existed (recorded in its exports) stays what it was.
+  if (s.training.retry_seconds != JobTrainingSpec::kDefaultRetrySeconds) {
+    training["retry_seconds"] = s.training.retry_seconds;
+  }
   if (s.training.steps > 0) {
     training["steps"] = s.training.steps;
   } else {

@@ -253,6 +253,15 @@ TEST(JobSpecTest, RetrySecondsDefaultsAndSurvivesTheCanonicalJson) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->training.retry_seconds, 45);
   EXPECT_NE(spec->SpecHash(), plain->SpecHash());
+  // Defaults of fields added later are left out of the canonical JSON: the
+  // spec hashes recorded in older exports still match.
+  EXPECT_EQ(plain->CanonicalJson().find("retry_seconds"), std::string::npos);
+  EXPECT_EQ(plain->CanonicalJson().find("retention"), std::string::npos);
+  absl::StatusOr<JobSpec> kept = JobSpec::FromYaml(Spec() + "retention: 5\n", "");
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->retention_seconds, 5);
+  EXPECT_EQ(JobSpec::FromYaml(kept->CanonicalJson(), "")->retention_seconds, 5);
+  EXPECT_NE(kept->SpecHash(), plain->SpecHash());
 }
 
 TEST(JobSpecTest, UnknownAndRepeatedKeysAreErrorsWithTheLine) {
