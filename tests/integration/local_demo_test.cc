@@ -51,7 +51,11 @@ TEST(LocalDemoTest, DemoTrainsDeepFmAndPrintsItsAucBesideTheBayesOptimal) {
   EXPECT_GT(auc, 0.70) << r.output;  // learned something real at this small size
   EXPECT_LT(auc, bayes + 0.005) << r.output;
   EXPECT_NE(r.output.find("SUCCEEDED"), std::string::npos);
-  EXPECT_TRUE(std::filesystem::exists(dir.Join("export/demo-deepfm-1/manifest.json"))) << r.output;
+  // The export of the job, under its id: <name>-<date>-<time>-<random>.
+  ASSERT_TRUE(std::regex_search(
+      r.output, m, std::regex(R"(\nexport: (\S+/export/demo-deepfm-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}) )")))
+      << r.output;
+  EXPECT_TRUE(std::filesystem::exists(m[1].str() + "/manifest.json")) << r.output;
   // Logs of every child are kept; no child outlives `brook local`.
   EXPECT_TRUE(std::filesystem::exists(dir.Join("logs/chief.err")));
   EXPECT_TRUE(std::filesystem::exists(dir.Join("logs/trainer-1.err")));
