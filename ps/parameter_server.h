@@ -103,6 +103,45 @@ struct RestoreInfo {
   double seconds = 0;
 };
 
+// What a checkpoint holds (ReadCheckpointContents): a finished job's tables
+// and dense variables, named with its table_prefix ("<job id>/").
+struct CheckpointContents {
+  std::string table_prefix;
+  int64_t step = 0;
+  std::vector<TableOptions> tables;  // names as on the PS (prefixed)
+  std::vector<DenseOptions> dense;
+};
+// NOT_FOUND / FAILED_PRECONDITION as internal ReadCheckpoint: `dir` must
+// hold a complete checkpoint (every part with a valid MANIFEST). Reads the
+// MANIFESTs only.
+absl::StatusOr<CheckpointContents> ReadCheckpointContents(const std::string& dir);
+
+// ImportTables: a warm start (job spec `init_from`) from another job's
+// checkpoint or export.
+struct ImportOptions {
+  std::string dir;  // a checkpoint: shard-<i>-of-<n>/ for every i (any n)
+  // Names without the checkpoint's table_prefix (the model's table and
+  // dense variable names) to take; empty = everything it holds.
+  std::vector<std::string> names;
+  // Name `n` is imported as to_prefix + n (the new job's "<job id>/").
+  std::string to_prefix;
+};
+struct ImportedPart {
+  std::string name;  // the target's name (to_prefix + n)
+  bool dense = false;
+  uint64_t rows = 0;  // rows this shard took (tables)
+  // The optimizer slots came along (the target's optimizer is of the same
+  // kind as the source's); else the weights only, slots from InitSlots.
+  bool slots = false;
+};
+struct ImportInfo {
+  std::string from_prefix;  // the checkpoint's table_prefix
+  // Per imported table (every shard lists each) and dense variable (only
+  // the shard that holds it), sorted by name.
+  std::vector<ImportedPart> parts;
+  double seconds = 0;
+};
+
 // Identifies a push for exactly-once application: a retried push with the
 // same (client_id, sequence) is acknowledged without being applied again.
 // client_id 0 disables dedup (tools, tests).
@@ -350,6 +389,21 @@ class ParameterServer {
   // owns among options().num_shards, with their optimizer state.
   // FAILED_PRECONDITION for an incomplete checkpoint (nothing changes).
   absl::StatusOr<RestoreInfo> Restore(const std::string& dir);
+  // Loads tables and dense variables from the checkpoint at options.dir
+  // (written by any number of shards) under new names, replacing nothing
+  // else (unlike Restore): the keys this shard owns of each table (by the
+  // target's name), and the dense variables of the target names this shard
+  // holds. A target table that exists keeps its options and takes the rows
+  // (an import into a job's freshly created tables); one that does not is
+  // created with the source's options. Slots are kept when the target's
+  // optimizer has the source's kind, else start from its InitSlots.
+  // Everything is checked before anything changes: NOT_FOUND names a listed
+  // name the checkpoint lacks, INVALID_ARGUMENT a target whose dim or shape
+  // differs, FAILED_PRECONDITION / DATA_LOSS an incomplete checkpoint or a
+  // file that does not verify. Pushes wait while it runs. With a data_dir a
+  // restart point follows (the WAL does not log imported rows), so a
+  // restart keeps the import.
+  absl::StatusOr<ImportInfo> ImportTables(const ImportOptions& options);
   // Compacts the RocksDB tier (all tables) and waits: after a bulk load, so
   // that lookups do not share the disk with background compaction. No-op
   // without a data dir.

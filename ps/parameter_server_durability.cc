@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <filesystem>
 #include <system_error>
 
@@ -21,10 +22,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "ps/internal/checkpoint_files.h"
 #include "ps/internal/ps_state.h"
+#include "ps/optimizer.h"
 #include "ps/parameter_server.h"
 #include "sharding/sharding.h"
 #include "storage/atomic_file.h"
@@ -994,6 +997,260 @@ absl::Status ParameterServer::CompactStorage() {
 std::vector<CheckpointInfo> ParameterServer::Checkpoints() const {
   std::lock_guard<std::mutex> lock(state_->checkpoint_mu);
   return state_->checkpoints;
+}
+
+
+absl::StatusOr<CheckpointContents> ReadCheckpointContents(const std::string& dir) {
+  ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> parts, internal::ReadCheckpoint(dir));
+  CheckpointContents out;
+  out.table_prefix = parts[0].info().table_prefix();
+  out.step = parts[0].info().step();
+  for (const v1::CheckpointTable& ct : parts[0].tables()) {
+    ASSIGN_OR_RETURN(TableOptions o, rpc::FromProto(ct.config()));
+    out.tables.push_back(std::move(o));
+  }
+  for (const v1::CheckpointManifest& p : parts) {
+    for (const v1::DenseConfig& dc : p.dense()) {
+      ASSIGN_OR_RETURN(DenseOptions o, rpc::FromProto(dc));
+      out.dense.push_back(std::move(o));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// One table or dense variable an import takes.
+struct ImportPlan {
+  std::string from;  // its name in the checkpoint
+  std::string to;    // its name on this PS
+  bool dense = false;
+  bool create = false;  // a table this PS does not have yet
+  TableOptions table;   // the target's options (tables)
+  DenseOptions var;     // the target's options (dense)
+  OptimizerOptions source_optimizer;
+  int source_dim = 0;   // tables: the source's dim
+  bool slots = false;   // keep the source's slots
+  std::unique_ptr<Optimizer> init;  // !slots: the target's optimizer, for InitSlots
+  std::shared_ptr<Table> target;  // held while rows go in
+  std::unique_ptr<RowImporter> importer;
+  std::vector<char> row;  // !slots: one converted row
+  uint64_t rows = 0;
+};
+
+// A stored row of the source re-laid for the target: the header and
+// weights as they are, the target optimizer's initial slots.
+absl::Status AddImportedRow(ImportPlan& p, size_t target_row_bytes, const char* row,
+                            size_t row_bytes, const std::string& where) {
+  const size_t weights_end = sizeof(RowHeader) + sizeof(float) * static_cast<size_t>(p.source_dim);
+  if (row_bytes < weights_end) {
+    return absl::DataLossError(absl::StrCat(where, ": a row of table '", p.from, "' holds ",
+                                            row_bytes, " bytes, fewer than its dim ",
+                                            p.source_dim, " needs"));
+  }
+  if (p.slots) return p.importer->Add(row, row_bytes);
+  p.row.resize(target_row_bytes);
+  std::memcpy(p.row.data(), row, weights_end);
+  std::vector<float> slots((target_row_bytes - weights_end) / sizeof(float));
+  p.init->InitSlots(absl::MakeSpan(slots));
+  if (!slots.empty()) std::memcpy(p.row.data() + weights_end, slots.data(), slots.size() * 4);
+  return p.importer->Add(p.row.data(), target_row_bytes);
+}
+
+}  // namespace
+
+absl::StatusOr<ImportInfo> ParameterServer::ImportTables(const ImportOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> one_at_a_time(state_->checkpoint_mu);
+  const std::string& dir = options.dir;
+  ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> parts, internal::ReadCheckpoint(dir));
+  std::vector<std::vector<v1::CheckpointManifest>> chains;
+  for (const v1::CheckpointManifest& p : parts) {
+    ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> chain, internal::ReadChain(p));
+    for (const v1::CheckpointManifest& m : chain) {
+      RETURN_IF_ERROR(internal::VerifyPartFiles(m, /*check_crc=*/true));
+    }
+    chains.push_back(std::move(chain));
+  }
+  ASSIGN_OR_RETURN(CheckpointContents src, ReadCheckpointContents(dir));
+  const std::string& from = src.table_prefix;
+
+  // Plan and check everything before changing anything.
+  absl::flat_hash_set<std::string> wanted(options.names.begin(), options.names.end());
+  absl::flat_hash_set<std::string> held;
+  std::vector<ImportPlan> plans;
+  auto take = [&](const std::string& name) -> std::optional<std::string> {
+    if (!absl::StartsWith(name, from)) return std::nullopt;
+    std::string bare = name.substr(from.size());
+    held.insert(bare);
+    if (!wanted.empty() && !wanted.contains(bare)) return std::nullopt;
+    return bare;
+  };
+  for (const TableOptions& o : src.tables) {
+    std::optional<std::string> bare = take(o.name);
+    if (!bare) continue;
+    ImportPlan p;
+    p.from = o.name;
+    p.to = options.to_prefix + *bare;
+    p.source_optimizer = o.optimizer;
+    p.source_dim = o.dim;
+    absl::StatusOr<std::shared_ptr<Table>> existing = state_->FindTable(p.to);
+    if (existing.ok()) {
+      p.table = (*existing)->options();
+      if (p.table.dim != o.dim) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "import: table '", *bare, "' has dim ", o.dim, " in ", dir, ", but '", p.to,
+            "' has dim ", p.table.dim));
+      }
+    } else {
+      p.table = o;
+      p.table.name = p.to;
+      p.create = true;
+    }
+    plans.push_back(std::move(p));
+  }
+  for (const DenseOptions& o : src.dense) {
+    std::optional<std::string> bare = take(o.name);
+    if (!bare) continue;
+    // A dense variable lives on one shard, which its client chose when it
+    // was created: the shard that holds the target imports it.
+    absl::StatusOr<std::shared_ptr<internal::DenseVariable>> existing =
+        state_->FindDense(options.to_prefix + *bare);
+    if (!existing.ok()) continue;
+    ImportPlan p;
+    p.dense = true;
+    p.from = o.name;
+    p.to = options.to_prefix + *bare;
+    p.source_optimizer = o.optimizer;
+    p.var = (*existing)->options();
+    if (p.var.num_floats() != o.num_floats()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "import: dense variable '", *bare, "' has ", o.num_floats(), " floats in ", dir,
+          ", but '", p.to, "' has ", p.var.num_floats()));
+    }
+    plans.push_back(std::move(p));
+  }
+  for (const std::string& n : options.names) {
+    if (!held.contains(n)) {
+      std::vector<std::string> names(held.begin(), held.end());
+      std::sort(names.begin(), names.end());
+      return absl::NotFoundError(absl::StrCat("import: ", dir, " holds no table or dense variable '",
+                                              n, "'; it holds: ", absl::StrJoin(names, ", ")));
+    }
+  }
+  for (ImportPlan& p : plans) {
+    const OptimizerOptions& target = p.dense ? p.var.optimizer : p.table.optimizer;
+    p.slots = target.kind == p.source_optimizer.kind;
+    if (!p.slots) {
+      ASSIGN_OR_RETURN(p.init, CreateOptimizer(target));
+    }
+  }
+
+  ImportInfo info;
+  info.from_prefix = from;
+  GateWriter gate(&state_->gate);
+  // From here a failure (a file that changed since it was verified) may
+  // leave part of the import applied: the next checkpoints are full.
+  state_->force_full = true;
+  state_->last_copy_shard_dir.clear();
+  absl::flat_hash_map<std::string, ImportPlan*> by_source;
+  const int32_t me = options_.shard_index, shards = options_.num_shards;
+  for (ImportPlan& p : plans) {
+    if (!p.dense) {
+      if (p.create) {
+        ASSIGN_OR_RETURN(bool created, CreateTableLocked(p.table, /*cold_rows_exist=*/false));
+        if (created) {
+          RETURN_IF_ERROR(state_->LogAndSync(
+              [&](v1::WalEntry* e) { *e->mutable_create_table() = internal::ToConfig(p.table); }));
+        }
+      }
+      ASSIGN_OR_RETURN(p.target, state_->FindTable(p.to));
+      p.importer = std::make_unique<RowImporter>(p.target.get(), Owner(p.to, me, shards));
+    }
+    by_source[p.from] = &p;
+  }
+  for (const std::vector<v1::CheckpointManifest>& chain : chains) {
+    for (const v1::CheckpointManifest& m : chain) {
+      const std::string& part = m.info().shard_dir();
+      if (m.has_rocksdb()) {
+        ASSIGN_OR_RETURN(std::unique_ptr<storage::RocksDb> old,
+                         storage::RocksDb::OpenReadOnly(part + "/" + internal::kRocksDirName));
+        for (ImportPlan& p : plans) {
+          if (p.dense || !old->HasColumnFamily(internal::TableFamily(p.from))) continue;
+          const size_t target_bytes = p.target->stored_row_bytes();
+          RETURN_IF_ERROR(old->ForEach(internal::TableFamily(p.from),
+                                       [&](uint64_t, std::string_view value) {
+                                         return AddImportedRow(p, target_bytes, value.data(),
+                                                               value.size(), part);
+                                       }));
+        }
+      }
+      RETURN_IF_ERROR(internal::ForEachCheckpointRecord(
+          part + "/" + internal::kRowsFileName, [&](const v1::CheckpointRecord& r) -> absl::Status {
+            const std::string& name = r.has_dense() ? r.dense().name() : r.rows().table();
+            auto it = by_source.find(name);
+            if (it == by_source.end() || it->second->dense != r.has_dense()) return absl::OkStatus();
+            ImportPlan& p = *it->second;
+            if (p.dense) {
+              ASSIGN_OR_RETURN(std::shared_ptr<internal::DenseVariable> v,
+                               state_->FindDense(p.to));
+              std::vector<float> slots = CopyOut<float>(r.dense().slots());
+              if (!p.slots) {
+                slots.assign(static_cast<size_t>(p.init->SlotFloats(
+                                 static_cast<int>(p.var.num_floats()))),
+                             0.0f);
+                p.init->InitSlots(absl::MakeSpan(slots));
+              }
+              return v->Import(CopyOut<float>(r.dense().values()), slots);
+            }
+            const v1::RowBlock& b = r.rows();
+            Table* t = p.target.get();
+            if (!b.deleted_keys().empty()) {
+              RETURN_IF_ERROR(p.importer->Flush());
+              const Owner owner(p.to, me, shards);
+              std::vector<uint64_t> keys = CopyOut<uint64_t>(b.deleted_keys());
+              keys.erase(std::remove_if(keys.begin(), keys.end(),
+                                        [&](uint64_t k) { return !owner.Owns(k); }),
+                         keys.end());
+              RETURN_IF_ERROR(t->ImportDeletes(keys));
+            }
+            const size_t row_bytes = b.row_bytes();
+            if (b.rows().empty()) return absl::OkStatus();
+            if (row_bytes == 0 || b.rows().size() % row_bytes != 0) {
+              return absl::DataLossError(absl::StrCat(part, ": a row block of table '", b.table(),
+                                                      "' holds ", b.rows().size(),
+                                                      " bytes, not a multiple of ", row_bytes));
+            }
+            const size_t target_bytes = t->stored_row_bytes();
+            for (size_t off = 0; off < b.rows().size(); off += row_bytes) {
+              RETURN_IF_ERROR(
+                  AddImportedRow(p, target_bytes, b.rows().data() + off, row_bytes, part));
+            }
+            return absl::OkStatus();
+          }));
+    }
+    // Rows of one source part are final once its chain is applied.
+    for (ImportPlan& p : plans) {
+      if (p.importer != nullptr) RETURN_IF_ERROR(p.importer->Flush());
+    }
+  }
+  for (ImportPlan& p : plans) {
+    info.parts.push_back({.name = p.to,
+                          .dense = p.dense,
+                          .rows = p.importer != nullptr ? p.importer->rows() : p.rows,
+                          .slots = p.slots});
+  }
+  std::sort(info.parts.begin(), info.parts.end(),
+            [](const ImportedPart& a, const ImportedPart& b) { return a.name < b.name; });
+  if (!options_.data_dir.empty()) {
+    // The WAL does not log imported rows: a restart begins from a restart
+    // point taken now, before any push lands on them.
+    RETURN_IF_ERROR(CheckpointLocked(CheckpointOptions{}, /*gate_held=*/true,
+                                     /*keep_restart_points=*/1)
+                        .status());
+  }
+  info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return info;
 }
 
 }  // namespace brook::ps

@@ -22,6 +22,7 @@
 #include "chief/client/chief_client.h"
 #include "chief/client/cluster_spec.h"
 #include "chief/client/job_format.h"
+#include "chief/export/init_from.h"
 #include "chief/job/job_spec.h"
 
 namespace brook::cli {
@@ -93,6 +94,13 @@ int RunSubmit(const SubmitFlags& f) {
   if (!data.ok()) {
     std::cerr << "brook submit: " << f.job << ": " << data.status().message() << "\n";
     return kExitUsage;
+  }
+  if (!spec->init_from.path.empty()) {
+    // The chief checks it again at submit: it reads the same paths.
+    if (absl::Status s = chief::PlanInitFrom(*spec).status(); !s.ok()) {
+      std::cerr << "brook submit: " << f.job << ": " << s.message() << "\n";
+      return kExitUsage;
+    }
   }
   if (!f.dry_run) return Submit(f, *spec);
   size_t train_files = 0, eval_files = 0;

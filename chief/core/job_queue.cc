@@ -484,6 +484,17 @@ absl::Status JobQueue::SetTablesDropped(const std::string& job_id, const std::st
   return absl::OkStatus();
 }
 
+absl::Status JobQueue::SetInitialized(const std::string& job_id, const std::string& what,
+                                      absl::Time now) {
+  ASSIGN_OR_RETURN(Job * job, FindOrNotFound(job_id));
+  if (job->info.state != JobState::kRunning) {
+    return absl::FailedPreconditionError(absl::StrCat("job '", job_id, "' is not running"));
+  }
+  job->info.initialized = now;
+  AddEvent(job, now, what);
+  return absl::OkStatus();
+}
+
 absl::Status JobQueue::LogEvent(const std::string& job_id, const std::string& text,
                                 absl::Time now) {
   ASSIGN_OR_RETURN(Job * job, FindOrNotFound(job_id));

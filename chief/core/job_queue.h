@@ -131,6 +131,10 @@ struct JobInfo {
   // When its tables and dense variables were dropped from every PS
   // (InfinitePast: not yet).
   absl::Time tables_dropped = absl::InfinitePast();
+  // When its spec's init_from was loaded onto the PS nodes (InfinitePast:
+  // not yet). Persisted, so a restarted chief never loads it again over rows
+  // trainers have updated since.
+  absl::Time initialized = absl::InfinitePast();
   std::vector<JobEvent> events;  // oldest first, the last max_events_per_job
   uint64_t events_dropped = 0;
 };
@@ -237,6 +241,9 @@ class JobQueue {
   absl::Status SetExport(const std::string& job_id, const std::string& dir, absl::Time now);
   // Records that a finished job's tables left every PS (`what`: the event
   // text). FAILED_PRECONDITION unless the job is finished.
+  // Records that the job's init_from was loaded (JobInfo::initialized),
+  // with `what` as its event. FAILED_PRECONDITION unless it is running.
+  absl::Status SetInitialized(const std::string& job_id, const std::string& what, absl::Time now);
   absl::Status SetTablesDropped(const std::string& job_id, const std::string& what,
                                 absl::Time now);
 

@@ -80,6 +80,7 @@ absl::StatusOr<v1::ChiefJobRecord> JobQueue::JobRecordToProto(const std::string&
   ToProto(i.eval, r.mutable_eval());
   r.set_export_dir(i.export_dir);
   r.set_tables_dropped_us(ToUs(i.tables_dropped));
+  r.set_initialized_us(ToUs(i.initialized));
   for (const JobEvent& e : i.events) ToProto(e, r.add_events());
   r.set_events_dropped(i.events_dropped);
   return r;
@@ -156,6 +157,7 @@ absl::StatusOr<std::unique_ptr<JobQueue::Job>> JobQueue::JobFromProto(
                    .calibration = ev.calibration(), .time = FromUs(ev.time_us())};
   i.export_dir = r.export_dir();
   i.tables_dropped = FromUs(r.tables_dropped_us());
+  i.initialized = FromUs(r.initialized_us());
   for (const v1::ChiefJobEvent& e : r.events()) {
     i.events.push_back(JobEvent{.time = FromUs(e.time_us()), .text = e.text()});
   }

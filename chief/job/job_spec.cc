@@ -33,7 +33,7 @@ constexpr float kNoMax = std::numeric_limits<float>::max();
 constexpr std::string_view kJobSections[] = {
     "name",           "priority", "data",     "features",   "model_file", "optimizer",
     "embedding_init", "training", "trainers", "checkpoint", "export",     "eval",
-    "retention"};
+    "retention",      "init_from"};
 
 // The 1-based line of the first byte sequence that is not UTF-8 (RFC 3629:
 // no overlong forms, no surrogates, nothing past U+10FFFF), or 0 if the text
@@ -375,6 +375,50 @@ absl::Status ReadCheckpoint(const YAML::Node& node, const std::string& base_dir,
   return r.Int("keep", 1, 1000, &out->keep);
 }
 
+// `init_from: DIR` or `init_from: {path: DIR, tables: [T, ...]}`. Whether
+// the source exists and holds the tables is checked at submit
+// (chief/export/init_from.h): the spec itself names no file it must read.
+absl::Status ReadInitFrom(const MapReader& root, const std::string& base_dir,
+                          JobInitFromSpec* out) {
+  const YAML::Node node = root.Get("init_from");
+  if (node.IsScalar()) {
+    RETURN_IF_ERROR(root.String("init_from", &out->path));
+    out->path = Resolve(base_dir, out->path);
+    out->path_line = root.KeyLine("init_from");
+    return absl::OkStatus();
+  }
+  MapReader r(node, "init_from");
+  RETURN_IF_ERROR(r.Check({"path", "tables"}, "{path: /models/my-job/my-job-20240101-000000-abcdef}"));
+  if (!r.Has("path")) {
+    return r.Missing("path", "the export or checkpoint directory of the job to start from");
+  }
+  RETURN_IF_ERROR(r.String("path", &out->path));
+  out->path = Resolve(base_dir, out->path);
+  out->path_line = r.KeyLine("path");
+  if (!r.Has("tables")) return absl::OkStatus();
+  const YAML::Node tables = r.Get("tables");
+  if (!tables.IsSequence() || tables.size() == 0) {
+    return r.Error("tables", absl::StrCat("must be a non-empty list of the model's table and dense "
+                                          "variable names, got ",
+                                          Describe(tables)));
+  }
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const std::string path = absl::StrCat("init_from.tables[", i, "]");
+    if (!tables[i].IsScalar() || tables[i].Scalar().empty()) {
+      return FieldError(path, LineOf(tables[i]),
+                        absl::StrCat("must be a table or dense variable name, got ",
+                                     Describe(tables[i])));
+    }
+    const std::string& name = tables[i].Scalar();
+    if (std::find(out->tables.begin(), out->tables.end(), name) != out->tables.end()) {
+      return FieldError(path, LineOf(tables[i]), absl::StrCat("\"", name, "\" is listed twice"));
+    }
+    out->tables.push_back(name);
+    out->table_lines.push_back(LineOf(tables[i]));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadFeatures(const MapReader& root, const std::string& yaml,
                           const std::string& base_dir, JobSpec* spec) {
   if (!root.Has("features")) {
@@ -459,7 +503,7 @@ absl::StatusOr<JobSpec> FromYamlImpl(const std::string& yaml, const std::string&
   RETURN_IF_ERROR(root.Check(
       {"name", "priority", "data", "features", "model", "sparse", "dense", "model_file",
        "optimizer", "embedding_init", "training", "trainers", "checkpoint", "export", "eval",
-       "retention"},
+       "retention", "init_from"},
       "{name: my-job, data: {...}, features: ..., model: {...}}"));
   JobSpec spec;
   if (!root.Has("name")) return root.Missing("name", "a DNS label such as my-job-1");
@@ -500,6 +544,7 @@ absl::StatusOr<JobSpec> FromYamlImpl(const std::string& yaml, const std::string&
     RETURN_IF_ERROR(r.String("dir", &spec.export_dir));
     spec.export_dir = Resolve(base_dir, spec.export_dir);
   }
+  if (root.Has("init_from")) RETURN_IF_ERROR(ReadInitFrom(root, base_dir, &spec.init_from));
   if (root.Has("eval")) {
     MapReader r(root.Get("eval"), "eval");
     RETURN_IF_ERROR(r.Check({"every_steps"}, "{every_steps: 1000}"));

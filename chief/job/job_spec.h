@@ -17,6 +17,7 @@
 //   checkpoint: {dir: PATH, interval_seconds: 600, interval_steps: 0, keep: 3}
 //   export: {dir: PATH}
 //   eval: {every_steps: 0}
+//   init_from: {path: EXPORT_OR_CHECKPOINT_DIR, tables: [T, ...]}   # or init_from: DIR
 //
 // Errors are InvalidArgument naming the field path (e.g.
 // "optimizer.embedding.learning_rate"), its YAML line and what is allowed;
@@ -79,6 +80,19 @@ struct JobCheckpointSpec {
   int keep = 3;                    // newest checkpoints kept
 };
 
+// `init_from`: a warm start from a finished job's export or checkpoint.
+struct JobInitFromSpec {
+  std::string path;  // resolved; "" = start from the initializers (the field is absent)
+  // Model table / dense variable names to take; empty = every one of the
+  // model's that the source holds.
+  std::vector<std::string> tables;
+  // YAML lines of `path` and of each of `tables` (0 when unknown, e.g. a
+  // spec read back from its canonical JSON), for the submit-time checks of
+  // the source (chief/export/init_from.h). Not part of the spec's JSON.
+  int path_line = 0;
+  std::vector<int> table_lines;
+};
+
 struct JobSpec {
   std::string name;
   int priority = 0;  // higher runs first
@@ -99,6 +113,7 @@ struct JobSpec {
   JobCheckpointSpec checkpoint;
   std::string export_dir;        // "" = no export (the section is absent)
   int64_t eval_every_steps = 0;  // 0 = evaluate only at the end
+  JobInitFromSpec init_from;
   // Seconds a finished job's tables stay on the PS nodes before the chief
   // drops them: after a cancel or failure, or a success with neither export
   // nor checkpoint. A success with either drops them once written.

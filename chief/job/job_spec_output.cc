@@ -212,6 +212,12 @@ Json ToJson(const JobSpec& s) {
                        {"keep", s.checkpoint.keep}};
   }
   if (!s.export_dir.empty()) j["export"] = {{"dir", s.export_dir}};
+  // Only when set, like retention: a spec without it hashes as before.
+  if (!s.init_from.path.empty()) {
+    Json init = {{"path", s.init_from.path}};
+    if (!s.init_from.tables.empty()) init["tables"] = s.init_from.tables;
+    j["init_from"] = std::move(init);
+  }
   return j;
 }
 

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "chief/export/init_from.h"
 #include "chief/export/model_export.h"
 #include "common/random_id.h"
 #include "common/status_macros.h"
@@ -376,6 +377,7 @@ absl::StatusOr<v1::JobStatus> Chief::SubmitJob(const v1::SubmitJobRequest& reque
     files.push_back(std::move(d));
   }
   if (NeedsMoments(spec.model)) RETURN_IF_ERROR(ComputeMoments(train, &spec));
+  if (!spec.init_from.path.empty()) RETURN_IF_ERROR(PlanInitFrom(spec).status());
 
   JobSubmission sub;
   sub.name = spec.name;
@@ -497,6 +499,11 @@ absl::StatusOr<v1::AcquireWorkResponse> Chief::AcquireWork(const v1::AcquireWork
     RETURN_IF_ERROR(SaveLocked());
     return out;
   }
+  if (absl::StatusOr<JobInfo> assigned = queue_->Get(*job);
+      assigned.ok() && AwaitsInitLocked(*assigned)) {
+    RETURN_IF_ERROR(SaveLocked());
+    return out;  // retry later: no step trains before init_from is loaded
+  }
   absl::StatusOr<std::optional<JobLease>> lease = queue_->Acquire(request.node_id(), now);
   if (absl::IsOutOfRange(lease.status())) return out;  // the job's data is done
   if (!lease.ok()) return lease.status();
@@ -606,6 +613,7 @@ void Chief::Tick(absl::Time now) {
     if (info.state != JobState::kRunning) continue;
     JobRuntime& rt = runtime_[info.id];
     if (rt.task_queued) continue;
+    if (AwaitsInitLocked(info)) continue;  // it queued the load
     if (info.finalizing) {
       Enqueue({Task::kFinalize, info.id});
       continue;
@@ -716,6 +724,8 @@ void Chief::RunTask(const Task& task) {
     s = Finalize(task.job_id);
   } else if (task.kind == Task::kDrop) {
     s = DropTables(task.job_id);
+  } else if (task.kind == Task::kInitialize) {
+    s = InitializeJob(task.job_id);
   } else {
     std::shared_ptr<const JobSpec> spec;
     int64_t steps = 0;
@@ -744,6 +754,47 @@ void Chief::RunTask(const Task& task) {
     queue_->LogEvent(task.job_id, absl::StrCat("error: ", s.message()), absl::Now()).IgnoreError();
     SaveLocked().IgnoreError();
   }
+}
+
+bool Chief::AwaitsInitLocked(const JobInfo& info) {
+  if (info.state != JobState::kRunning || info.initialized != absl::InfinitePast()) return false;
+  absl::StatusOr<std::shared_ptr<const JobSpec>> spec = SpecLocked(info);
+  if (!spec.ok() || (*spec)->init_from.path.empty()) return false;
+  if (ps_ != nullptr && !runtime_[info.id].task_queued) Enqueue({Task::kInitialize, info.id});
+  return true;
+}
+
+// Loads the job's init_from onto its own tables before any trainer trains a
+// step of it. A source that went bad since submit fails the job; a PS that
+// is unreachable is retried at the next tick.
+absl::Status Chief::InitializeJob(const std::string& job_id) {
+  std::shared_ptr<const JobSpec> spec;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(JobInfo info, queue_->Get(job_id));
+    if (info.state != JobState::kRunning || info.initialized != absl::InfinitePast()) {
+      return absl::OkStatus();
+    }
+    ASSIGN_OR_RETURN(spec, SpecLocked(info));
+  }
+  ps::PrefixedPsClient job_ps(ps_, TablePrefix(job_id));
+  absl::StatusOr<InitFromPlan> plan = PlanInitFrom(*spec);
+  absl::StatusOr<InitFromResult> loaded =
+      plan.ok() ? LoadInitFrom(&job_ps, *spec, *plan) : plan.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  const absl::Time now = absl::Now();
+  if (!loaded.ok()) {
+    const absl::Status& e = loaded.status();
+    const std::string msg = absl::StrCat("init_from ", spec->init_from.path, ": ", e.message());
+    if (absl::IsUnavailable(e) || absl::IsDeadlineExceeded(e) || absl::IsResourceExhausted(e) ||
+        absl::IsAborted(e) || absl::IsCancelled(e)) {
+      return absl::Status(e.code(), absl::StrCat(msg, " (retried)"));
+    }
+    RETURN_IF_ERROR(queue_->Fail(job_id, msg, now));
+    return SaveLocked();
+  }
+  RETURN_IF_ERROR(queue_->SetInitialized(job_id, loaded->event, now));
+  return SaveLocked();
 }
 
 absl::Status Chief::Checkpoint(const std::string& job_id, const JobSpec& spec, int64_t step,

@@ -112,7 +112,7 @@ class Chief {
  private:
   // Work for the worker thread.
   struct Task {
-    enum Kind { kCheckpoint, kEval, kFinalize, kDrop } kind;
+    enum Kind { kCheckpoint, kEval, kFinalize, kDrop, kInitialize } kind;
     std::string job_id;
   };
   // Per-job things the chief keeps in memory only.
@@ -136,6 +136,10 @@ class Chief {
   v1::JobStatus StatusLocked(const JobInfo& info, bool with_events);
   int64_t StepsLocked(const std::string& job_id) const;
   void Enqueue(Task task);  // REQUIRES: mu_
+  // init_from (issue 23): a running job whose spec has one and that has not
+  // loaded it yet gets no lease; the worker loads it first (InitializeJob).
+  bool AwaitsInitLocked(const JobInfo& info);  // REQUIRES: mu_
+  absl::Status InitializeJob(const std::string& job_id);
   // A change in a trainer's retry warning becomes a job event. REQUIRES: mu_
   void LogTrainerWarningLocked(const v1::ReportMetricsRequest& r, absl::Time now);
   void RunTask(const Task& task);

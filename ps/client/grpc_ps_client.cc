@@ -618,6 +618,36 @@ absl::StatusOr<std::vector<RestoreInfo>> GrpcPsClient::Restore(const std::string
   return out;
 }
 
+absl::StatusOr<std::vector<ImportInfo>> GrpcPsClient::ImportTables(const ImportOptions& options) {
+  v1::RestoreRequest req;
+  req.set_dir(options.dir);
+  req.mutable_import()->mutable_names()->Add(options.names.begin(), options.names.end());
+  req.mutable_import()->set_to_prefix(options.to_prefix);
+  std::vector<v1::RestoreResponse> resps(shards_.size());
+  std::vector<Call> calls(shards_.size());
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    calls[s].shard = static_cast<int32_t>(s);
+    calls[s].issue = [&req, resp = &resps[s]](Stub* stub, grpc::ClientContext* ctx, Done done) {
+      stub->async()->Restore(ctx, &req, resp, std::move(done));
+    };
+  }
+  // Each shard's import checks everything before it changes anything; one
+  // retried after a lost answer imports the same rows again (idempotent).
+  RETURN_IF_ERROR(Run(calls, absl::Now() + options_.admin_deadline, 0, options_.admin_deadline,
+                      absl::Now() + options_.admin_retry_window));
+  std::vector<ImportInfo> out;
+  for (const v1::RestoreResponse& r : resps) {
+    ImportInfo info;
+    info.from_prefix = r.from_prefix();
+    info.seconds = r.seconds();
+    for (const v1::ImportedPart& p : r.imported()) {
+      info.parts.push_back({.name = p.name(), .dense = p.dense(), .rows = p.rows(), .slots = p.slots()});
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<StartupInfo>> GrpcPsClient::FenceClients(
     absl::Span<const uint64_t> client_ids) {
   v1::FenceClientsRequest req;

@@ -276,6 +276,15 @@ absl::StatusOr<std::vector<RestoreInfo>> LocalPsClient::Restore(const std::strin
   return out;
 }
 
+absl::StatusOr<std::vector<ImportInfo>> LocalPsClient::ImportTables(const ImportOptions& options) {
+  std::vector<ImportInfo> out;
+  for (ParameterServer* ps : shards_) {
+    ASSIGN_OR_RETURN(ImportInfo info, ps->ImportTables(options));
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<StartupInfo>> LocalPsClient::FenceClients(
     absl::Span<const uint64_t> client_ids) {
   std::vector<StartupInfo> out;

@@ -41,6 +41,7 @@ class LocalPsClient final : public PsClient {
   absl::StatusOr<std::vector<ServerStats>> Stats() override;
   absl::StatusOr<std::vector<CheckpointInfo>> Checkpoint(const CheckpointOptions& options) override;
   absl::StatusOr<std::vector<RestoreInfo>> Restore(const std::string& dir) override;
+  absl::StatusOr<std::vector<ImportInfo>> ImportTables(const ImportOptions& options) override;
   absl::StatusOr<std::vector<StartupInfo>> FenceClients(
       absl::Span<const uint64_t> client_ids) override;
 

@@ -113,6 +113,13 @@ PrefixedPsClient::Restore(const std::string &dir) {
   return inner_->Restore(dir);
 }
 
+absl::StatusOr<std::vector<ImportInfo>>
+PrefixedPsClient::ImportTables(const ImportOptions &options) {
+  ImportOptions o = options;
+  o.to_prefix = prefix_ + options.to_prefix;
+  return inner_->ImportTables(o);
+}
+
 absl::StatusOr<std::vector<StartupInfo>> PrefixedPsClient::FenceClients(
     absl::Span<const uint64_t> client_ids) {
   return inner_->FenceClients(client_ids);

@@ -59,6 +59,9 @@ public:
   Checkpoint(const CheckpointOptions &options) override;
   absl::StatusOr<std::vector<RestoreInfo>>
   Restore(const std::string &dir) override;
+  // Imports under prefix() + options.to_prefix.
+  absl::StatusOr<std::vector<ImportInfo>>
+  ImportTables(const ImportOptions &options) override;
   absl::StatusOr<std::vector<StartupInfo>> FenceClients(
       absl::Span<const uint64_t> client_ids) override;
 

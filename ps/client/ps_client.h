@@ -152,6 +152,9 @@ class PsClient {
   // Every shard replaces its contents with the keys and dense variables it
   // owns in the checkpoint at `dir`, whatever shard count wrote it.
   virtual absl::StatusOr<std::vector<RestoreInfo>> Restore(const std::string& dir) = 0;
+  // Every shard's ParameterServer::ImportTables, in shard order (a job's
+  // init_from). A prefixed client imports under its prefix + to_prefix.
+  virtual absl::StatusOr<std::vector<ImportInfo>> ImportTables(const ImportOptions& options) = 0;
 
   // Every shard refuses later pushes from these client ids with ABORTED
   // (ParameterServer::FenceClients): the chief fences a trainer whose lease

@@ -335,6 +335,25 @@ absl::Status PsHandlers::Checkpoint(const v1::CheckpointRequest& req,
 
 absl::Status PsHandlers::Restore(const v1::RestoreRequest& req, v1::RestoreResponse* resp) {
   if (req.dir().empty()) return absl::InvalidArgumentError("restore: no checkpoint dir given");
+  if (req.has_import()) {
+    ImportOptions o;
+    o.dir = req.dir();
+    o.names.assign(req.import().names().begin(), req.import().names().end());
+    o.to_prefix = req.import().to_prefix();
+    ASSIGN_OR_RETURN(ImportInfo info, ps_->ImportTables(o));
+    for (const ImportedPart& part : info.parts) {
+      v1::ImportedPart* out = resp->add_imported();
+      out->set_name(part.name);
+      out->set_dense(part.dense);
+      out->set_rows(part.rows);
+      out->set_slots(part.slots);
+      resp->set_rows(resp->rows() + part.rows);
+      resp->set_dense(resp->dense() + (part.dense ? 1 : 0));
+    }
+    resp->set_from_prefix(info.from_prefix);
+    resp->set_seconds(info.seconds);
+    return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(RestoreInfo info, ps_->Restore(req.dir()));
   resp->set_rows(info.rows);
   resp->set_dense(info.dense);

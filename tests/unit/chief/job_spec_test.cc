@@ -264,6 +264,67 @@ TEST(JobSpecTest, RetrySecondsDefaultsAndSurvivesTheCanonicalJson) {
   EXPECT_NE(kept->SpecHash(), plain->SpecHash());
 }
 
+TEST(JobSpecTest, InitFromParsesBothFormsAndSurvivesTheCanonicalJson) {
+  absl::StatusOr<JobSpec> plain = JobSpec::FromYaml(Spec(), "/jobs/x");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  // Without init_from the spec, and so its hash, is what it was before the
+  // field existed (pinned: the hash before retry_seconds, retention and
+  // init_from, which are left out at their defaults).
+  EXPECT_TRUE(plain->init_from.path.empty());
+  EXPECT_EQ(plain->CanonicalJson().find("init_from"), std::string::npos);
+  EXPECT_EQ(plain->SpecHash(), "b9873f3324e6411f");
+
+  absl::StatusOr<JobSpec> str = JobSpec::FromYaml(Spec() + "init_from: ../models/a\n", "/jobs/x");
+  ASSERT_TRUE(str.ok()) << str.status();
+  EXPECT_EQ(str->init_from.path, "/jobs/models/a");
+  EXPECT_TRUE(str->init_from.tables.empty());
+  EXPECT_NE(str->SpecHash(), plain->SpecHash());
+
+  const std::string yaml =
+      Spec() + "init_from:\n  path: /models/a\n  tables: [C1, shared_wide]\n";
+  absl::StatusOr<JobSpec> map = JobSpec::FromYaml(yaml, "/jobs/x");
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_EQ(map->init_from.path, "/models/a");
+  EXPECT_THAT(map->init_from.tables, ElementsAre("C1", "shared_wide"));
+  EXPECT_EQ(map->init_from.path_line, LineOf(yaml, "path: /models/a"));
+  EXPECT_THAT(map->init_from.table_lines,
+              ElementsAre(LineOf(yaml, "tables: [C1"), LineOf(yaml, "tables: [C1")));
+  EXPECT_THAT(map->CanonicalJson(),
+              HasSubstr(R"("init_from":{"path":"/models/a","tables":["C1","shared_wide"]})"));
+  absl::StatusOr<JobSpec> again = JobSpec::FromYaml(map->CanonicalJson(), "");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->CanonicalJson(), map->CanonicalJson());
+  EXPECT_EQ(again->init_from.tables, map->init_from.tables);
+  // The string form is the map form without tables.
+  absl::StatusOr<JobSpec> as_map = JobSpec::FromYaml(Spec() + "init_from: {path: /jobs/models/a}\n", "/jobs/x");
+  ASSERT_TRUE(as_map.ok()) << as_map.status();
+  EXPECT_EQ(as_map->SpecHash(), str->SpecHash());
+}
+
+TEST(JobSpecTest, InitFromErrorsNameTheFieldAndLine) {
+  struct Case {
+    std::string tail, field, needle;
+  };
+  const std::vector<Case> cases = {
+      {"init_from: {tables: [C1]}\n", "init_from.path", "init_from:"},
+      {"init_from: {path: /m, table: [C1]}\n", "init_from.table", "init_from:"},
+      {"init_from: {path: /m, tables: []}\n", "init_from.tables", "init_from:"},
+      {"init_from: {path: /m, tables: C1}\n", "init_from.tables", "init_from:"},
+      {"init_from:\n  path: /m\n  tables:\n    - C1\n    - [x]\n", "init_from.tables[1]", "- [x]"},
+      {"init_from:\n  path: /m\n  tables:\n    - C1\n    - C1\n", "init_from.tables[1]", "    - C1\n    - C1"},
+      {"init_from: [a]\n", "init_from", "init_from:"},
+      {"init_from: {path: ''}\n", "init_from.path", "init_from:"},
+  };
+  for (const Case& c : cases) {
+    const std::string yaml = Spec() + c.tail;
+    const absl::Status s = Error(yaml);
+    int line = LineOf(yaml, c.needle);
+    if (c.needle.find('\n') != std::string::npos) ++line;  // the second of two lines
+    EXPECT_THAT(std::string(s.message()), HasSubstr(absl::StrCat(c.field, " (line ", line, ")")))
+        << c.tail;
+  }
+}
+
 TEST(JobSpecTest, UnknownAndRepeatedKeysAreErrorsWithTheLine) {
   std::string yaml = Spec() + "learning_rate: 0.1\n";
   EXPECT_THAT(std::string(Error(yaml).message()),
