@@ -1,5 +1,7 @@
 #include "chief/service/chief.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -80,6 +82,19 @@ absl::Status ComputeMoments(const std::vector<std::string>& files, JobSpec* spec
 // export.dir and checkpoint.dir are parents (the job writes DIR/<job id>/):
 // one that is itself an export or a checkpoint belongs to another run.
 absl::Status CheckNotAnotherRun(const JobSpec& spec) {
+  // Made (or found) now: a directory the chief cannot write would otherwise
+  // fail the job only at its end, after all its training.
+  for (const auto& [field, dir] : {std::pair<const char*, std::string>{"export.dir", spec.export_dir},
+                                   {"checkpoint.dir", spec.checkpoint.dir}}) {
+    if (dir.empty()) continue;
+    std::error_code made;
+    std::filesystem::create_directories(dir, made);
+    if (made || !std::filesystem::is_directory(dir, made) || ::access(dir.c_str(), W_OK) != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          field, ": ", dir, " is not a directory the chief can write",
+          made ? absl::StrCat(" (", made.message(), ")") : std::string()));
+    }
+  }
   std::error_code ec;
   if (!spec.export_dir.empty() &&
       std::filesystem::exists(absl::StrCat(spec.export_dir, "/", kExportManifestName), ec)) {
@@ -205,6 +220,13 @@ void Chief::PsRestartedLocked(size_t shard, const ps::StartupInfo& startup) {
   ++ps_restarts_;
   if (rolled_back) ++ps_rollbacks_;
   const absl::Time now = absl::Now();
+  // A PS back from a restart point older than a drop (it ran without its
+  // WAL) has an ended job's tables again: drop them again.
+  for (const JobInfo& info : queue_->List()) {
+    if (IsFinished(info.state) && info.tables_dropped != absl::InfinitePast()) {
+      redrop_.insert(info.id);
+    }
+  }
   for (const JobInfo& info : queue_->List()) {
     if (info.state != JobState::kRunning) continue;
     const int64_t step = StepsLocked(info.id);
@@ -225,15 +247,32 @@ void Chief::PsRestartedLocked(size_t shard, const ps::StartupInfo& startup) {
                                "empty again; what this job trained into it up to step ", step,
                           " is lost");
     } else {
-      text = absl::StrCat(
-          who, " without its write-ahead log: ROLLED BACK to checkpoint ",
-          startup.restored_checkpoint, " (step ", startup.restored_step, ", written ",
-          absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
-                           absl::FromUnixMicros(startup.restored_created_unix_micros),
-                           absl::UTCTimeZone()),
-          "); the updates pushed to it after that are lost: about ",
-          std::max<int64_t>(0, step - startup.restored_step), " steps (step ",
-          startup.restored_step, " to ", step, ")");
+      // The restart point is the PS's, shared by every job: what this job
+      // lost is measured from its own checkpoints, not the point's step.
+      const absl::Time written = absl::FromUnixMicros(startup.restored_created_unix_micros);
+      const std::string point = absl::StrCat(
+          " without its write-ahead log: ROLLED BACK to its restart point ",
+          startup.restored_checkpoint, " (written ",
+          absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", written, absl::UTCTimeZone()), ")");
+      const JobCheckpoint* before = nullptr;
+      for (const JobCheckpoint& c : info.checkpoints) {
+        if (c.time <= written + absl::Seconds(1)) before = &c;
+      }
+      if (written < info.start_time) {
+        text = absl::StrCat(who, point, ", from before this job started: its tables there are "
+                                        "gone and what it trained into them up to step ",
+                            step, " is lost; its trainers fail on them (resubmit the job)");
+      } else if (before == nullptr) {
+        text = absl::StrCat(who, point, ", before this job's first checkpoint: what it pushed "
+                                        "there after that time is lost (it is at step ",
+                            step, ")");
+      } else {
+        text = absl::StrCat(who, point, "; the updates this job pushed to it after its checkpoint "
+                                        "at step ",
+                            before->step, " are lost: about ",
+                            std::max<int64_t>(0, step - before->step), " steps (step ",
+                            before->step, " to ", step, ")");
+      }
     }
     std::cerr << "brook chief: job " << info.id << ": " << text << "\n";
     if (absl::Status s = queue_->LogEvent(info.id, text, now); !s.ok()) {
@@ -619,43 +658,56 @@ void Chief::Tick(absl::Time now) {
       continue;
     }
     absl::StatusOr<std::shared_ptr<const JobSpec>> spec = SpecLocked(info);
-    if (spec.ok() && ps_ != nullptr && (*spec)->eval_every_steps > 0 && !(*spec)->data.eval.empty()) {
-      const int64_t every = (*spec)->eval_every_steps;
-      const int64_t steps = StepsLocked(info.id);
-      if (rt.next_eval_step == 0) rt.next_eval_step = (info.eval.step / every + 1) * every;
-      if (steps >= rt.next_eval_step) {
-        rt.next_eval_step = (steps / every + 1) * every;
-        Enqueue({Task::kEval, info.id});
-        continue;
-      }
+    if (!spec.ok() || ps_ == nullptr) continue;
+    // A checkpoint due goes first: evaluations due at every tick must not
+    // keep a job from ever being checkpointed.
+    if (CheckpointDueLocked(info, **spec, now)) {
+      Enqueue({Task::kCheckpoint, info.id});
+    } else if (EvalDueLocked(info, **spec)) {
+      Enqueue({Task::kEval, info.id});
     }
-    if (!spec.ok() || (*spec)->checkpoint.dir.empty() || ps_ == nullptr) continue;
-    const JobCheckpointSpec& ckpt = (*spec)->checkpoint;
-    bool due = false;
-    if (ckpt.interval_steps > 0) {
-      const int64_t steps = StepsLocked(info.id);
-      const int64_t last_step = info.checkpoints.empty() ? 0 : info.checkpoints.back().step;
-      if (rt.next_checkpoint_step == 0) {
-        rt.next_checkpoint_step = (last_step / ckpt.interval_steps + 1) * ckpt.interval_steps;
-      }
-      if (steps >= rt.next_checkpoint_step) {
-        rt.next_checkpoint_step = (steps / ckpt.interval_steps + 1) * ckpt.interval_steps;
-        due = true;
-      }
-    }
-    const absl::Time last = info.checkpoints.empty() ? info.start_time : info.checkpoints.back().time;
-    if (ckpt.interval_seconds > 0 && now - last >= absl::Seconds(ckpt.interval_seconds)) due = true;
-    if (due) Enqueue({Task::kCheckpoint, info.id});
   }
   if (absl::Status s = SaveLocked(); !s.ok()) std::cerr << "brook chief: " << s.message() << "\n";
 }
 
+bool Chief::CheckpointDueLocked(const JobInfo& info, const JobSpec& spec, absl::Time now) {
+  const JobCheckpointSpec& ckpt = spec.checkpoint;
+  if (ckpt.dir.empty()) return false;
+  JobRuntime& rt = runtime_[info.id];
+  bool due = false;
+  if (ckpt.interval_steps > 0) {
+    const int64_t steps = StepsLocked(info.id);
+    const int64_t last_step = info.checkpoints.empty() ? 0 : info.checkpoints.back().step;
+    if (rt.next_checkpoint_step == 0) {
+      rt.next_checkpoint_step = (last_step / ckpt.interval_steps + 1) * ckpt.interval_steps;
+    }
+    if (steps >= rt.next_checkpoint_step) {
+      rt.next_checkpoint_step = (steps / ckpt.interval_steps + 1) * ckpt.interval_steps;
+      due = true;
+    }
+  }
+  const absl::Time last = info.checkpoints.empty() ? info.start_time : info.checkpoints.back().time;
+  if (ckpt.interval_seconds > 0 && now - last >= absl::Seconds(ckpt.interval_seconds)) due = true;
+  return due;
+}
+
+bool Chief::EvalDueLocked(const JobInfo& info, const JobSpec& spec) {
+  if (spec.eval_every_steps <= 0 || spec.data.eval.empty()) return false;
+  JobRuntime& rt = runtime_[info.id];
+  const int64_t every = spec.eval_every_steps;
+  const int64_t steps = StepsLocked(info.id);
+  if (rt.next_eval_step == 0) rt.next_eval_step = (info.eval.step / every + 1) * every;
+  if (steps < rt.next_eval_step) return false;
+  rt.next_eval_step = (steps / every + 1) * every;
+  return true;
+}
+
 bool Chief::TablesDueForDropLocked(const JobInfo& info, absl::Time now) {
   const JobRuntime& rt = runtime_[info.id];
-  if (ps_ == nullptr || !info.progress.has_value() || info.tables_dropped != absl::InfinitePast() ||
-      rt.task_queued || now < rt.next_drop) {
+  if (ps_ == nullptr || !info.progress.has_value() || rt.task_queued || now < rt.next_drop) {
     return false;
   }
+  if (info.tables_dropped != absl::InfinitePast()) return redrop_.count(info.id) != 0;
   absl::StatusOr<std::shared_ptr<const JobSpec>> spec = SpecLocked(info);
   const int64_t retention =
       spec.ok() ? (*spec)->retention_seconds : JobSpec::kDefaultRetentionSeconds;
@@ -677,10 +729,15 @@ absl::Status Chief::DropTables(const std::string& job_id) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   tables_dropped_ += dropped->tables;
+  const bool again = redrop_.erase(job_id) != 0;
+  if (again && dropped->tables + dropped->dense == 0) return absl::OkStatus();
   RETURN_IF_ERROR(queue_->SetTablesDropped(
       job_id,
-      absl::StrCat("dropped its ", dropped->tables, " table parts and ", dropped->dense,
-                   " dense variable parts from every PS (memory and RocksDB): the job has ended"),
+      absl::StrCat(again ? "dropped again " : "dropped ", "its ", dropped->tables,
+                   " table parts and ", dropped->dense,
+                   " dense variable parts from every PS (memory and RocksDB): the job has ended",
+                   again ? "; a PS had brought them back from a restart point older than the drop"
+                         : ""),
       absl::Now()));
   return SaveLocked();
 }

@@ -155,6 +155,11 @@ class Chief {
   // Whether an ended job's tables should leave the PS now (JobSpec::
   // retention_seconds). REQUIRES: mu_
   bool TablesDueForDropLocked(const JobInfo& info, absl::Time now);
+  // Whether a running job's checkpoint (checkpoint.interval_steps or
+  // interval_seconds) or evaluation (eval.every_steps) is due; each moves
+  // its next step on when it says yes. REQUIRES: mu_
+  bool CheckpointDueLocked(const JobInfo& info, const JobSpec& spec, absl::Time now);
+  bool EvalDueLocked(const JobInfo& info, const JobSpec& spec);
   // Drops the job's tables and dense variables from every PS and records it.
   absl::Status DropTables(const std::string& job_id);
   // Logs the finalization phase about to run ("checkpoint", "eval",
@@ -183,6 +188,9 @@ class Chief {
   uint64_t save_errors_ = 0;  // guarded by mu_
   uint64_t tasks_failed_ = 0;  // guarded by mu_
   uint64_t tables_dropped_ = 0;  // guarded by mu_: table parts of ended jobs
+  // Ended jobs whose tables are dropped again after a PS restart: one that
+  // came back from a restart point older than the drop has them again.
+  std::set<std::string> redrop_;  // guarded by mu_
   uint64_t expired_trainers_ = 0;  // guarded by mu_: missed heartbeats, all jobs
 
   // Fencing, guarded by mu_.

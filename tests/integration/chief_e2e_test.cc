@@ -335,6 +335,44 @@ TEST_F(ChiefE2eTest, PsKilledMidJobAndRestartedOnItsDataDirServesItsRowsAndTheJo
 // the job's last checkpoint, and the job reports what was rolled back (an
 // event naming the checkpoint and the steps lost; a metric), then completes:
 // the loss is bounded by the checkpoint, and the data ledger stays exact.
+// An ended job's tables were dropped; its PS, without a WAL, restarts from a
+// restart point older than the drop and has them again: the chief drops
+// them again and says so (found from outside: they stayed for good).
+TEST_F(ChiefE2eTest, TablesAPsBringsBackFromAnOlderRestartPointAreDroppedAgain) {
+  StartPs(2, /*data_dirs=*/true, {"--no-wal"});
+  StartChief();
+  StartTrainer("t0");
+  std::string yaml = JobYaml("back", 0, 1, 256, 8000, 1);
+  ASSERT_EQ(Cli({"submit", WriteJob("back.yaml", yaml)}).exit_code, 0);
+  ASSERT_TRUE(WaitFor("back", [](const v1::JobStatus& j) { return j.tables_dropped_time_us() > 0; },
+                      120s))
+      << Job("back", true).DebugString();
+  const std::string id = Job("back").id();
+  const std::string tables_of_job = absl::StrCat("brook_ps_job_tables{job=\"", id, "\"}");
+  std::string error;
+  auto page = testing::HttpGet(metrics_["ps-1"], "/metrics", 5000, &error);
+  ASSERT_TRUE(page.has_value()) << error;
+  EXPECT_EQ(page->body.find(tables_of_job), std::string::npos);
+
+  ASSERT_TRUE(ps_[1]->Signal(SIGKILL));
+  ASSERT_TRUE(ps_[1]->Wait(10s).has_value());
+  auto again = testing::StartBrookPs(1, 2, {"--data-dir", dir_.Join("ps-1"), "--no-wal"}, 60s,
+                                     &error, ps_addresses_[1]);
+  ASSERT_TRUE(again.has_value()) << error;
+  ps_[1] = std::move(again->process);
+  metrics_["ps-1"] = again->metrics_address;
+  // Back from the job's final checkpoint's restart point, then gone again.
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  bool gone = false;
+  while (!gone && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(200ms);
+    page = testing::HttpGet(metrics_["ps-1"], "/metrics", 5000, &error);
+    gone = page.has_value() && page->body.find(tables_of_job) == std::string::npos &&
+           !EventsWith("back", "dropped again").empty();
+  }
+  EXPECT_TRUE(gone) << Job("back", true).DebugString();
+}
+
 TEST_F(ChiefE2eTest, PsKilledWithoutItsWalRollsBackToTheCheckpointAndTheJobReportsIt) {
   StartPs(2, /*data_dirs=*/true, {"--no-wal"});
   StartChief();

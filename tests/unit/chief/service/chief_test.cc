@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "ps/client/local_ps_client.h"
 #include "ps/parameter_server.h"
 #include "tests/testing/ps_rpc_testing.h"
@@ -237,10 +238,54 @@ TEST_F(ChiefTest, ASubmitIntoAnotherRunsExportOrCheckpointIsRefusedNamingIt) {
   refused = c->SubmitJob(Submit(Spec("into") + "checkpoint: {dir: " + old_ckpt + "}\n"));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(refused.status().message().find(old_ckpt), std::string::npos) << refused.status();
+  // A file, or a path the chief cannot create, fails the submit, not the
+  // job's end.
+  const std::string file = dir_.Join("a-file");
+  testing::WriteFileOrDie(file, "x");
+  refused = c->SubmitJob(Submit(Spec("into") + "export: {dir: " + file + "}\n"));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("export.dir: " + file), std::string::npos)
+      << refused.status();
+  refused = c->SubmitJob(Submit(Spec("into") + "checkpoint: {dir: /proc/brook-ckpt}\n"));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("checkpoint.dir: /proc/brook-ckpt"), std::string::npos)
+      << refused.status();
   EXPECT_TRUE(c->ListJobs()->jobs().empty());
   // Their parents are fine.
   EXPECT_TRUE(c->SubmitJob(Submit(Spec("into") + "export: {dir: " + dir_.Join("exports") + "}\n"))
                   .ok());
+}
+
+// Evaluations due at every tick (eval.every_steps smaller than the steps
+// between ticks) must not starve checkpoint.interval_steps: a checkpoint due
+// goes first.
+TEST_F(ChiefTest, EvaluationsDueAtEveryTickDoNotStarveStepCheckpoints) {
+  ps::ParameterServer shard{ps::ParameterServerOptions{}};
+  ps::LocalPsClient ps({&shard});
+  auto c = Open(&ps);
+  const std::string extra = absl::StrCat(
+      "checkpoint: {dir: ", dir_.Join("ckpt"), ", interval_seconds: 0, interval_steps: 4}\n",
+      "eval: {every_steps: 1}\n");
+  std::string spec = Spec("starve") + extra;
+  spec = absl::StrReplaceAll(spec, {{"/train-*.tfrecord]}", absl::StrCat("/train-*.tfrecord], eval: [",
+                                                                      dir_.path(),
+                                                                      "/train-0.tfrecord]}")}});
+  auto job = c->SubmitJob(Submit(spec));
+  ASSERT_TRUE(job.ok()) << job.status();
+  RegisterTrainer(c.get(), "t0");
+  auto w = c->AcquireWork(Acquire("t0"));
+  ASSERT_TRUE(w.ok() && !w->job_id().empty()) << w.status();
+  for (uint64_t k = 1; k <= 6; ++k) {
+    v1::CompleteWorkRequest r = Report("t0", *w, k, false);
+    r.set_examples(1);
+    r.set_steps(5 * k);  // past the next checkpoint and the next eval each time
+    ASSERT_TRUE(c->CompleteWork(r).ok());
+    c->Tick(absl::Now());
+    c->RunPendingWork();
+  }
+  const v1::JobStatus s = Get(c.get(), job->id());
+  EXPECT_GE(s.checkpoints_size(), 5) << s.DebugString();
+  EXPECT_EQ(s.checkpoints(s.checkpoints_size() - 1).step(), 30);
 }
 
 TEST_F(ChiefTest, ExpiredOrReRegisteredTrainersPsClientIdsAreFencedOnEveryPs) {
