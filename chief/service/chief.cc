@@ -192,7 +192,7 @@ absl::Status Chief::SendFences() {
   }
   // Sent even when empty: the answers carry each PS's incarnation.
   absl::StatusOr<std::vector<ps::StartupInfo>> startups = ps_->FenceClients(ids);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   ++fence_sends_;
   if (!startups.ok()) {
     ++fence_send_errors_;
@@ -201,13 +201,37 @@ absl::Status Chief::SendFences() {
         absl::StrCat("fencing ", ids.size(), " PS client ids: ", startups.status().message()));
   }
   ps_incarnations_.resize(startups->size(), 0);
+  bool new_process = false;  // restarted, or first seen by this chief
   for (size_t shard = 0; shard < startups->size(); ++shard) {
     const ps::StartupInfo& now = (*startups)[shard];
     uint64_t& known = ps_incarnations_[shard];
     if (known != 0 && known != now.incarnation) PsRestartedLocked(shard, now);
+    new_process = new_process || known != now.incarnation;
     known = now.incarnation;
   }
+  if (new_process) {
+    // A PS back from a restart point older than a drop (it ran without its
+    // WAL, maybe while this chief was down) holds ended jobs' tables again.
+    lock.unlock();
+    absl::StatusOr<std::vector<ps::ServerStats>> stats = ps_->Stats();
+    lock.lock();
+    if (stats.ok()) {
+      for (const ps::ServerStats& shard : *stats) {
+        for (const ps::TableStats& t : shard.tables) RedropIfEndedLocked(t.name);
+        for (const ps::DenseStats& d : shard.dense) RedropIfEndedLocked(d.name);
+      }
+    }
+  }
   return absl::OkStatus();
+}
+
+void Chief::RedropIfEndedLocked(const std::string& ps_name) {
+  const size_t slash = ps_name.find('/');
+  if (slash == std::string::npos) return;
+  absl::StatusOr<JobInfo> info = queue_->Get(ps_name.substr(0, slash));
+  if (info.ok() && IsFinished(info->state) && info->tables_dropped != absl::InfinitePast()) {
+    redrop_.insert(info->id);
+  }
 }
 
 void Chief::PsRestartedLocked(size_t shard, const ps::StartupInfo& startup) {
@@ -220,13 +244,6 @@ void Chief::PsRestartedLocked(size_t shard, const ps::StartupInfo& startup) {
   ++ps_restarts_;
   if (rolled_back) ++ps_rollbacks_;
   const absl::Time now = absl::Now();
-  // A PS back from a restart point older than a drop (it ran without its
-  // WAL) has an ended job's tables again: drop them again.
-  for (const JobInfo& info : queue_->List()) {
-    if (IsFinished(info.state) && info.tables_dropped != absl::InfinitePast()) {
-      redrop_.insert(info.id);
-    }
-  }
   for (const JobInfo& info : queue_->List()) {
     if (info.state != JobState::kRunning) continue;
     const int64_t step = StepsLocked(info.id);
@@ -659,11 +676,17 @@ void Chief::Tick(absl::Time now) {
     }
     absl::StatusOr<std::shared_ptr<const JobSpec>> spec = SpecLocked(info);
     if (!spec.ok() || ps_ == nullptr) continue;
-    // A checkpoint due goes first: evaluations due at every tick must not
-    // keep a job from ever being checkpointed.
-    if (CheckpointDueLocked(info, **spec, now)) {
+    // When both are due they take turns: slow checkpoints due at every tick
+    // must not starve evaluations, nor the other way round.
+    const bool checkpoint = CheckpointDueLocked(info, **spec, now);
+    const bool eval = EvalDueLocked(info, **spec);
+    if (checkpoint && (!eval || !rt.last_was_checkpoint)) {
+      AdvanceCheckpointLocked(info, **spec);
+      rt.last_was_checkpoint = true;
       Enqueue({Task::kCheckpoint, info.id});
-    } else if (EvalDueLocked(info, **spec)) {
+    } else if (eval) {
+      AdvanceEvalLocked(info, **spec);
+      rt.last_was_checkpoint = false;
       Enqueue({Task::kEval, info.id});
     }
   }
@@ -674,32 +697,33 @@ bool Chief::CheckpointDueLocked(const JobInfo& info, const JobSpec& spec, absl::
   const JobCheckpointSpec& ckpt = spec.checkpoint;
   if (ckpt.dir.empty()) return false;
   JobRuntime& rt = runtime_[info.id];
-  bool due = false;
   if (ckpt.interval_steps > 0) {
-    const int64_t steps = StepsLocked(info.id);
     const int64_t last_step = info.checkpoints.empty() ? 0 : info.checkpoints.back().step;
     if (rt.next_checkpoint_step == 0) {
       rt.next_checkpoint_step = (last_step / ckpt.interval_steps + 1) * ckpt.interval_steps;
     }
-    if (steps >= rt.next_checkpoint_step) {
-      rt.next_checkpoint_step = (steps / ckpt.interval_steps + 1) * ckpt.interval_steps;
-      due = true;
-    }
+    if (StepsLocked(info.id) >= rt.next_checkpoint_step) return true;
   }
   const absl::Time last = info.checkpoints.empty() ? info.start_time : info.checkpoints.back().time;
-  if (ckpt.interval_seconds > 0 && now - last >= absl::Seconds(ckpt.interval_seconds)) due = true;
-  return due;
+  return ckpt.interval_seconds > 0 && now - last >= absl::Seconds(ckpt.interval_seconds);
+}
+
+void Chief::AdvanceCheckpointLocked(const JobInfo& info, const JobSpec& spec) {
+  const int64_t every = spec.checkpoint.interval_steps;
+  if (every > 0) runtime_[info.id].next_checkpoint_step = (StepsLocked(info.id) / every + 1) * every;
 }
 
 bool Chief::EvalDueLocked(const JobInfo& info, const JobSpec& spec) {
   if (spec.eval_every_steps <= 0 || spec.data.eval.empty()) return false;
   JobRuntime& rt = runtime_[info.id];
   const int64_t every = spec.eval_every_steps;
-  const int64_t steps = StepsLocked(info.id);
   if (rt.next_eval_step == 0) rt.next_eval_step = (info.eval.step / every + 1) * every;
-  if (steps < rt.next_eval_step) return false;
-  rt.next_eval_step = (steps / every + 1) * every;
-  return true;
+  return StepsLocked(info.id) >= rt.next_eval_step;
+}
+
+void Chief::AdvanceEvalLocked(const JobInfo& info, const JobSpec& spec) {
+  const int64_t every = spec.eval_every_steps;
+  runtime_[info.id].next_eval_step = (StepsLocked(info.id) / every + 1) * every;
 }
 
 bool Chief::TablesDueForDropLocked(const JobInfo& info, absl::Time now) {
@@ -867,7 +891,12 @@ absl::Status Chief::Checkpoint(const std::string& job_id, const JobSpec& spec, i
                         absl::StrCat("checkpoint to ", dir, " failed: ", done.status().message()));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  const absl::Time now = absl::Now();
+  // Its time is when the PS nodes took it (the instant of their restart
+  // points too), not when the last one finished writing.
+  absl::Time now = absl::Now();
+  for (const ps::CheckpointInfo& part : *done) {
+    if (part.created_unix_micros > 0) now = std::min(now, absl::FromUnixMicros(part.created_unix_micros));
+  }
   RETURN_IF_ERROR(queue_->AddCheckpoint(job_id, dir, step, now));
   // Keep the newest `keep`; older ones are deleted (they stay listed).
   ASSIGN_OR_RETURN(JobInfo info, queue_->Get(job_id));

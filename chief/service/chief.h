@@ -124,6 +124,7 @@ class Chief {
     std::deque<std::pair<absl::Time, uint64_t>> examples_samples;  // rate window
     bool task_queued = false;
     absl::Time next_drop = absl::InfinitePast();  // after a failed drop: retry then
+    bool last_was_checkpoint = false;  // checkpoints and evaluations take turns
   };
 
   Chief(const ChiefOptions& options, ps::PsClient* ps, std::unique_ptr<ChiefStateStore> store,
@@ -156,10 +157,12 @@ class Chief {
   // retention_seconds). REQUIRES: mu_
   bool TablesDueForDropLocked(const JobInfo& info, absl::Time now);
   // Whether a running job's checkpoint (checkpoint.interval_steps or
-  // interval_seconds) or evaluation (eval.every_steps) is due; each moves
-  // its next step on when it says yes. REQUIRES: mu_
+  // interval_seconds) or evaluation (eval.every_steps) is due, and, once one
+  // is queued, its next step. REQUIRES: mu_
   bool CheckpointDueLocked(const JobInfo& info, const JobSpec& spec, absl::Time now);
+  void AdvanceCheckpointLocked(const JobInfo& info, const JobSpec& spec);
   bool EvalDueLocked(const JobInfo& info, const JobSpec& spec);
+  void AdvanceEvalLocked(const JobInfo& info, const JobSpec& spec);
   // Drops the job's tables and dense variables from every PS and records it.
   absl::Status DropTables(const std::string& job_id);
   // Logs the finalization phase about to run ("checkpoint", "eval",
@@ -174,6 +177,9 @@ class Chief {
   // A PS came back as a new process: tells every running job what it kept
   // or rolled back (a job event). REQUIRES: mu_
   void PsRestartedLocked(size_t shard, const ps::StartupInfo& startup);
+  // A table or dense variable `ps_name` on a PS: if it is an ended job's
+  // whose tables were dropped, they are dropped again. REQUIRES: mu_
+  void RedropIfEndedLocked(const std::string& ps_name);
 
   const ChiefOptions options_;
   ps::PsClient* const ps_;

@@ -371,6 +371,30 @@ TEST_F(ChiefE2eTest, TablesAPsBringsBackFromAnOlderRestartPointAreDroppedAgain) 
            !EventsWith("back", "dropped again").empty();
   }
   EXPECT_TRUE(gone) << Job("back", true).DebugString();
+
+  // The same while the chief is down: the restarted chief finds them.
+  const int port = std::stoi(chief_address_.substr(chief_address_.rfind(':') + 1));
+  chief_->Signal(SIGKILL);
+  ASSERT_TRUE(chief_->Wait(10s).has_value());
+  ASSERT_TRUE(ps_[1]->Signal(SIGKILL));
+  ASSERT_TRUE(ps_[1]->Wait(10s).has_value());
+  again = testing::StartBrookPs(1, 2, {"--data-dir", dir_.Join("ps-1"), "--no-wal"}, 60s, &error,
+                                ps_addresses_[1]);
+  ASSERT_TRUE(again.has_value()) << error;
+  ps_[1] = std::move(again->process);
+  metrics_["ps-1"] = again->metrics_address;
+  page = testing::HttpGet(metrics_["ps-1"], "/metrics", 5000, &error);
+  ASSERT_TRUE(page.has_value()) << error;
+  EXPECT_NE(page->body.find(tables_of_job), std::string::npos);  // back again
+  StartChief(port);
+  const auto until_again = std::chrono::steady_clock::now() + 30s;
+  gone = false;
+  while (!gone && std::chrono::steady_clock::now() < until_again) {
+    std::this_thread::sleep_for(200ms);
+    page = testing::HttpGet(metrics_["ps-1"], "/metrics", 5000, &error);
+    gone = page.has_value() && page->body.find(tables_of_job) == std::string::npos;
+  }
+  EXPECT_TRUE(gone) << Job("back", true).DebugString();
 }
 
 TEST_F(ChiefE2eTest, PsKilledWithoutItsWalRollsBackToTheCheckpointAndTheJobReportsIt) {
@@ -407,6 +431,10 @@ TEST_F(ChiefE2eTest, PsKilledWithoutItsWalRollsBackToTheCheckpointAndTheJobRepor
   EXPECT_NE(rollbacks[0].find(dir_.Join("ps-1") + "/checkpoints/ckpt-"), std::string::npos)
       << rollbacks[0];
   EXPECT_NE(rollbacks[0].find("are lost"), std::string::npos) << rollbacks[0];
+  // Measured from the job's own checkpoint the restart point was taken with.
+  EXPECT_NE(rollbacks[0].find("the updates this job pushed to it after its checkpoint at step "),
+            std::string::npos)
+      << rollbacks[0];
   auto page = testing::HttpGet(metrics_["chief"], "/metrics", 5000, &error);
   ASSERT_TRUE(page.has_value()) << error;
   EXPECT_NE(page->body.find("brook_chief_ps_restarts_total{rolled_back=\"true\"} 1"),
