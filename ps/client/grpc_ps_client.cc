@@ -592,21 +592,30 @@ absl::StatusOr<std::vector<CheckpointInfo>> GrpcPsClient::Checkpoint(
   return out;
 }
 
-absl::StatusOr<std::vector<RestoreInfo>> GrpcPsClient::Restore(const std::string& dir) {
-  v1::RestoreRequest req;
-  req.set_dir(dir);
-  std::vector<v1::RestoreResponse> resps(shards_.size());
+absl::Status GrpcPsClient::RestoreOnEveryShard(const v1::RestoreRequest& req,
+                                               std::vector<v1::RestoreResponse>* resps) {
+  resps->clear();
+  resps->resize(shards_.size());
   std::vector<Call> calls(shards_.size());
   for (size_t s = 0; s < shards_.size(); ++s) {
     calls[s].shard = static_cast<int32_t>(s);
-    calls[s].issue = [&req, resp = &resps[s]](Stub* stub, grpc::ClientContext* ctx, Done done) {
+    calls[s].issue = [&req, resp = &(*resps)[s]](Stub* stub, grpc::ClientContext* ctx, Done done) {
       stub->async()->Restore(ctx, &req, resp, std::move(done));
     };
   }
-  // One attempt may take the whole budget: a checkpoint or restore that is
-  // cut short and retried would only start over.
-  RETURN_IF_ERROR(Run(calls, absl::Now() + options_.admin_deadline, 0, options_.admin_deadline,
-                      absl::Now() + options_.admin_retry_window));
+  // One attempt may take the whole budget: a restore that is cut short and
+  // retried would only start over. An import checks everything before it
+  // changes anything, and one retried after a lost answer imports the same
+  // rows again (idempotent).
+  return Run(calls, absl::Now() + options_.admin_deadline, 0, options_.admin_deadline,
+             absl::Now() + options_.admin_retry_window);
+}
+
+absl::StatusOr<std::vector<RestoreInfo>> GrpcPsClient::Restore(const std::string& dir) {
+  v1::RestoreRequest req;
+  req.set_dir(dir);
+  std::vector<v1::RestoreResponse> resps;
+  RETURN_IF_ERROR(RestoreOnEveryShard(req, &resps));
   std::vector<RestoreInfo> out;
   for (const v1::RestoreResponse& r : resps) {
     RestoreInfo info;
@@ -623,18 +632,8 @@ absl::StatusOr<std::vector<ImportInfo>> GrpcPsClient::ImportTables(const ImportO
   req.set_dir(options.dir);
   req.mutable_import()->mutable_names()->Add(options.names.begin(), options.names.end());
   req.mutable_import()->set_to_prefix(options.to_prefix);
-  std::vector<v1::RestoreResponse> resps(shards_.size());
-  std::vector<Call> calls(shards_.size());
-  for (size_t s = 0; s < shards_.size(); ++s) {
-    calls[s].shard = static_cast<int32_t>(s);
-    calls[s].issue = [&req, resp = &resps[s]](Stub* stub, grpc::ClientContext* ctx, Done done) {
-      stub->async()->Restore(ctx, &req, resp, std::move(done));
-    };
-  }
-  // Each shard's import checks everything before it changes anything; one
-  // retried after a lost answer imports the same rows again (idempotent).
-  RETURN_IF_ERROR(Run(calls, absl::Now() + options_.admin_deadline, 0, options_.admin_deadline,
-                      absl::Now() + options_.admin_retry_window));
+  std::vector<v1::RestoreResponse> resps;
+  RETURN_IF_ERROR(RestoreOnEveryShard(req, &resps));
   std::vector<ImportInfo> out;
   for (const v1::RestoreResponse& r : resps) {
     ImportInfo info;

@@ -44,6 +44,8 @@
 namespace brook::v1 {
 class DropTableRequest;
 class DropTableResponse;
+class RestoreRequest;
+class RestoreResponse;
 }  // namespace brook::v1
 
 namespace grpc {
@@ -173,6 +175,10 @@ class GrpcPsClient final : public PsClient {
   absl::Status DropOnEveryShard(const v1::DropTableRequest& req,
                                 std::vector<v1::DropTableResponse>* resps,
                                 std::vector<Call>* calls, uint32_t ok_codes);
+  // Sends a Restore request (a restore or an import) to every shard, one
+  // attempt allowed the admin deadline: one answer per shard in `resps`.
+  absl::Status RestoreOnEveryShard(const v1::RestoreRequest& req,
+                                   std::vector<v1::RestoreResponse>* resps);
   // Waits for `pending`'s callbacks; cancels them when Cancel() is called.
   void AwaitRound(const std::vector<Call*>& pending);
   // Sleeps `d` unless cancelled first (false then).
