@@ -234,6 +234,27 @@ class Owner {
   int32_t shard_, shards_;
 };
 
+// The deleted keys of a checkpoint's row block that `owner`'s shard keeps.
+std::vector<uint64_t> OwnedDeletedKeys(const v1::RowBlock& b, const Owner& owner) {
+  std::vector<uint64_t> keys = CopyOut<uint64_t>(b.deleted_keys());
+  keys.erase(std::remove_if(keys.begin(), keys.end(), [&](uint64_t k) { return !owner.Owns(k); }),
+             keys.end());
+  return keys;
+}
+
+// The size of each row of a block of `part`'s rows file: DATA_LOSS when its
+// bytes are not whole rows. 0 for a block without rows.
+absl::StatusOr<size_t> RowBytesOf(const v1::RowBlock& b, const std::string& part) {
+  if (b.rows().empty()) return size_t{0};
+  const size_t row_bytes = b.row_bytes();
+  if (row_bytes == 0 || b.rows().size() % row_bytes != 0) {
+    return absl::DataLossError(absl::StrCat(part, ": a row block of table '", b.table(),
+                                            "' holds ", b.rows().size(),
+                                            " bytes, not a multiple of ", row_bytes));
+  }
+  return row_bytes;
+}
+
 // Buffers owned rows of one table and imports them in batches.
 class RowImporter {
  public:
@@ -964,21 +985,11 @@ absl::StatusOr<RestoreInfo> ParameterServer::RestoreLocked(
             if (!b.deleted_keys().empty()) {
               // Rows buffered so far came before these deletes.
               RETURN_IF_ERROR(it->second->Flush());
-              const Owner owner(b.table(), me, shards);
-              std::vector<uint64_t> keys = CopyOut<uint64_t>(b.deleted_keys());
-              keys.erase(std::remove_if(keys.begin(), keys.end(),
-                                        [&](uint64_t k) { return !owner.Owns(k); }),
-                         keys.end());
               ASSIGN_OR_RETURN(std::shared_ptr<Table> t, state_->FindTable(b.table()));
-              RETURN_IF_ERROR(t->ImportDeletes(keys));
+              RETURN_IF_ERROR(
+                  t->ImportDeletes(OwnedDeletedKeys(b, Owner(b.table(), me, shards))));
             }
-            const size_t row_bytes = b.row_bytes();
-            if (b.rows().empty()) return absl::OkStatus();
-            if (row_bytes == 0 || b.rows().size() % row_bytes != 0) {
-              return absl::DataLossError(absl::StrCat(part, ": a row block of table '", b.table(),
-                                                      "' holds ", b.rows().size(),
-                                                      " bytes, not a multiple of ", row_bytes));
-            }
+            ASSIGN_OR_RETURN(const size_t row_bytes, RowBytesOf(b, part));
             for (size_t off = 0; off < b.rows().size(); off += row_bytes) {
               RETURN_IF_ERROR(it->second->Add(b.rows().data() + off, row_bytes));
             }
@@ -1212,20 +1223,10 @@ absl::StatusOr<ImportInfo> ParameterServer::ImportTables(const ImportOptions& op
             Table* t = p.target.get();
             if (!b.deleted_keys().empty()) {
               RETURN_IF_ERROR(p.importer->Flush());
-              const Owner owner(p.to, me, shards);
-              std::vector<uint64_t> keys = CopyOut<uint64_t>(b.deleted_keys());
-              keys.erase(std::remove_if(keys.begin(), keys.end(),
-                                        [&](uint64_t k) { return !owner.Owns(k); }),
-                         keys.end());
-              RETURN_IF_ERROR(t->ImportDeletes(keys));
+              RETURN_IF_ERROR(t->ImportDeletes(OwnedDeletedKeys(b, Owner(p.to, me, shards))));
             }
-            const size_t row_bytes = b.row_bytes();
-            if (b.rows().empty()) return absl::OkStatus();
-            if (row_bytes == 0 || b.rows().size() % row_bytes != 0) {
-              return absl::DataLossError(absl::StrCat(part, ": a row block of table '", b.table(),
-                                                      "' holds ", b.rows().size(),
-                                                      " bytes, not a multiple of ", row_bytes));
-            }
+            ASSIGN_OR_RETURN(const size_t row_bytes, RowBytesOf(b, part));
+            if (row_bytes == 0) return absl::OkStatus();
             const size_t target_bytes = t->stored_row_bytes();
             for (size_t off = 0; off < b.rows().size(); off += row_bytes) {
               RETURN_IF_ERROR(
