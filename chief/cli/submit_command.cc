@@ -90,10 +90,20 @@ int RunSubmit(const SubmitFlags& f) {
     std::cerr << "brook submit: " << spec.status().message() << "\n";
     return kExitUsage;
   }
-  absl::StatusOr<std::vector<chief::JobSpec::GlobMatches>> data = spec->CheckData();
-  if (!data.ok()) {
-    std::cerr << "brook submit: " << f.job << ": " << data.status().message() << "\n";
+  if (spec->training.steps > 0) {
+    // As the chief would answer: a dry run must not pass what a submit fails.
+    std::cerr << "brook submit: " << f.job << ": " << chief::kChiefRefusesSteps << "\n";
     return kExitUsage;
+  }
+  absl::StatusOr<std::vector<chief::JobSpec::GlobMatches>> data = spec->CheckData();
+  absl::StatusOr<input::DataCheckResult> contents =
+      data.ok() ? spec->CheckDataContents(*data) : data.status();
+  if (!contents.ok()) {
+    std::cerr << "brook submit: " << f.job << ": " << contents.status().message() << "\n";
+    return kExitUsage;
+  }
+  for (const std::string& w : contents->warnings) {
+    std::cerr << "brook submit: warning: " << w << "\n";
   }
   if (!spec->init_from.path.empty()) {
     // The chief checks it again at submit: it reads the same paths.

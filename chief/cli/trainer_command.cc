@@ -13,6 +13,10 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
 #include <cstdlib>
 #include <functional>
 #include <thread>
@@ -24,14 +28,18 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "chief/cli/commands.h"
 #include "chief/cli/security_flags.h"
 #include "chief/client/cluster_spec.h"
+#include "chief/core/job_queue.h"
+#include "chief/export/model_export.h"
 #include "chief/job/job_spec.h"
 #include "chief/service/trainer_worker.h"
+#include "common/random_id.h"
 #include "common/status_macros.h"
 #include "metrics/collector.h"
 #include "metrics/exposer.h"
@@ -40,7 +48,9 @@
 #include "ps/parameter_server.h"
 #include "storage/atomic_file.h"
 #include "trainer/backend/backend_loader.h"
+#include "trainer/input/data_check.h"
 #include "trainer/input/pipeline.h"
+#include "trainer/input/sources.h"
 #include "trainer/model/model_spec.h"
 #include "trainer/trainer.h"
 #include <nlohmann/json.hpp>
@@ -73,6 +83,8 @@ struct TrainerFlags {
   float embedding_init_range = 0.05f;
   std::string embedding_optimizer = "adagrad";
   bool eval_only = false;
+  std::string on_corrupt = "fail";  // fail | skip (data.on_corrupt)
+  std::string export_dir;           // parent of the export; with --job, its export.dir
   // --job: the spec, the files its globs match (used instead of --data /
   // --eval-data unless those are given) and the flags given explicitly.
   std::string job;
@@ -106,6 +118,8 @@ absl::Status ApplyJob(TrainerFlags* f) {
   if (!keep("--seed")) f->seed = job.training.seed;
   if (!keep("--max-steps")) f->max_steps = job.training.steps;
   if (!keep("--retry-seconds")) f->retry_seconds = job.training.retry_seconds;
+  if (!keep("--on-corrupt")) f->on_corrupt = job.data.skip_corrupt ? "skip" : "fail";
+  if (!keep("--export-dir")) f->export_dir = job.export_dir;
   trainer::TrainerOptions o = job.ToTrainerOptions();
   if (keep("--staleness")) o.staleness = f->options.staleness;
   if (keep("--dense-refresh-steps")) o.dense_refresh_steps = f->options.dense_refresh_steps;
@@ -193,8 +207,152 @@ absl::StatusOr<std::unique_ptr<input::Pipeline>> MakePipeline(const input::Featu
   o.seed = f.seed;
   o.shuffle_buffer = train ? f.shuffle_buffer : 0;
   o.epochs = train ? f.epochs : 1;
+  o.skip_corrupt_records = o.skip_bad_examples = f.on_corrupt == "skip";
   return input::Pipeline::Create(spec, o);
 }
+
+// The files --data / --eval-data (or the job's globs) name.
+absl::StatusOr<std::vector<std::string>> FilesOf(const TrainerFlags& f, bool train) {
+  const std::vector<std::string>& files = train ? f.data_files : f.eval_files;
+  if (!files.empty()) return files;
+  const std::string& glob = train ? f.data : f.eval_data;
+  if (glob.empty()) return std::vector<std::string>();
+  return input::internal::ExpandGlob(glob);
+}
+
+// Every data file opens as TFRecord and the first records fit the feature
+// spec, before any PS is touched (input::CheckData); warnings on stderr.
+absl::Status CheckTrainerData(const TrainerFlags& f, const input::FeatureSpec& features) {
+  std::vector<input::DataCheckList> lists;
+  for (const bool train : {true, false}) {
+    if (train && f.eval_only) continue;
+    ASSIGN_OR_RETURN(std::vector<std::string> files, FilesOf(f, train));
+    const std::string& glob = train ? f.data : f.eval_data;
+    std::string what = train ? "--data" : "--eval-data";
+    if (!glob.empty()) {
+      absl::StrAppend(&what, " \"", glob, "\"");
+    } else if (f.job_spec.has_value()) {
+      what = train ? "the job's data.train" : "the job's data.eval";
+    }
+    lists.push_back({what, std::move(files)});
+  }
+  input::DataCheckOptions o;
+  if (f.job_spec.has_value()) o.compression = f.job_spec->data.compression;
+  o.skip_corrupt = f.on_corrupt == "skip";
+  ASSIGN_OR_RETURN(input::DataCheckResult r, input::CheckData(features, lists, o));
+  for (const std::string& w : r.warnings) std::cerr << "brook trainer: warning: " << w << "\n";
+  return absl::OkStatus();
+}
+
+// What a standalone run exports and checkpoints as: the --job spec with the
+// flags that overrode it, or one made of the flags. Its canonical JSON is
+// recorded in the export, so `brook predict` scores with exactly this.
+chief::JobSpec StandaloneSpec(const TrainerFlags& f, const input::FeatureSpec& features,
+                              const trainer::ModelSpec& model,
+                              const trainer::TrainerOptions& options) {
+  chief::JobSpec js = f.job_spec.value_or(chief::JobSpec{});
+  if (!f.job_spec.has_value()) js.name = "trainer";
+  if (!f.data.empty()) js.data.train = {f.data};
+  if (!f.eval_data.empty()) js.data.eval = {f.eval_data};
+  js.data.skip_corrupt = f.on_corrupt == "skip";
+  js.features = features;
+  js.model = model;  // with the standardize moments it trained with
+  js.embedding_optimizer = options.embedding_optimizer;
+  js.dense_optimizer = options.dense_optimizer;
+  js.table_optimizers = options.table_optimizers;
+  js.lr_schedule = options.lr_schedule;
+  js.embedding_init = options.embedding_init;
+  js.training.batch_size = f.batch_size;
+  js.training.epochs = f.max_steps > 0 ? 0 : f.epochs;
+  js.training.steps = f.max_steps;
+  js.training.staleness = options.staleness;
+  js.training.accumulation_steps = options.accumulation_steps;
+  js.training.dense_refresh_steps = options.dense_refresh_steps;
+  js.training.seed = f.seed;
+  js.training.shuffle_buffer = static_cast<int64_t>(f.shuffle_buffer);
+  js.training.retry_seconds = f.retry_seconds;
+  js.export_dir = f.export_dir;
+  return js;
+}
+
+// The job spec's checkpoint section for a run without a chief: a PS
+// checkpoint of the run's tables every interval_seconds / interval_steps
+// (newest `keep` kept) and one at the end, under <dir>/<run id>/.
+class StandaloneCheckpoints {
+ public:
+  StandaloneCheckpoints(ps::PsClient* ps, const chief::JobCheckpointSpec& spec,
+                        std::string run_id)
+      : ps_(ps), spec_(spec), run_dir_(absl::StrCat(spec.dir, "/", std::move(run_id))) {}
+  ~StandaloneCheckpoints() { Stop(); }
+
+  // Checkpoints on the spec's schedule while `steps` moves on.
+  void Start(std::function<int64_t()> steps) {
+    if (spec_.interval_seconds == 0 && spec_.interval_steps == 0) return;
+    thread_ = std::thread([this, steps = std::move(steps)] {
+      absl::Time last = absl::Now();
+      int64_t last_step = steps();
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!stop_) {
+        cv_.wait_for(lock, std::chrono::milliseconds(200));
+        if (stop_) break;
+        const int64_t step = steps();
+        const bool by_time = spec_.interval_seconds > 0 &&
+                             absl::Now() - last >= absl::Seconds(spec_.interval_seconds);
+        const bool by_steps =
+            spec_.interval_steps > 0 && step - last_step >= spec_.interval_steps;
+        if (!by_time && !by_steps) continue;
+        lock.unlock();
+        absl::Status s = Take(absl::StrCat("step-", step), step);
+        if (!s.ok()) std::cerr << "brook trainer: " << s.message() << " (training goes on)\n";
+        lock.lock();
+        last = absl::Now();
+        last_step = step;
+      }
+    });
+  }
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  absl::Status Take(const std::string& name, int64_t step) {
+    ps::CheckpointOptions o;
+    o.dir = absl::StrCat(run_dir_, "/", name);
+    o.step = step;
+    absl::StatusOr<std::vector<ps::CheckpointInfo>> done = ps_->Checkpoint(o);
+    if (!done.ok()) {
+      return absl::Status(done.status().code(), absl::StrCat("checkpoint to ", o.dir,
+                                                             " failed: ", done.status().message()));
+    }
+    std::cerr << "brook trainer: checkpoint at step " << step << " in " << o.dir << "\n";
+    std::lock_guard<std::mutex> lock(taken_mu_);
+    taken_.push_back(o.dir);
+    while (static_cast<int>(taken_.size()) > spec_.keep) {
+      std::error_code ec;
+      std::filesystem::remove_all(taken_.front(), ec);
+      taken_.erase(taken_.begin());
+    }
+    return absl::OkStatus();
+  }
+  std::vector<std::string> taken() const {
+    std::lock_guard<std::mutex> lock(taken_mu_);
+    return taken_;
+  }
+
+ private:
+  ps::PsClient* const ps_;
+  const chief::JobCheckpointSpec spec_;
+  const std::string run_dir_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded by mu_
+  mutable std::mutex taken_mu_;
+  std::vector<std::string> taken_;  // guarded by taken_mu_, oldest first
+};
 
 absl::Status RunTrainer(const TrainerFlags& f) {
   if (!f.job_spec.has_value() && (f.feature_spec.empty() || f.model_spec.empty())) {
@@ -227,6 +385,7 @@ absl::Status RunTrainer(const TrainerFlags& f) {
         "the model's standardize inputs have no mean/stddev: give them in the model spec or "
         "pass --data to compute them");
   }
+  RETURN_IF_ERROR(CheckTrainerData(f, features));
   if (needs_moments) {
     // One pass over the training data for the standardize transforms.
     input::PipelineOptions o;
@@ -234,6 +393,7 @@ absl::Status RunTrainer(const TrainerFlags& f) {
     o.files = f.data_files;
     if (f.job_spec.has_value()) o.compression = f.job_spec->data.compression;
     o.batch_size = 4096;
+    o.skip_corrupt_records = o.skip_bad_examples = f.on_corrupt == "skip";
     ASSIGN_OR_RETURN(auto scan, input::Pipeline::Create(features, o));
     trainer::MomentsAccumulator moments(spec, features);
     for (;;) {
@@ -291,9 +451,24 @@ absl::Status RunTrainer(const TrainerFlags& f) {
     std::cout << "brook trainer metrics on " << exposer->address() << std::endl;
   }
   RETURN_IF_ERROR(t->Setup());
+  const chief::JobSpec run_spec = StandaloneSpec(f, features, spec, options);
+  const std::string run_id =
+      chief::NewJobId(run_spec.name, absl::Now(), static_cast<uint32_t>(RandomNonZeroId()));
+  std::optional<StandaloneCheckpoints> checkpoints;
+  if (!run_spec.checkpoint.dir.empty() && !f.eval_only) {
+    checkpoints.emplace(client.get(), run_spec.checkpoint, run_id);
+  }
+  input::PipelineStats train_stats;
   if (!f.eval_only) {
     ASSIGN_OR_RETURN(auto train, MakePipeline(features, f, f.data, /*train=*/true));
-    RETURN_IF_ERROR(t->Train(train.get()));
+    if (checkpoints.has_value()) checkpoints->Start([t = t.get()] { return t->stats().steps; });
+    absl::Status trained = t->Train(train.get());
+    if (checkpoints.has_value()) checkpoints->Stop();
+    train_stats = train->stats();
+    RETURN_IF_ERROR(trained);
+    if (checkpoints.has_value()) {
+      RETURN_IF_ERROR(checkpoints->Take("final", t->stats().steps));
+    }
   }
   const trainer::TrainerStats s = t->stats();
   std::cerr << absl::StrFormat(
@@ -311,12 +486,42 @@ absl::Status RunTrainer(const TrainerFlags& f) {
                         {"input_wait_seconds", s.input_wait_seconds},
                         {"ps_wait_seconds", s.ps_wait_seconds},
                         {"compute_seconds", s.compute_seconds}};
+  if (train_stats.corrupt_regions + train_stats.bad_examples > 0) {
+    std::cerr << absl::StrFormat(
+        "brook trainer: skipped %d corrupt regions (%d bytes) and %d records that do not parse "
+        "(--on-corrupt skip)\n",
+        train_stats.corrupt_regions, train_stats.corrupt_bytes, train_stats.bad_examples);
+  }
+  out["skipped"] = {{"corrupt_regions", train_stats.corrupt_regions},
+                    {"corrupt_bytes", train_stats.corrupt_bytes},
+                    {"bad_examples", train_stats.bad_examples}};
+  std::optional<trainer::EvalResult> eval_result;
   if (!f.eval_data.empty() || !f.eval_files.empty()) {
     ASSIGN_OR_RETURN(auto eval, MakePipeline(features, f, f.eval_data, /*train=*/false));
     ASSIGN_OR_RETURN(trainer::EvalResult r, t->Evaluate(eval.get()));
     out["eval"] = {{"examples", r.examples},     {"auc", r.auc},
                    {"logloss", r.logloss},       {"accuracy", r.accuracy},
                    {"calibration", r.calibration}, {"mean_loss", r.mean_loss}};
+    eval_result = r;
+  }
+  if (checkpoints.has_value()) out["checkpoints"] = checkpoints->taken();
+  if (!run_spec.export_dir.empty() && !f.eval_only) {
+    chief::ExportRequest req;
+    req.dir = absl::StrCat(run_spec.export_dir, "/", run_id);
+    req.job_id = run_id;
+    req.step = s.steps;
+    req.eval = eval_result;
+    ASSIGN_OR_RETURN(req.train_files, FilesOf(f, /*train=*/true));
+    ASSIGN_OR_RETURN(req.eval_files, FilesOf(f, /*train=*/false));
+    if (!eval_result.has_value()) req.eval_files.clear();
+    absl::StatusOr<chief::ExportManifest> exported = chief::WriteExport(client.get(), run_spec, req);
+    if (!exported.ok()) {
+      return absl::Status(exported.status().code(),
+                          absl::StrCat("export to ", req.dir, " failed: ",
+                                       exported.status().message()));
+    }
+    std::cerr << "brook trainer: exported to " << req.dir << "\n";
+    out["export_dir"] = req.dir;
   }
   std::cout << out.dump() << std::endl;
   return absl::OkStatus();
@@ -403,6 +608,15 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
       ->envname("BROOK_TRAINER_DATA");
   cmd->add_option("--eval-data", f->eval_data, "Evaluation TFRecord files (glob)")
       ->envname("BROOK_TRAINER_EVAL_DATA");
+  cmd->add_option("--on-corrupt", f->on_corrupt,
+                  "fail: a corrupt TFRecord frame or a record that does not parse stops training, "
+                  "naming file and offset; skip: skip and count them (with --job, its "
+                  "data.on_corrupt)")
+      ->check(CLI::IsMember({"fail", "skip"}))
+      ->capture_default_str();
+  cmd->add_option("--export-dir", f->export_dir,
+                  "After training, export the model (as a chief's job does) to DIR/<run id>, "
+                  "for `brook predict` and init_from (with --job, its export.dir)");
   cmd->add_flag("--eval-only", f->eval_only,
                 "Only evaluate --eval-data with the weights on the PS (no training)");
   cmd->add_option("--spec", f->feature_spec, "Feature spec YAML (required without --job)");
@@ -507,6 +721,13 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
     } else {
       st = f->job.empty() ? absl::OkStatus() : ApplyJob(f.get());
       if (st.ok()) st = RunTrainer(*f);
+      // The pipeline's data errors (DATA_LOSS: broken framing or a malformed
+      // record, naming file and offset) are what --on-corrupt skip skips.
+      if ((absl::IsDataLoss(st) ||
+           absl::StrContains(st.message(), "bad tf.train.Example at record index")) &&
+          f->on_corrupt != "skip") {
+        st = absl::Status(st.code(), absl::StrCat(st.message(), " (", chief::kOnCorruptHint, ")"));
+      }
     }
     if (!st.ok()) {
       std::cerr << "brook trainer: " << st.message() << "\n";

@@ -444,8 +444,12 @@ absl::Status JobQueue::ReportMetrics(const std::string& job_id, double loss, dou
   if (job->leases == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("job '", job_id, "' never started"));
   }
-  job->info.metrics =
-      JobMetrics{.reported = true, .loss = loss, .auc = auc, .examples = examples, .time = now};
+  JobMetrics& m = job->info.metrics;  // the skipped counters stay
+  m.reported = true;
+  m.loss = loss;
+  m.auc = auc;
+  m.examples = examples;
+  m.time = now;
   ++job->version;
   return absl::OkStatus();
 }
@@ -499,6 +503,18 @@ absl::Status JobQueue::LogEvent(const std::string& job_id, const std::string& te
                                 absl::Time now) {
   ASSIGN_OR_RETURN(Job * job, FindOrNotFound(job_id));
   AddEvent(job, now, text);
+  return absl::OkStatus();
+}
+
+absl::Status JobQueue::AddSkipped(const std::string& job_id, uint64_t corrupt_regions,
+                                  uint64_t corrupt_bytes, uint64_t bad_examples,
+                                  const std::string& what, absl::Time now) {
+  ASSIGN_OR_RETURN(Job * job, FindOrNotFound(job_id));
+  JobMetrics& m = job->info.metrics;
+  m.skipped_corrupt_regions += corrupt_regions;
+  m.skipped_corrupt_bytes += corrupt_bytes;
+  m.skipped_bad_examples += bad_examples;
+  AddEvent(job, now, what);
   return absl::OkStatus();
 }
 

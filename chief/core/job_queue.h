@@ -84,6 +84,10 @@ struct JobMetrics {
   double auc = 0;
   uint64_t examples = 0;
   absl::Time time;
+  // Data skipped under data.on_corrupt: skip (JobQueue::AddSkipped).
+  uint64_t skipped_corrupt_regions = 0;
+  uint64_t skipped_corrupt_bytes = 0;
+  uint64_t skipped_bad_examples = 0;
 };
 
 // An evaluation of the job's model on its eval data.
@@ -237,6 +241,11 @@ class JobQueue {
   absl::Status ReportMetrics(const std::string& job_id, double loss, double auc,
                              uint64_t examples, absl::Time now);
   absl::Status LogEvent(const std::string& job_id, const std::string& text, absl::Time now);
+  // Adds to the job's skipped-data counters (JobMetrics) and logs `what` as
+  // an event. Takes any job.
+  absl::Status AddSkipped(const std::string& job_id, uint64_t corrupt_regions,
+                          uint64_t corrupt_bytes, uint64_t bad_examples, const std::string& what,
+                          absl::Time now);
   absl::Status SetEval(const std::string& job_id, const JobEval& eval, absl::Time now);
   absl::Status SetExport(const std::string& job_id, const std::string& dir, absl::Time now);
   // Records that a finished job's tables left every PS (`what`: the event

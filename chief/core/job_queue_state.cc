@@ -77,6 +77,9 @@ absl::StatusOr<v1::ChiefJobRecord> JobQueue::JobRecordToProto(const std::string&
   m->set_auc(i.metrics.auc);
   m->set_examples(i.metrics.examples);
   m->set_time_us(ToUs(i.metrics.time));
+  m->set_skipped_corrupt_regions(i.metrics.skipped_corrupt_regions);
+  m->set_skipped_corrupt_bytes(i.metrics.skipped_corrupt_bytes);
+  m->set_skipped_bad_examples(i.metrics.skipped_bad_examples);
   ToProto(i.eval, r.mutable_eval());
   r.set_export_dir(i.export_dir);
   r.set_tables_dropped_us(ToUs(i.tables_dropped));
@@ -150,7 +153,10 @@ absl::StatusOr<std::unique_ptr<JobQueue::Job>> JobQueue::JobFromProto(
   }
   const v1::ChiefJobMetrics& m = r.metrics();
   i.metrics = JobMetrics{.reported = m.reported(), .loss = m.loss(), .auc = m.auc(),
-                         .examples = m.examples(), .time = FromUs(m.time_us())};
+                         .examples = m.examples(), .time = FromUs(m.time_us()),
+                         .skipped_corrupt_regions = m.skipped_corrupt_regions(),
+                         .skipped_corrupt_bytes = m.skipped_corrupt_bytes(),
+                         .skipped_bad_examples = m.skipped_bad_examples()};
   const v1::ChiefEvalResult& ev = r.eval();
   i.eval = JobEval{.done = ev.done(), .step = ev.step(), .examples = ev.examples(),
                    .auc = ev.auc(), .logloss = ev.logloss(), .accuracy = ev.accuracy(),

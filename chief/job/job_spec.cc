@@ -162,7 +162,7 @@ absl::Status ReadGlobs(const MapReader& r, const std::string& key, const std::st
 
 absl::Status ReadData(const YAML::Node& node, const std::string& base_dir, JobDataSpec* out) {
   MapReader r(node, "data");
-  RETURN_IF_ERROR(r.Check({"train", "eval", "compression", "records_per_unit"},
+  RETURN_IF_ERROR(r.Check({"train", "eval", "compression", "records_per_unit", "on_corrupt"},
                           "{train: [\"train-*.tfrecord\"], eval: [\"test-*.tfrecord\"]}"));
   if (!r.Has("train")) return r.Missing("train", "a list of TFRecord globs to train on");
   RETURN_IF_ERROR(ReadGlobs(r, "train", base_dir, /*required=*/true, &out->train));
@@ -174,6 +174,8 @@ absl::Status ReadData(const YAML::Node& node, const std::string& base_dir, JobDa
   if (c == C::kNone) out->compression = storage::Compression::kNone;
   if (c == C::kGzip) out->compression = storage::Compression::kGzip;
   if (c == C::kZlib) out->compression = storage::Compression::kZlib;
+  RETURN_IF_ERROR(
+      r.Choice<bool>("on_corrupt", {{"fail", false}, {"skip", true}}, &out->skip_corrupt));
   return r.Int("records_per_unit", int64_t{0}, int64_t{1} << 40, &out->records_per_unit);
 }
 

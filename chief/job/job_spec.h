@@ -5,7 +5,8 @@
 //
 //   name: adult-wide-deep            # required; a DNS label
 //   priority: 0
-//   data: {train: [GLOB, ...], eval: [GLOB, ...], compression: auto, records_per_unit: 0}
+//   data: {train: [GLOB, ...], eval: [GLOB, ...], compression: auto, records_per_unit: 0,
+//          on_corrupt: fail}
 //   features: feature_spec.yaml      # a path, or the feature spec inline (a map)
 //   model: {type: wide_deep, ...}    # + sparse: / dense: (trainer/model/model_spec.h),
 //   sparse: [...]                    #   or model_file: PATH instead of the three
@@ -38,6 +39,7 @@
 #include "absl/status/statusor.h"
 #include "ps/options.h"
 #include "storage/tfrecord.h"
+#include "trainer/input/data_check.h"
 #include "trainer/input/feature_spec.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/model/model_spec.h"
@@ -52,7 +54,25 @@ struct JobDataSpec {
   std::optional<storage::Compression> compression;
   // Records per work unit the chief leases; 0 = one unit per whole file.
   int64_t records_per_unit = 0;
+  // `on_corrupt: skip`: corrupt TFRecord framing and records that do not
+  // parse as tf.train.Example (or break the feature spec's policy) are
+  // skipped and counted (the job's status, events and metrics) instead of
+  // failing the job.
+  bool skip_corrupt = false;
 };
+
+// Appended to a data error that on_corrupt: skip would have skipped.
+inline constexpr char kOnCorruptHint[] =
+    "to skip and count corrupt or unparsable records instead, set data.on_corrupt: skip in the "
+    "job spec (brook trainer: --on-corrupt skip)";
+
+// Why a chief refuses training.steps (and `brook submit --dry-run` with it):
+// several asynchronous trainers have no work-unit end a step count maps to.
+// `brook trainer --job` runs such specs standalone.
+inline constexpr char kChiefRefusesSteps[] =
+    "training.steps: a chief runs jobs bounded by training.epochs (with several asynchronous "
+    "trainers no work-unit end maps to a step count); give epochs instead, or run the spec "
+    "standalone with `brook trainer --job`";
 
 struct JobTrainingSpec {
   int batch_size = 256;
@@ -149,6 +169,12 @@ struct JobSpec {
   // Expands every data glob now (the spec itself only checks their shape).
   // InvalidArgument naming the field and pattern if one matches no file.
   absl::StatusOr<std::vector<GlobMatches>> CheckData() const;
+  // Opens every matched file as TFRecord and parses the first records of
+  // the first file of each glob under the feature spec (input::CheckData):
+  // InvalidArgument for data that does not fit; warnings for what will be
+  // filled with defaults or skipped.
+  absl::StatusOr<input::DataCheckResult> CheckDataContents(
+      const std::vector<GlobMatches>& matches) const;
 };
 
 }  // namespace brook::chief

@@ -166,6 +166,16 @@ Json ToJson(const JobSpec& s) {
                    {"dense_refresh_steps", s.training.dense_refresh_steps},
                    {"seed", s.training.seed},
                    {"shuffle_buffer", s.training.shuffle_buffer}};
+  Json data = {{"train", s.data.train},
+               {"eval", s.data.eval},
+               {"compression", s.data.compression.has_value()
+                                   ? absl::AsciiStrToLower(
+                                         S(storage::CompressionName(*s.data.compression)))
+                                   : std::string("auto")},
+               {"records_per_unit", s.data.records_per_unit}};
+  // Only when set, as retry_seconds below: the hash of a spec written
+  // before the field existed stays what it was.
+  if (s.data.skip_corrupt) data["on_corrupt"] = "skip";
   // Only when set, as `retention`: the hash of a spec written before the
   // field existed (recorded in its exports) stays what it was.
   if (s.training.retry_seconds != JobTrainingSpec::kDefaultRetrySeconds) {
@@ -179,14 +189,7 @@ Json ToJson(const JobSpec& s) {
   Json j = {
       {"name", s.name},
       {"priority", s.priority},
-      {"data",
-       {{"train", s.data.train},
-        {"eval", s.data.eval},
-        {"compression",
-         s.data.compression.has_value()
-             ? absl::AsciiStrToLower(S(storage::CompressionName(*s.data.compression)))
-             : std::string("auto")},
-        {"records_per_unit", s.data.records_per_unit}}},
+      {"data", std::move(data)},
       {"features", FeaturesJson(s.features)},
       {"optimizer",
        {{"embedding", OptimizerJson(s.embedding_optimizer)},
@@ -277,6 +280,16 @@ absl::StatusOr<std::vector<JobSpec::GlobMatches>> JobSpec::CheckData() const {
     }
   }
   return out;
+}
+
+absl::StatusOr<input::DataCheckResult> JobSpec::CheckDataContents(
+    const std::vector<GlobMatches>& matches) const {
+  std::vector<input::DataCheckList> lists;
+  for (const GlobMatches& m : matches) {
+    lists.push_back({absl::StrCat(m.field, " \"", m.pattern, "\""), m.files});
+  }
+  return input::CheckData(features, lists,
+                          {.compression = data.compression, .skip_corrupt = data.skip_corrupt});
 }
 
 }  // namespace brook::chief

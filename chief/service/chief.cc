@@ -69,12 +69,19 @@ absl::Status ComputeMoments(const std::vector<std::string>& files, JobSpec* spec
   o.files = files;
   o.compression = spec->data.compression;
   o.batch_size = 4096;
+  o.skip_corrupt_records = o.skip_bad_examples = spec->data.skip_corrupt;
   ASSIGN_OR_RETURN(auto scan, input::Pipeline::Create(spec->features, o));
   trainer::MomentsAccumulator moments(spec->model, spec->features);
   for (;;) {
-    ASSIGN_OR_RETURN(std::optional<input::Batch> b, scan->Next());
-    if (!b.has_value()) break;
-    RETURN_IF_ERROR(moments.Add(b->data));
+    absl::StatusOr<std::optional<input::Batch>> b = scan->Next();
+    if (!b.ok()) {
+      // The whole train data is read here: its corruption is met at submit.
+      return absl::Status(b.status().code(),
+                          absl::StrCat("computing the standardize moments: ", b.status().message(),
+                                       " (", kOnCorruptHint, ")"));
+    }
+    if (!b->has_value()) break;
+    RETURN_IF_ERROR(moments.Add((*b)->data));
   }
   return moments.Apply(&spec->model);
 }
@@ -388,6 +395,9 @@ v1::JobStatus Chief::StatusLocked(const JobInfo& i, bool with_events) {
     s.set_progress(std::clamp(progress, 0.0, 1.0));
   }
   s.set_examples_trained(examples);
+  s.set_skipped_corrupt_regions(i.metrics.skipped_corrupt_regions);
+  s.set_skipped_corrupt_bytes(i.metrics.skipped_corrupt_bytes);
+  s.set_skipped_bad_examples(i.metrics.skipped_bad_examples);
   if (i.metrics.reported) {
     s.set_loss(i.metrics.loss);
     s.set_train_auc(std::isnan(i.metrics.auc) ? 0 : i.metrics.auc);
@@ -416,11 +426,11 @@ absl::StatusOr<v1::JobStatus> Chief::SubmitJob(const v1::SubmitJobRequest& reque
   // Parse, expand and scan outside the mutex: a big dataset's record count or
   // moments pass must not stall the trainers' calls.
   ASSIGN_OR_RETURN(JobSpec spec, JobSpec::FromYaml(request.spec_json(), ""));
-  if (spec.training.steps > 0) {
-    return absl::InvalidArgumentError(
-        "training.steps: the chief runs jobs bounded by training.epochs (a step-bounded job "
-        "has no end its work units can reach); give epochs instead");
-  }
+  if (spec.training.steps > 0) return absl::InvalidArgumentError(kChiefRefusesSteps);
+  // The files as this chief sees them: every one a TFRecord, the first
+  // records fitting the feature spec (the CLI checked them where it runs).
+  ASSIGN_OR_RETURN(std::vector<JobSpec::GlobMatches> matches, spec.CheckData());
+  ASSIGN_OR_RETURN(input::DataCheckResult data_check, spec.CheckDataContents(matches));
   ASSIGN_OR_RETURN(std::vector<std::string> train, ExpandGlobs(spec, /*eval=*/false));
   std::vector<sharding::DataFile> files;
   for (const std::string& f : train) {
@@ -465,6 +475,9 @@ absl::StatusOr<v1::JobStatus> Chief::SubmitJob(const v1::SubmitJobRequest& reque
     }
   }
   ASSIGN_OR_RETURN(std::string id, queue_->Submit(sub, now));
+  for (const std::string& w : data_check.warnings) {
+    RETURN_IF_ERROR(queue_->LogEvent(id, absl::StrCat("warning: ", w), now));
+  }
   runtime_[id].spec = std::make_shared<const JobSpec>(std::move(spec));
   queue_->Schedule(now);
   RETURN_IF_ERROR(SaveLocked());
@@ -597,6 +610,23 @@ absl::StatusOr<v1::CompleteWorkResponse> Chief::CompleteWork(const v1::CompleteW
   } else {
     RETURN_IF_ERROR(queue_->Commit(r.node_id(), r.job_id(), r.unit_id(), r.lease_epoch(),
                                    r.offset(), r.examples(), now, steps));
+  }
+  if (r.skipped_corrupt_regions() + r.skipped_bad_examples() > 0) {
+    // Counted with the commit they came with: a refused commit adds nothing.
+    std::string file = absl::StrCat("work unit ", r.unit_id());
+    if (absl::StatusOr<JobInfo> job = queue_->Get(r.job_id()); job.ok()) {
+      for (const sharding::WorkUnit& u : job->units) {
+        if (u.id == r.unit_id()) file = absl::StrCat(u.path, " (work unit ", u.id, ")");
+      }
+    }
+    RETURN_IF_ERROR(queue_->AddSkipped(
+        r.job_id(), r.skipped_corrupt_regions(), r.skipped_corrupt_bytes(),
+        r.skipped_bad_examples(),
+        absl::StrFormat("trainer '%s' skipped %d corrupt regions (%d bytes) and %d records that "
+                        "do not parse in %s (data.on_corrupt: skip)",
+                        r.node_id(), r.skipped_corrupt_regions(), r.skipped_corrupt_bytes(),
+                        r.skipped_bad_examples(), file),
+        now));
   }
   RETURN_IF_ERROR(SaveLocked());
   ASSIGN_OR_RETURN(JobInfo info, queue_->Get(r.job_id()));
@@ -1033,6 +1063,11 @@ std::vector<prometheus::MetricFamily> Chief::CollectMetrics() const {
   auto* trainers = set.Gauge("brook_chief_job_trainers", "Trainers assigned to the job");
   auto* eval_auc = set.Gauge("brook_chief_job_eval_auc", "AUC of the job's last evaluation");
   auto* checkpoints = set.Counter("brook_chief_job_checkpoints_total", "Checkpoints taken of the job");
+  auto* skipped = set.Counter("brook_chief_job_skipped_records_total",
+                              "Data skipped under data.on_corrupt: skip, by reason: corrupt "
+                              "TFRecord regions, records that do not parse");
+  auto* skipped_bytes = set.Counter("brook_chief_job_skipped_bytes_total",
+                                    "Bytes of corrupt TFRecord regions skipped");
   auto* checkpoint_age = set.Gauge("brook_chief_job_checkpoint_age_seconds",
                                    "Seconds since the job's last checkpoint (running jobs that have one)");
   const absl::Time now = absl::Now();
@@ -1050,6 +1085,11 @@ std::vector<prometheus::MetricFamily> Chief::CollectMetrics() const {
     set.Add(units, {{"job", info.id}, {"state", "leased"}}, static_cast<double>(p.units_leased));
     set.Add(units, {{"job", info.id}, {"state", "pending"}}, static_cast<double>(p.units_pending));
     set.Add(examples, job, static_cast<double>(ExamplesTrained(info)));
+    set.Add(skipped, {{"job", info.id}, {"reason", "corrupt_region"}},
+            static_cast<double>(info.metrics.skipped_corrupt_regions));
+    set.Add(skipped, {{"job", info.id}, {"reason", "bad_example"}},
+            static_cast<double>(info.metrics.skipped_bad_examples));
+    set.Add(skipped_bytes, job, static_cast<double>(info.metrics.skipped_corrupt_bytes));
     set.Add(releases, job, static_cast<double>(p.releases));
     set.Add(expired, job, static_cast<double>(p.expired_trainers));
     set.Add(trainers, job, static_cast<double>(info.trainers.size()));

@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "brook/v1/chief.pb.h"
 #include "chief/client/chief_client.h"
@@ -215,7 +216,8 @@ std::string TrainerWorker::RetryWarning(const Job& job) const {
 
 absl::Status TrainerWorker::Commit(const v1::AcquireWorkResponse& lease, uint64_t offset,
                                    uint64_t examples, bool done, std::optional<uint64_t> steps,
-                                   std::atomic<int64_t>* job_step_base) {
+                                   std::atomic<int64_t>* job_step_base,
+                                   const SkippedData& skipped) {
   v1::CompleteWorkRequest req;
   req.set_node_id(node_id_);
   req.set_job_id(lease.job_id());
@@ -225,6 +227,9 @@ absl::Status TrainerWorker::Commit(const v1::AcquireWorkResponse& lease, uint64_
   req.set_examples(examples);
   req.set_done(done);
   if (steps.has_value()) req.set_steps(*steps);
+  req.set_skipped_corrupt_regions(skipped.corrupt_regions);
+  req.set_skipped_corrupt_bytes(skipped.corrupt_bytes);
+  req.set_skipped_bad_examples(skipped.bad_examples);
   absl::StatusOr<v1::CompleteWorkResponse> resp =
       RetryUnavailable(stopping_, [&] { return chief_->CompleteWork(req); });
   // Other trainers' commits move the job's step on (AcquireWorkResponse).
@@ -269,7 +274,22 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
   o.seed = spec.training.seed * 1000003u + static_cast<uint64_t>(lease.data_epoch()) * 7919u +
            unit.id;
   o.epochs = 1;
+  o.skip_corrupt_records = spec.data.skip_corrupt;
+  o.skip_bad_examples = spec.data.skip_corrupt;
   ASSIGN_OR_RETURN(auto pipeline, input::Pipeline::Create(spec.features, o));
+  // What the reader skipped that no accepted commit has reported yet.
+  SkippedData skip_reported;
+  auto skipped_since = [&] {
+    const input::PipelineStats p = pipeline->stats();
+    return SkippedData{.corrupt_regions = p.corrupt_regions - skip_reported.corrupt_regions,
+                   .corrupt_bytes = p.corrupt_bytes - skip_reported.corrupt_bytes,
+                   .bad_examples = p.bad_examples - skip_reported.bad_examples};
+  };
+  auto skip_accepted = [&](const SkippedData& d) {
+    skip_reported.corrupt_regions += d.corrupt_regions;
+    skip_reported.corrupt_bytes += d.corrupt_bytes;
+    skip_reported.bad_examples += d.bad_examples;
+  };
   input::UnitProgress progress(pipeline->units(), 0);
   if (in_stream && !shuffled) progress.AddSteps(resume_step);
   if (in_stream && shuffled && resume_step > 0) {
@@ -292,10 +312,12 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
       if (!training) break;
       const auto [committed, steps] = progress.CommittedSteps(unit.id);
       if (committed > reported && lease_status.ok()) {
+        const SkippedData skipped = skipped_since();
         absl::Status s = Commit(lease, committed, committed - reported, false,
                                 stream.id != 0 ? std::optional<uint64_t>(steps) : std::nullopt,
-                                &job_step_base);
+                                &job_step_base, skipped);
         if (s.ok()) {
+          skip_accepted(skipped);
           std::lock_guard<std::mutex> l(mu_);
           stats_.examples += committed - reported;
           reported = committed;
@@ -334,6 +356,11 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
     job->trainer->Stop();
     trained = absl::OkStatus();
   }
+  if (!trained.ok() && !spec.data.skip_corrupt && absl::StrContains(trained.message(), unit.path)) {
+    // The data's fault (the pipeline's errors name the file), not the PS's.
+    return absl::Status(trained.code(),
+                        absl::StrCat(trained.message(), " (", kOnCorruptHint, ")"));
+  }
   if (!trained.ok()) return trained;
   if (!lease_status.ok()) {
     std::lock_guard<std::mutex> l(mu_);
@@ -347,7 +374,8 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
     // whoever gets the unit next.
     if (committed > reported) {
       Commit(lease, committed, committed - reported, false,
-             stream.id != 0 ? std::optional<uint64_t>(steps) : std::nullopt)
+             stream.id != 0 ? std::optional<uint64_t>(steps) : std::nullopt, nullptr,
+             skipped_since())
           .IgnoreError();
     }
     std::lock_guard<std::mutex> l(mu_);
@@ -370,7 +398,8 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
   }
   ReportMetrics(*job);  // the job's last metrics before the unit that may end it
   absl::Status done = Commit(lease, end, end - reported, true,
-                             stream.id != 0 ? std::optional<uint64_t>(steps) : std::nullopt);
+                             stream.id != 0 ? std::optional<uint64_t>(steps) : std::nullopt,
+                             nullptr, skipped_since());
   std::lock_guard<std::mutex> l(mu_);
   if (done.ok()) {
     stats_.examples += end - reported;

@@ -69,6 +69,11 @@ struct TrainerWorkerStats {
   trainer::TrainerStats trainer;  // of the current (or last) job
 };
 
+// What a work unit's reader skipped under data.on_corrupt: skip.
+struct SkippedData {
+  uint64_t corrupt_regions = 0, corrupt_bytes = 0, bad_examples = 0;
+};
+
 class TrainerWorker {
  public:
   static absl::StatusOr<std::unique_ptr<TrainerWorker>> Create(const TrainerWorkerOptions& options);
@@ -99,9 +104,12 @@ class TrainerWorker {
   // `steps`: the unit-epoch's steps that trained the records before offset
   // (nullopt: not counted, outside a push stream). The chief's answer moves
   // `job_step_base` on, when given.
+  // `skipped`: what the unit's reader skipped (data.on_corrupt: skip) since
+  // the last accepted commit; the counters move on when this one is.
   absl::Status Commit(const v1::AcquireWorkResponse& lease, uint64_t offset, uint64_t examples,
                       bool done, std::optional<uint64_t> steps = std::nullopt,
-                      std::atomic<int64_t>* job_step_base = nullptr);
+                      std::atomic<int64_t>* job_step_base = nullptr,
+                      const SkippedData& skipped = SkippedData());
   void HeartbeatLoop();
   void ReportMetrics(const Job& job);  // best effort
   // What the PS client is retrying now, as the job event text; "" if nothing.

@@ -161,7 +161,7 @@ TEST_F(ChiefE2eTest, JobsRunByPriorityCancelFreesTrainersAndBadSpecsAreRefused) 
   const std::string steps_yaml = absl::StrReplaceAll(JobYaml("steps", 0, 1, 64, 0, 1),
                                                      {{"epochs: 1", "steps: 100"}});
   auto steps = Cli({"submit", WriteJob("steps.yaml", steps_yaml)});
-  EXPECT_EQ(steps.exit_code, 1) << steps.output;
+  EXPECT_EQ(steps.exit_code, 2) << steps.output;  // refused before it is sent
   EXPECT_NE(steps.output.find("training.steps"), std::string::npos) << steps.output;
   v1::ListJobsRequest lr;
   auto all = client_->ListJobs(lr);
@@ -447,6 +447,77 @@ TEST_F(ChiefE2eTest, PsKilledWithoutItsWalRollsBackToTheCheckpointAndTheJobRepor
 // out per attempt and retry with backoff, nothing deadlocks, the trainers
 // keep their leases (they heartbeat the chief, not the PS), and after SIGCONT
 // the job completes with every example counted once.
+// A shard corrupt past the records submit samples: under the default
+// on_corrupt: fail the job fails naming the file and the option; under
+// on_corrupt: skip it trains past the damage and the job's status, events
+// and metrics count what was skipped.
+TEST_F(ChiefE2eTest, OnCorruptFailsTheJobNamingTheOptionOrSkipsAndCountsTheDamage) {
+  const std::string corrupt = dir_.Join("corrupt");
+  std::filesystem::create_directories(corrupt);
+  for (const char* shard : {"train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"}) {
+    std::filesystem::copy_file(data_->Join(std::string("train/") + shard), corrupt + "/" + shard);
+  }
+  const std::string victim = corrupt + "/train-00001-of-00002.tfrecord";
+  std::string bytes = testing::ReadFileOrDie(victim);
+  for (size_t i = 0; i < 64; ++i) bytes[bytes.size() / 2 + i] ^= 0x5a;
+  testing::WriteFileOrDie(victim, bytes);
+  StartPs(1);
+  StartChief();
+  StartTrainer("t0");
+  const std::string train_glob = data_->Join("train/train-*.tfrecord");
+  auto job = [&](const std::string& name, const std::string& on_corrupt) {
+    return absl::StrReplaceAll(
+        JobYaml(name, 0, 1, 256, 0, 1),
+        {{train_glob, corrupt + "/train-*.tfrecord"},
+         {"records_per_unit: 0\n", "records_per_unit: 0\n  on_corrupt: " + on_corrupt + "\n"}});
+  };
+  // The chief reads the whole train data at submit for the model's
+  // standardize moments: under fail it refuses the job there.
+  const testing::CommandResult refused =
+      Cli({"submit", WriteJob("fail.yaml", job("corrupt-fail", "fail"))});
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_NE(refused.output.find(victim), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("data.on_corrupt: skip"), std::string::npos) << refused.output;
+  // A model without them meets the damage in training: the job fails.
+  const std::string raw_model = WriteJob(
+      "raw_model.yaml",
+      absl::StrReplaceAll(
+          testing::ReadFileOrDie(testing::SourceDir() + "/examples/adult/wide_deep.yaml"),
+          {{"transform: standardize", "transform: none"}}));
+  const testing::CommandResult submitted = Cli(
+      {"submit", WriteJob("fail-raw.yaml",
+                          absl::StrReplaceAll(job("corrupt-fail", "fail"),
+                                              {{testing::SourceDir() +
+                                                    "/examples/adult/wide_deep.yaml",
+                                                raw_model}}))});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  ASSERT_TRUE(WaitFor("corrupt-fail", [](const v1::JobStatus& j) { return j.state() == "FAILED"; },
+                      120s))
+      << Job("corrupt-fail").DebugString();
+  const v1::JobStatus failed = Job("corrupt-fail");
+  EXPECT_NE(failed.message().find(victim), std::string::npos) << failed.message();
+  EXPECT_NE(failed.message().find("data.on_corrupt: skip"), std::string::npos) << failed.message();
+
+  ASSERT_EQ(Cli({"submit", WriteJob("skip.yaml", job("corrupt-skip", "skip"))}).exit_code, 0);
+  ASSERT_TRUE(WaitFor("corrupt-skip",
+                      [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; }, 180s))
+      << Job("corrupt-skip", true).DebugString();
+  const v1::JobStatus s = Job("corrupt-skip");
+  EXPECT_GE(s.skipped_corrupt_regions(), 1u) << s.DebugString();
+  EXPECT_GE(s.skipped_corrupt_bytes(), 64u) << s.DebugString();
+  EXPECT_LT(s.examples_trained(), kAdultTrainRows);
+  EXPECT_GT(s.examples_trained(), kAdultTrainRows - 1000);
+  const std::vector<std::string> events = EventsWith("corrupt-skip", "corrupt regions");
+  ASSERT_FALSE(events.empty()) << Job("corrupt-skip", true).DebugString();
+  EXPECT_NE(events[0].find(victim), std::string::npos) << events[0];
+  EXPECT_NE(events[0].find("(data.on_corrupt: skip)"), std::string::npos) << events[0];
+  EXPECT_GE(MetricSum("chief", "brook_chief_job_skipped_bytes_total"),
+            static_cast<double>(s.skipped_corrupt_bytes()));
+  // The job CLI shows it.
+  auto status = Cli({"status", "corrupt-skip", "--output", "json"});
+  EXPECT_NE(status.output.find("skipped_corrupt_regions"), std::string::npos) << status.output;
+}
+
 TEST_F(ChiefE2eTest, PsFrozenMidJobTrainingResumesOnSigcontAndCountsEveryExampleOnce) {
   StartPs(2);
   StartChief();

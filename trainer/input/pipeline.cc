@@ -306,6 +306,7 @@ PipelineStats Pipeline::Impl::stats() const {
   s.files_opened = get(files_opened_);
   s.bytes_read = get(bytes_read_);
   s.corrupt_regions = get(corrupt_regions_);
+  s.corrupt_bytes = get(corrupt_bytes_);
   s.examples_parsed = get(examples_parsed_);
   s.bad_examples = get(bad_examples_);
   s.remainder_dropped = get(remainder_dropped_);

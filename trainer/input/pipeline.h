@@ -144,6 +144,7 @@ struct PipelineStats {
   uint64_t files_opened = 0;
   uint64_t bytes_read = 0;           // TFRecord framed bytes
   uint64_t corrupt_regions = 0;      // skipped under skip_corrupt_records
+  uint64_t corrupt_bytes = 0;        // their bytes
   uint64_t examples_parsed = 0;      // rows produced by parse workers
   uint64_t bad_examples = 0;         // skipped under skip_bad_examples
   uint64_t remainder_dropped = 0;    // rows dropped by drop_remainder

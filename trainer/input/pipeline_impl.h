@@ -98,6 +98,7 @@ class Pipeline::Impl {
   std::atomic<uint64_t> files_opened_{0};
   std::atomic<uint64_t> bytes_read_{0};
   std::atomic<uint64_t> corrupt_regions_{0};
+  std::atomic<uint64_t> corrupt_bytes_{0};
   std::atomic<uint64_t> examples_parsed_{0};
   std::atomic<uint64_t> bad_examples_{0};
   std::atomic<uint64_t> remainder_dropped_{0};

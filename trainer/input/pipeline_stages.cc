@@ -91,13 +91,15 @@ bool Pipeline::Impl::ReadEpoch(int epoch, bool last_epoch) {
                          .cancelled = &cancelled_});
   const internal::ReaderCounters base{.files_opened = files_opened_.load(),
                                       .bytes = bytes_read_.load(),
-                                      .corrupt_regions = corrupt_regions_.load()};
+                                      .corrupt_regions = corrupt_regions_.load(),
+                                      .corrupt_bytes = corrupt_bytes_.load()};
   uint64_t records_published = 0;
   auto publish = [&] {
     const internal::ReaderCounters c = reader.counters();
     files_opened_.store(base.files_opened + c.files_opened, std::memory_order_relaxed);
     bytes_read_.store(base.bytes + c.bytes, std::memory_order_relaxed);
     corrupt_regions_.store(base.corrupt_regions + c.corrupt_regions, std::memory_order_relaxed);
+    corrupt_bytes_.store(base.corrupt_bytes + c.corrupt_bytes, std::memory_order_relaxed);
     read_.AddItems(c.records - records_published);
     records_published = c.records;
   };
