@@ -220,8 +220,7 @@ std::string InferredSpecYaml(const InferredSpec& inferred, const DatasetStats& s
   if (inferred.label_guessed) {
     absl::StrAppend(&y, "# CONFIRM THE LABEL: \"", spec.label_name, "\" is a guess (",
                     inferred.label_reason,
-                    "); if another feature is what the model predicts, name it here\n"
-                    "# (and list this one under features) or rerun with --label NAME.\n");
+                    ").\n# If the model should predict another feature, rerun with --label NAME.\n");
   }
   absl::StrAppend(&y, "label: ", flow([&](YAML::Emitter& e) {
                     e << YAML::Key << "name" << YAML::Value << spec.label_name << YAML::Key

@@ -84,7 +84,7 @@ absl::StatusOr<datatools::DatasetStats> StatsWithProgress(const std::vector<std:
                                                           datatools::StatsOptions options,
                                                           std::string_view command) {
   ProgressOptions po;
-  po.label = absl::StrCat("brook data ", command);
+  po.label = "brook data " + std::string(command);
   po.unit = "examples";
   po.total = options.max_examples;
   bool all_plain = true;
