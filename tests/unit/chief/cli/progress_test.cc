@@ -86,7 +86,7 @@ TEST(ProgressTest, LogModePrintsEveryIntervalAndNothingForAShortRun) {
   EXPECT_EQ(out.str(),
             "x: 500 rows, 100 rows/s\n"
             "x: 1.00K rows, 100 rows/s\n"
-            "x: 1.00K rows, 90.9 rows/s\n");
+            "x: 1.00K rows, 90 rows/s\n");
 }
 
 }  // namespace
