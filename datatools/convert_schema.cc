@@ -109,29 +109,63 @@ absl::Status ParseLabel(const YAML::Node& node, LabelSchema* label) {
   return absl::OkStatus();
 }
 
+// One column's settings: `type` and `separator` (the name is given).
+absl::Status ParseColumnKeys(const YAML::Node& item, const std::string& where, bool name_allowed,
+                             ColumnSchema* col) {
+  for (const auto& kv : item) {
+    const std::string key = kv.first.Scalar();
+    if (key == "name" && name_allowed) {
+      ASSIGN_OR_RETURN(col->name, ScalarString(kv.second, where + ".name"));
+    } else if (key == "separator") {
+      ASSIGN_OR_RETURN(col->separator, ScalarString(kv.second, where + ".separator"));
+      if (col->separator.empty()) {
+        return YamlError(kv.second, absl::StrCat(where, ": `separator` must not be empty"));
+      }
+    } else if (key != "type") {
+      return YamlError(kv.first, absl::StrCat(where, ": unknown key `", key, "`; expected ",
+                                              name_allowed ? "name, " : "", "type, separator"));
+    }
+  }
+  if (col->name.empty()) return YamlError(item, absl::StrCat(where, ": missing `name`"));
+  if (item["type"]) {
+    ASSIGN_OR_RETURN(col->type, ParseColumnType(item["type"],
+                                                absl::StrCat("column \"", col->name, "\"")));
+  }
+  if (!col->separator.empty() && col->type != ColumnType::kCategorical) {
+    return YamlError(item, absl::StrCat("column \"", col->name, "\": `separator` needs "
+                                        "`type: categorical` (a multi-valued column is a list "
+                                        "of ids)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseColumns(const YAML::Node& node, std::vector<ColumnSchema>* columns) {
-  if (!node.IsSequence()) return YamlError(node, "`columns` must be a list");
+  if (node.IsMap()) {  // {name: type} or {name: {type, separator}}, in order
+    for (const auto& kv : node) {
+      ColumnSchema col;
+      col.name = kv.first.Scalar();
+      const std::string where = absl::StrCat("columns.", col.name);
+      if (kv.second.IsScalar()) {
+        ASSIGN_OR_RETURN(col.type, ParseColumnType(kv.second,
+                                                   absl::StrCat("column \"", col.name, "\"")));
+      } else if (kv.second.IsMap()) {
+        RETURN_IF_ERROR(ParseColumnKeys(kv.second, where, /*name_allowed=*/false, &col));
+      } else if (!kv.second.IsNull()) {
+        return YamlError(kv.second, absl::StrCat(where, " must be a type or {type, separator}"));
+      }
+      columns->push_back(std::move(col));
+    }
+    return absl::OkStatus();
+  }
+  if (!node.IsSequence()) return YamlError(node, "`columns` must be a list or a map");
   int index = 0;
   for (const YAML::Node& item : node) {
     ColumnSchema col;
     if (item.IsScalar()) {
       col.name = item.Scalar();
     } else if (item.IsMap()) {
-      const std::string where = absl::StrCat("columns[", index, "]");
-      for (const auto& kv : item) {
-        const std::string key = kv.first.Scalar();
-        if (key == "name") {
-          ASSIGN_OR_RETURN(col.name, ScalarString(kv.second, where + ".name"));
-        } else if (key != "type") {
-          return YamlError(kv.first, absl::StrCat(where, ": unknown key `", key,
-                                                  "`; expected name, type"));
-        }
-      }
-      if (col.name.empty()) return YamlError(item, absl::StrCat(where, ": missing `name`"));
-      if (item["type"]) {
-        ASSIGN_OR_RETURN(col.type, ParseColumnType(item["type"],
-                                                   absl::StrCat("column \"", col.name, "\"")));
-      }
+      RETURN_IF_ERROR(ParseColumnKeys(item, absl::StrCat("columns[", index, "]"),
+                                      /*name_allowed=*/true, &col));
     } else {
       return YamlError(item, absl::StrCat("columns[", index, "] must be a name or {name, type}"));
     }
@@ -304,6 +338,12 @@ absl::Status ConvertSchema::Validate() const {
   return absl::OkStatus();
 }
 
+std::vector<std::string> ConvertSchema::ColumnNames() const {
+  std::vector<std::string> names;
+  for (const ColumnSchema& c : columns) names.push_back(c.name);
+  return names;
+}
+
 bool ConvertSchema::IsMissing(std::string_view trimmed_value) const {
   return std::find(missing.begin(), missing.end(), trimmed_value) != missing.end();
 }
@@ -327,6 +367,7 @@ absl::StatusOr<std::vector<ResolvedColumn>> ResolveColumns(
     } else {
       auto it = by_name.find(name);
       std::optional<ColumnType> type = it != by_name.end() ? it->second->type : std::nullopt;
+      if (it != by_name.end()) rc.separator = it->second->separator;
       if (!type) type = schema.default_type;
       if (!type) {
         return absl::InvalidArgumentError(absl::StrCat(

@@ -13,6 +13,12 @@
 //     - {name: age, type: numeric}           # -> float feature, 1 value
 //     - {name: workclass, type: categorical} # -> bytes feature (trimmed string)
 //     - {name: fnlwgt, type: ignore}
+//     - {name: genres, type: categorical, separator: "|"}
+//                        # multi-valued: "Comedy|Drama" -> bytes list of 2
+//                        # (a varlen feature); empty parts are dropped
+//
+// `columns:` may also be a map from name to type or to {type, separator}:
+//   columns: {age: numeric, genres: {type: categorical, separator: "|"}}
 //
 // With `header: false`, `columns:` lists every column of the file in order
 // (bare names take default_type; the label column is listed by name). With a
@@ -45,6 +51,8 @@ std::string_view ColumnTypeName(ColumnType t);   // "numeric" | "categorical" | 
 struct ColumnSchema {
   std::string name;
   std::optional<ColumnType> type;  // unset: default_type applies
+  // Non-empty: the value is a list split on this string (categorical only).
+  std::string separator;
 };
 
 struct LabelSchema {
@@ -63,6 +71,9 @@ struct ConvertSchema {
   LabelSchema label;
   std::optional<ColumnType> default_type;
   std::vector<ColumnSchema> columns;
+
+  // The names of `columns:` in order.
+  std::vector<std::string> ColumnNames() const;
 
   // Errors name the offending key or column and the YAML line. Unknown keys
   // are errors, so a misspelt `defualt_type` does not silently do nothing.
@@ -87,6 +98,7 @@ struct ResolvedColumn {
   std::string name;
   ColumnType type = ColumnType::kIgnore;
   bool is_label = false;
+  std::string separator;  // see ColumnSchema
 };
 
 // Resolves the schema against the file's column names. INVALID_ARGUMENT names
@@ -96,7 +108,8 @@ absl::StatusOr<std::vector<ResolvedColumn>> ResolveColumns(
     const ConvertSchema& schema, const std::vector<std::string>& file_columns);
 
 // The feature spec a trainer uses to read the converted data: numeric ->
-// fixed float length 1 default 0, categorical -> varlen bytes, label float.
+// fixed float length 1 default 0, categorical (with or without a separator)
+// -> varlen bytes, label float.
 input::FeatureSpec ToFeatureSpec(const ConvertSchema& schema,
                                  const std::vector<ResolvedColumn>& columns);
 

@@ -20,6 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/hash.h"
 #include "common/status_macros.h"
 #include "tensorflow/example.pb.h"
 
@@ -165,6 +167,10 @@ absl::StatusOr<std::unique_ptr<DelimitedReader>> DelimitedReader::Open(const std
   return std::unique_ptr<DelimitedReader>(new DelimitedReader(path, gz, delimiter, quoting));
 }
 
+int64_t DelimitedReader::bytes_read() const {
+  return static_cast<int64_t>(gzoffset(static_cast<gzFile>(gz_)));
+}
+
 absl::StatusOr<bool> DelimitedReader::ReadLine(std::string* line) {
   while (true) {
     const size_t nl = buf_.find('\n', pos_);
@@ -231,6 +237,9 @@ absl::StatusOr<bool> DelimitedReader::Next(std::vector<std::string>* fields) {
 struct CsvConverter::Input {
   std::unique_ptr<DelimitedReader> reader;
   std::vector<ResolvedColumn> columns;
+  // The first record when it was read to look for a header and is data.
+  std::optional<std::vector<std::string>> pending;
+  int64_t bytes = 0;  // file size
 };
 
 absl::Status ConvertOptions::Validate() const {
@@ -241,6 +250,22 @@ absl::Status ConvertOptions::Validate() const {
   if (prefix.empty() || prefix.find('/') != std::string::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat("--prefix must be a non-empty file name prefix, got \"", prefix, "\""));
+  }
+  if (!(test_fraction >= 0 && test_fraction < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--test-fraction must be in [0, 1), got ", test_fraction));
+  }
+  if (test_fraction > 0) {
+    if (test_prefix.empty() || test_prefix.find('/') != std::string::npos ||
+        test_prefix == prefix) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the test shards' prefix must be a file name prefix other than --prefix \"", prefix,
+          "\", got \"", test_prefix, "\""));
+    }
+    if (test_shards < 0 || test_shards > 99999) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--test-shards must be in [0, 99999], got ", test_shards));
+    }
   }
   return absl::OkStatus();
 }
@@ -256,6 +281,35 @@ CsvConverter::CsvConverter(ConvertSchema schema, ConvertOptions options, std::ve
 
 CsvConverter::~CsvConverter() = default;
 
+namespace {
+
+bool AllAreColumnNames(const std::vector<std::string>& fields, const ConvertSchema& schema) {
+  if (schema.columns.empty() || fields.size() != schema.columns.size()) return false;
+  const std::vector<std::string> names = schema.ColumnNames();
+  return std::all_of(fields.begin(), fields.end(), [&](const std::string& f) {
+    return std::find(names.begin(), names.end(), f) != names.end();
+  });
+}
+
+// The delimiter a file is read with: the schema's, unless the first line
+// has none of it and splits on the other one into the schema's columns.
+absl::StatusOr<std::pair<char, bool>> SniffDelimiter(const std::string& path,
+                                                     const ConvertSchema& schema) {
+  const std::pair<char, bool> own{schema.delimiter(), schema.quoting()};
+  ASSIGN_OR_RETURN(auto reader, DelimitedReader::Open(path, own.first, own.second));
+  std::vector<std::string> first;
+  ASSIGN_OR_RETURN(bool got, reader->Next(&first));
+  if (!got || first.size() != 1) return own;
+  const std::pair<char, bool> other =
+      own.first == ',' ? std::pair<char, bool>{'\t', false} : std::pair<char, bool>{',', true};
+  auto split = SplitRecord(first[0], other.first, other.second);
+  if (!split.ok() || split->size() < 2) return own;
+  if (!schema.columns.empty() && split->size() != schema.columns.size()) return own;
+  return other;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<CsvConverter>> CsvConverter::Open(ConvertSchema schema,
                                                                  std::vector<std::string> paths,
                                                                  ConvertOptions options) {
@@ -266,13 +320,31 @@ absl::StatusOr<std::unique_ptr<CsvConverter>> CsvConverter::Open(ConvertSchema s
   std::vector<std::pair<std::string, ColumnType>> first_features;
   for (const std::string& path : paths) {
     Input in;
-    ASSIGN_OR_RETURN(in.reader, DelimitedReader::Open(path, schema.delimiter(), schema.quoting()));
+    std::pair<char, bool> delim{schema.delimiter(), schema.quoting()};
+    if (options.detect_delimiter) {
+      ASSIGN_OR_RETURN(delim, SniffDelimiter(path, schema));
+    }
+    ASSIGN_OR_RETURN(in.reader, DelimitedReader::Open(path, delim.first, delim.second));
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    in.bytes = ec ? 0 : static_cast<int64_t>(size);
+    std::vector<std::string> first;
+    ASSIGN_OR_RETURN(bool got, in.reader->Next(&first));
+    bool header = options.header.value_or(schema.header);
+    if (!options.header.has_value() && !schema.header && got && AllAreColumnNames(first, schema)) {
+      header = true;  // a header line in a file the schema says has none
+    }
     std::vector<std::string> names;
-    if (schema.header) {
-      ASSIGN_OR_RETURN(bool got, in.reader->Next(&names));
+    if (header) {
       if (!got) return absl::InvalidArgumentError(absl::StrCat(path, ": empty; expected a header"));
+      names = std::move(first);
     } else {
-      for (const ColumnSchema& c : schema.columns) names.push_back(c.name);
+      if (schema.columns.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": without a header line the schema's `columns:` must list every column"));
+      }
+      names = schema.ColumnNames();
+      if (got) in.pending = std::move(first);
     }
     auto resolved = ResolveColumns(schema, names);
     if (!resolved.ok()) return Prefixed(path, resolved.status());
@@ -330,11 +402,30 @@ absl::Status BuildExample(const ConvertSchema& schema, const std::vector<Resolve
       auto f = ParseNumber(value);
       if (!f.ok()) return Prefixed(absl::StrCat("column \"", col.name, "\""), f.status());
       (*features)[col.name].mutable_float_list()->add_value(*f);
-    } else {
+    } else if (col.separator.empty()) {
       (*features)[col.name].mutable_bytes_list()->add_value(value);
+    } else {
+      // A list: every non-empty part, trimmed, in order.
+      auto* list = (*features)[col.name].mutable_bytes_list();
+      for (absl::string_view part : absl::StrSplit(value, col.separator)) {
+        part = absl::StripAsciiWhitespace(part);
+        if (!part.empty()) list->add_value(std::string(part));
+      }
     }
   }
   return absl::OkStatus();
+}
+
+// Rows whose hash falls below `fraction` of the 64-bit range are test rows.
+bool IsTestRow(const std::vector<std::string>& fields, double fraction) {
+  if (fraction <= 0) return false;
+  std::string key;
+  for (const std::string& f : fields) {
+    key += f;
+    key += '\x1f';  // unit separator: "a,bc" and "ab,c" hash apart
+  }
+  const double u = static_cast<double>(Hash64(key) >> 11) * 0x1.0p-53;
+  return u < fraction;
 }
 
 // The output shards, written under ".tmp" names until Commit renames them.
@@ -342,13 +433,12 @@ class ShardSet {
  public:
   ~ShardSet() { Abandon(); }
 
-  absl::Status Open(const ConvertOptions& options) {
+  absl::Status Open(const ConvertOptions& options, const std::string& prefix, int shards) {
     storage::TFRecordWriterOptions wopts;
     wopts.compression = options.compression;
-    for (int i = 0; i < options.shards; ++i) {
+    for (int i = 0; i < shards; ++i) {
       paths_.push_back(absl::StrCat(options.out_dir, "/",
-                                    ShardFileName(options.prefix, i, options.shards,
-                                                  options.compression)));
+                                    ShardFileName(prefix, i, shards, options.compression)));
       tmp_paths_.push_back(paths_.back() + ".tmp");
       ASSIGN_OR_RETURN(auto w, storage::TFRecordWriter::Open(tmp_paths_.back(), wopts));
       writers_.push_back(std::move(w));
@@ -404,9 +494,13 @@ absl::Status WriteFeatureSpec(const std::string& path, const ConvertSchema& sche
   const input::FeatureSpec spec = ToFeatureSpec(schema, columns);
   std::ofstream out(path, std::ios::trunc);
   out << "# Reads " << options.prefix << "-*-of-" << absl::StrFormat("%05d", options.shards)
-      << ".tfrecord" << AbslView(CompressionSuffix(options.compression))
-      << "; written by `brook data convert`.\n"
-      << spec.ToYaml();
+      << ".tfrecord" << AbslView(CompressionSuffix(options.compression));
+  if (options.test_fraction > 0) {
+    out << " and " << options.test_prefix << "-*-of-"
+        << absl::StrFormat("%05d", options.EffectiveTestShards()) << ".tfrecord"
+        << AbslView(CompressionSuffix(options.compression));
+  }
+  out << "; written by `brook data convert`.\n" << spec.ToYaml();
   out.close();
   if (!out) return absl::InternalError(absl::StrCat(path, ": write failed"));
   return absl::OkStatus();
@@ -422,7 +516,14 @@ absl::StatusOr<ConvertResult> CsvConverter::Run() {
         absl::StrCat(options_.out_dir, ": cannot create directory: ", ec.message()));
   }
   ShardSet shards;
-  RETURN_IF_ERROR(shards.Open(options_));
+  RETURN_IF_ERROR(shards.Open(options_, options_.prefix, options_.shards));
+  ShardSet test_shards;
+  if (options_.test_fraction > 0) {
+    RETURN_IF_ERROR(
+        test_shards.Open(options_, options_.test_prefix, options_.EffectiveTestShards()));
+  }
+  int64_t bytes_before = 0;  // of the files already converted
+  int64_t train_written = 0;
 
   ConvertResult result;
   const std::vector<ResolvedColumn>& first_columns = inputs_.front().columns;
@@ -439,7 +540,17 @@ absl::StatusOr<ConvertResult> CsvConverter::Run() {
       }
     }
     while (true) {
-      auto next = in.reader->Next(&fields);
+      absl::StatusOr<bool> next = true;
+      if (in.pending.has_value()) {
+        fields = *std::move(in.pending);
+        in.pending.reset();
+      } else {
+        next = in.reader->Next(&fields);
+      }
+      if (options_.progress_bytes != nullptr && (result.rows_read & 1023) == 0) {
+        options_.progress_bytes->store(bytes_before + in.reader->bytes_read(),
+                                       std::memory_order_relaxed);
+      }
       absl::Status row_status;
       if (next.ok()) {
         if (!*next) break;
@@ -455,6 +566,9 @@ absl::StatusOr<ConvertResult> CsvConverter::Run() {
         ++result.rows_read;
         row_status = next.status();
       }
+      if (options_.progress_rows != nullptr) {
+        options_.progress_rows->store(result.rows_read, std::memory_order_relaxed);
+      }
       if (!row_status.ok()) {
         if (!options_.skip_bad_rows) return row_status;
         ++result.bad_rows;
@@ -466,12 +580,27 @@ absl::StatusOr<ConvertResult> CsvConverter::Run() {
       for (int i : missing) {
         if (to_first[i] >= 0) ++missing_counts[to_first[i]];
       }
-      RETURN_IF_ERROR(shards.Write(result.examples_written, SerializeDeterministic(example)));
+      if (IsTestRow(fields, options_.test_fraction)) {
+        RETURN_IF_ERROR(
+            test_shards.Write(result.test_examples, SerializeDeterministic(example)));
+        ++result.test_examples;
+      } else {
+        RETURN_IF_ERROR(shards.Write(train_written, SerializeDeterministic(example)));
+        ++train_written;
+      }
       ++result.examples_written;
+    }
+    bytes_before += in.bytes;
+    if (options_.progress_bytes != nullptr) {
+      options_.progress_bytes->store(bytes_before, std::memory_order_relaxed);
     }
   }
   RETURN_IF_ERROR(shards.Commit(&result.shard_records));
   result.shard_paths = shards.paths();
+  if (options_.test_fraction > 0) {
+    RETURN_IF_ERROR(test_shards.Commit(&result.test_shard_records));
+    result.test_shard_paths = test_shards.paths();
+  }
 
   for (size_t j = 0; j < first_columns.size(); ++j) {
     const ResolvedColumn& c = first_columns[j];

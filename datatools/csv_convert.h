@@ -15,11 +15,18 @@
 // leaves no file that looks finished. Output is deterministic (protobuf maps
 // serialized in key order), so the same input gives the same bytes.
 //
+// With test_fraction > 0, a row goes to the test shards
+// (`{test_prefix}-...`, beside the train ones) when a hash of its fields
+// (XXH64) falls below that fraction: the same row always lands on the same
+// side, whatever the file order, shard count or run.
+//
 // A CsvConverter requires external synchronization.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,6 +63,8 @@ class DelimitedReader {
   absl::StatusOr<bool> Next(std::vector<std::string>* fields);
   // 1-based line on which the last record returned started.
   int64_t line() const { return record_line_; }
+  // Bytes consumed from the file so far (compressed bytes for .gz).
+  int64_t bytes_read() const;
   const std::string& path() const { return path_; }
 
  private:
@@ -84,6 +93,25 @@ struct ConvertOptions {
   bool skip_bad_rows = false;
   // Written into out_dir beside the shards; empty: not written.
   std::string feature_spec_name = "feature_spec.yaml";
+  // Overrides the schema's `header:`. Unset, a schema without a header (the
+  // criteo preset, a `header: false` file) still takes a first line made of
+  // exactly its column names as a header.
+  std::optional<bool> header;
+  // A file whose first line has none of the schema's delimiters but splits
+  // on the other one (comma vs tab) into the schema's columns is read with
+  // that one: the criteo preset reads a Criteo CSV. Off when the caller
+  // fixed the format.
+  bool detect_delimiter = true;
+  // Fraction of rows, chosen by a hash of the row, written to test shards.
+  double test_fraction = 0;
+  std::string test_prefix = "test";
+  int test_shards = 0;  // 0: as many as `shards`
+  // Progress for a printer on another thread, if set: rows read, and bytes
+  // of input files consumed (of their total size). Relaxed atomics.
+  std::atomic<int64_t>* progress_rows = nullptr;
+  std::atomic<int64_t>* progress_bytes = nullptr;
+
+  int EffectiveTestShards() const { return test_shards > 0 ? test_shards : shards; }
 
   absl::Status Validate() const;
 };
@@ -100,6 +128,9 @@ struct ConvertResult {
   std::vector<std::string> bad_row_samples;  // the first kMaxBadRowSamples errors
   std::vector<std::string> shard_paths;
   std::vector<int64_t> shard_records;
+  int64_t test_examples = 0;                 // of examples_written
+  std::vector<std::string> test_shard_paths;  // empty without test_fraction
+  std::vector<int64_t> test_shard_records;
   std::string feature_spec_path;             // empty if not written
   std::vector<ColumnCounts> columns;         // used columns, in file order
 

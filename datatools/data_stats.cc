@@ -4,6 +4,7 @@
 #include <bit>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 #include "common/hash.h"
 #include "common/status_macros.h"
 #include "datatools/hyperloglog.h"
+#include "datatools/natural_order.h"
 #include "datatools/space_saving.h"
 #include "tensorflow/example.pb.h"
 
@@ -76,8 +78,9 @@ int FeatureStats::kinds_seen() const {
 }
 
 const FeatureStats* DatasetStats::Find(std::string_view name) const {
-  auto it = std::lower_bound(features.begin(), features.end(), name,
-                             [](const FeatureStats& f, std::string_view n) { return f.name < n; });
+  auto it = std::lower_bound(
+      features.begin(), features.end(), name,
+      [](const FeatureStats& f, std::string_view n) { return NaturalLess(f.name, n); });
   return it != features.end() && it->name == name ? &*it : nullptr;
 }
 
@@ -184,7 +187,7 @@ DatasetStats StatsAccumulator::Finish() const {
     out.features.push_back(std::move(s));
   }
   std::sort(out.features.begin(), out.features.end(),
-            [](const FeatureStats& a, const FeatureStats& b) { return a.name < b.name; });
+            [](const FeatureStats& a, const FeatureStats& b) { return NaturalLess(a.name, b.name); });
   return out;
 }
 
@@ -193,9 +196,13 @@ absl::StatusOr<DatasetStats> ComputeStats(const std::vector<std::string>& files,
   if (files.empty()) return absl::InvalidArgumentError("no input files");
   StatsAccumulator acc(options.top_k);
   int64_t total = 0;
+  int64_t bytes_before = 0;  // of the files already read
   for (const std::string& path : files) {
     storage::TFRecordReaderOptions ropts;
     ropts.compression = options.compression.value_or(storage::CompressionFromPath(path));
+    // The reader's offset is in the decompressed stream: only an
+    // uncompressed file's tells how much of it is read.
+    const bool offset_is_file_bytes = ropts.compression == storage::Compression::kNone;
     ropts.skip_corrupt = options.skip_corrupt;
     ASSIGN_OR_RETURN(auto reader, storage::TFRecordReader::Open(path, ropts));
     std::string_view record;
@@ -210,6 +217,19 @@ absl::StatusOr<DatasetStats> ComputeStats(const std::vector<std::string>& files,
                                                 ": ", s.message()));
       }
       ++total;
+      if (options.progress_examples != nullptr) {
+        options.progress_examples->store(total, std::memory_order_relaxed);
+      }
+      if (options.progress_bytes != nullptr && offset_is_file_bytes && (total & 1023) == 0) {
+        options.progress_bytes->store(bytes_before + static_cast<int64_t>(reader->offset()),
+                                      std::memory_order_relaxed);
+      }
+    }
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    bytes_before += ec ? 0 : static_cast<int64_t>(size);
+    if (options.progress_bytes != nullptr) {
+      options.progress_bytes->store(bytes_before, std::memory_order_relaxed);
     }
   }
   DatasetStats stats = acc.Finish();

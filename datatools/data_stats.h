@@ -11,6 +11,7 @@
 // counters. StatsAccumulator is thread-compatible.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -65,7 +66,7 @@ struct FeatureStats {
 struct DatasetStats {
   int64_t examples = 0;
   std::vector<std::string> files;
-  std::vector<FeatureStats> features;  // sorted by name
+  std::vector<FeatureStats> features;  // in natural order of names (NaturalLess)
 
   const FeatureStats* Find(std::string_view name) const;
 };
@@ -79,6 +80,11 @@ struct StatsOptions {
   // Stop after this many examples in total (0: read everything); for a quick
   // look at a huge dataset.
   int64_t max_examples = 0;
+  // If set, examples read so far, and bytes of uncompressed files read so
+  // far (compressed files count when finished), for a progress printer on
+  // another thread (relaxed).
+  std::atomic<int64_t>* progress_examples = nullptr;
+  std::atomic<int64_t>* progress_bytes = nullptr;
 };
 
 class StatsAccumulator {

@@ -577,6 +577,14 @@ absl::Status SyntheticGenerator::WriteRange(Split split, int64_t begin, int64_t 
       ++(*sink->logit_histogram)[(positive ? kLogitBins : 0) + bin];
     }
     RETURN_IF_ERROR(writer->Write(Encode(ex, &builder)));
+    // In batches: one shared counter bumped per example would bounce its
+    // cache line between the writer threads.
+    if (options_.progress != nullptr && ((i - begin) & 4095) == 4095) {
+      options_.progress->fetch_add(4096, std::memory_order_relaxed);
+    }
+  }
+  if (options_.progress != nullptr) {
+    options_.progress->fetch_add((end - begin) & 4095, std::memory_order_relaxed);
   }
   return absl::OkStatus();
 }

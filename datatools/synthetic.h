@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cmath>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -154,6 +155,9 @@ struct SyntheticOptions {
   int compression_level = 6;
   std::string output_dir;
   int threads = 1;  // shard-parallel
+  // If set, examples written so far are added here (relaxed, every few
+  // thousand per thread) for a progress printer on another thread.
+  std::atomic<int64_t>* progress = nullptr;
 
   // INVALID_ARGUMENT naming the field.
   absl::Status Validate() const;

@@ -19,6 +19,7 @@ void RegisterDataInspect(CLI::App& data, int* exit_code);   // data_inspect.cc
 void RegisterDataGen(CLI::App& data, int* exit_code);       // data_gen.cc
 void RegisterDataConvert(CLI::App& data, int* exit_code);   // data_convert.cc
 void RegisterDataStats(CLI::App& data, int* exit_code);     // data_stats.cc
+void RegisterDataSpec(CLI::App& data, int* exit_code);      // data_stats.cc
 void RegisterBenchTfrecord(CLI::App& bench, int* exit_code);  // bench_commands.cc
 void RegisterBenchPs(CLI::App& bench, int* exit_code);        // bench_commands.cc
 void RegisterBenchTrainer(CLI::App& bench, int* exit_code);   // bench_commands.cc

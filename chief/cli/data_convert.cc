@@ -4,13 +4,17 @@
 //   brook data convert adult.train.csv --schema adult --out data/adult --shards 4
 //   brook data convert day_0.gz --format criteo --out data/criteo --shards 64
 // `--print-schema adult` prints a preset to start a schema of one's own from.
+// The schema format is in README.md ("Converting CSV") and convert_schema.h.
+#include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "chief/cli/commands.h"
+#include "chief/cli/progress.h"
 #include "datatools/convert_schema.h"
 #include "datatools/csv_convert.h"
 
@@ -27,6 +31,9 @@ struct ConvertFlags {
   std::string compression = "NONE";
   bool skip_bad_rows = false;
   std::string print_schema;
+  std::optional<bool> header;
+  double test_fraction = 0;
+  int test_shards = 0;
 };
 
 int Fail(int code, const std::string& message) {
@@ -68,9 +75,26 @@ int RunConvert(const ConvertFlags& f) {
   options.shards = f.shards;
   options.compression = *compression;
   options.skip_bad_rows = f.skip_bad_rows;
+  options.header = f.header;
+  options.detect_delimiter = f.format.empty();
+  options.test_fraction = f.test_fraction;
+  options.test_shards = f.test_shards;
+  ProgressOptions po;
+  po.label = "brook data convert";
+  po.unit = "rows";
+  for (const std::string& in : f.inputs) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(in, ec);
+    po.bytes_total += ec ? 0 : static_cast<int64_t>(size);
+  }
+  ProgressPrinter progress(po);
+  options.progress_rows = progress.items();
+  options.progress_bytes = progress.bytes();
   auto converter = datatools::CsvConverter::Open(*std::move(schema), f.inputs, options);
   if (!converter.ok()) return Fail(kExitUsage, std::string(converter.status().message()));
+  progress.Start();
   auto result = (*converter)->Run();
+  progress.Finish();
   if (!result.ok()) return Fail(kExitFailed, std::string(result.status().message()));
 
   const datatools::ConvertResult& r = *result;
@@ -78,6 +102,14 @@ int RunConvert(const ConvertFlags& f) {
             << f.inputs.size() << " file(s) into " << f.shards << " shard(s), dealt round-robin:\n";
   for (size_t i = 0; i < r.shard_paths.size(); ++i) {
     std::cout << "  " << r.shard_paths[i] << "  " << r.shard_records[i] << " examples\n";
+  }
+  if (!r.test_shard_paths.empty()) {
+    std::cout << "test split (--test-fraction " << f.test_fraction << ", by a hash of each row): "
+              << r.test_examples << " examples\n";
+    for (size_t i = 0; i < r.test_shard_paths.size(); ++i) {
+      std::cout << "  " << r.test_shard_paths[i] << "  " << r.test_shard_records[i]
+                << " examples\n";
+    }
   }
   std::string missing;
   for (const datatools::ColumnCounts& c : r.columns) {
@@ -117,6 +149,27 @@ void RegisterDataConvert(CLI::App& data, int* exit_code) {
                 "Skip and count rows that do not parse, instead of stopping at the first")
       ->envname("BROOK_CONVERT_SKIP_BAD_ROWS");
   cmd->add_option("--print-schema", f->print_schema, "Print a preset schema (adult, criteo) and exit");
+  cmd->add_flag_function(
+         "--header,!--no-header",
+         [f](int64_t n) { f->header = n > 0; },
+         "The first line of every input is (--header) or is not (--no-header) a header naming "
+         "the columns. Default: the schema's `header:`; a schema without a header (the criteo "
+         "preset) still detects one: a first line made of exactly its column names")
+      ->envname("BROOK_CONVERT_HEADER");
+  cmd->add_option("--test-fraction", f->test_fraction,
+                  "Write this fraction of rows, chosen by a hash of the row (deterministic), to "
+                  "test-*.tfrecord shards beside the train ones")
+      ->envname("BROOK_CONVERT_TEST_FRACTION");
+  cmd->add_option("--test-shards", f->test_shards, "Test shards (0: as many as --shards)")
+      ->envname("BROOK_CONVERT_TEST_SHARDS");
+  cmd->footer(
+      "A schema (YAML; see README.md, \"Converting CSV\") names the format (csv, tsv, criteo), "
+      "whether there is a header, the missing-value tokens, the label column and each column's "
+      "type (numeric, categorical, ignore; a categorical column with `separator: \"|\"` becomes "
+      "a list). Without --format, a file whose first line has no tab but splits on commas into "
+      "the schema's columns is read as CSV (and the other way round), so --schema criteo reads "
+      "a Criteo CSV. Progress goes to stderr: a live line on a terminal, a log line every 5 s "
+      "otherwise.");
   cmd->callback([f, exit_code] { *exit_code = RunConvert(*f); });
 }
 

@@ -3,6 +3,7 @@
 // Bayes-optimal AUC and logloss) and feature_spec.yaml beside the shards.
 // Every flag can also come from BROOK_DATA_GEN_<FLAG> (e.g.
 // BROOK_DATA_GEN_TRAIN=1e7), so a Kubernetes Job sets them as env vars.
+// Progress goes to stderr (chief/cli/progress.h).
 #include <cmath>
 #include <cstdint>
 #include <iostream>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "chief/cli/commands.h"
+#include "chief/cli/progress.h"
 #include "common/usable_cpus.h"
 #include "datatools/synthetic.h"
 #include "storage/tfrecord.h"
@@ -107,7 +109,15 @@ int RunGen(const GenFlags& flags) {
     std::cerr << "brook data gen: " << options.status().message() << "\n";
     return kExitUsage;
   }
+  ProgressOptions po;
+  po.label = "brook data gen";
+  po.unit = "examples";
+  po.total = options->train_examples + options->test_examples;
+  ProgressPrinter progress(po);
+  options->progress = progress.items();
+  progress.Start();
   auto result = datatools::GenerateSynthetic(*options);
+  progress.Finish();
   if (!result.ok()) {
     std::cerr << "brook data gen: " << result.status().message() << "\n";
     return result.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitFailed;

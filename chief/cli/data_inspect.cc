@@ -1,6 +1,7 @@
 // `brook data inspect FILE...`: reads every record (verifying both CRCs of
 // every frame), decodes each as a tf.train.Example and summarises the
-// features: which kinds they carry, in how many records, how many values.
+// features: which kinds they carry, in how many records, how many values,
+// listed in natural order of their names.
 #include <algorithm>
 #include <cstdint>
 #include <iomanip>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chief/cli/commands.h"
+#include "datatools/natural_order.h"
 #include "storage/tfrecord.h"
 #include "tensorflow/example.pb.h"
 
@@ -34,7 +36,8 @@ struct InspectOptions {
 };
 
 int RunInspect(const InspectOptions& opts) {
-  std::map<std::string, FeatureSummary> features;
+  // Natural order: C1, C2, ..., C10, not C1, C10, C11.
+  std::map<std::string, FeatureSummary, datatools::NaturalLessFn> features;
   uint64_t total_records = 0, total_bytes = 0, not_examples = 0, skipped_regions = 0;
   nlohmann::json files_json = nlohmann::json::array();
   bool failed = false;

@@ -3,6 +3,9 @@
 // new data against a saved schema (--check), which exits 1 on any anomaly:
 //   brook data stats data/adult/train-*.tfrecord --schema-out adult.schema.yaml
 //   brook data stats data/adult_test/ --check adult.schema.yaml
+// and `brook data spec FILE|DIR... --out F`: the feature spec the trainer
+// reads, inferred from the same statistics (also `data stats
+// --feature-spec-out F`), with the label guessed unless --label names it.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -17,8 +20,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "chief/cli/commands.h"
+#include "chief/cli/progress.h"
 #include "datatools/data_schema.h"
 #include "datatools/data_stats.h"
+#include "datatools/spec_inference.h"
+#include "trainer/input/feature_spec.h"
 
 namespace brook::cli {
 namespace {
@@ -27,6 +33,8 @@ struct StatsFlags {
   std::vector<std::string> inputs;
   std::string compression = "auto";
   std::string schema_out;
+  std::string feature_spec_out;
+  std::string label;
   std::string check;
   bool json = false;
   int top_k = 10;
@@ -37,8 +45,8 @@ struct StatsFlags {
   int64_t max_examples = 0;
 };
 
-int StatsFail(int code, const std::string& message) {
-  std::cerr << "brook data stats: " << message << "\n";
+int StatsFail(int code, const std::string& message, std::string_view command = "stats") {
+  std::cerr << "brook data " << command << ": " << message << "\n";
   return code;
 }
 
@@ -69,6 +77,69 @@ absl::StatusOr<std::vector<std::string>> ExpandInputs(const std::vector<std::str
     files.insert(files.end(), found.begin(), found.end());
   }
   return files;
+}
+
+// Reads the statistics of `files` with a progress line on stderr.
+absl::StatusOr<datatools::DatasetStats> StatsWithProgress(const std::vector<std::string>& files,
+                                                          datatools::StatsOptions options,
+                                                          std::string_view command) {
+  ProgressOptions po;
+  po.label = "brook data " + std::string(command);
+  po.unit = "examples";
+  po.total = options.max_examples;
+  bool all_plain = true;
+  for (const std::string& path : files) {
+    const auto c = options.compression.value_or(storage::CompressionFromPath(path));
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    all_plain = all_plain && c == storage::Compression::kNone;
+    po.bytes_total += ec ? 0 : static_cast<int64_t>(size);
+  }
+  if (!all_plain) po.bytes_total = 0;  // compressed offsets do not measure the files
+  ProgressPrinter progress(po);
+  options.progress_examples = progress.items();
+  options.progress_bytes = progress.bytes();
+  progress.Start();
+  auto stats = datatools::ComputeStats(files, options);
+  progress.Finish();
+  return stats;
+}
+
+// Infers the feature spec, writes it to `path` and says on stderr what it
+// guessed. An exit code.
+int WriteFeatureSpec(const datatools::DatasetStats& stats, const std::string& label,
+                     const std::string& path, std::string_view command) {
+  datatools::SpecInferenceOptions options;
+  options.label = label;
+  auto inferred = datatools::InferFeatureSpec(stats, options);
+  if (!inferred.ok()) return StatsFail(kExitFailed, std::string(inferred.status().message()), command);
+  const std::string yaml = datatools::InferredSpecYaml(*inferred, stats);
+  // What we write must be what the trainer reads.
+  auto reread = input::FeatureSpec::FromYaml(yaml);
+  if (!reread.ok()) {
+    return StatsFail(kExitFailed, absl::StrCat("internal error: the inferred spec does not parse: ",
+                                               reread.status().message()), command);
+  }
+  std::ofstream out(path, std::ios::trunc);
+  out << yaml;
+  out.close();
+  if (!out) return StatsFail(kExitFailed, absl::StrCat(path, ": cannot write the feature spec"), command);
+  const input::FeatureSpec& spec = inferred->spec;
+  int fixed = 0;
+  for (const auto& f : spec.features) fixed += f.kind == input::FeatureKind::kFixed ? 1 : 0;
+  std::cerr << "brook data " << command << ": wrote " << path << ": label \"" << spec.label_name
+            << "\", " << spec.features.size() << " features (" << fixed << " fixed-length numbers, "
+            << spec.features.size() - fixed << " id lists) from " << stats.examples
+            << " examples\n";
+  if (inferred->label_guessed) {
+    std::cerr << "brook data " << command << ": the label \"" << spec.label_name
+              << "\" is a GUESS (" << inferred->label_reason << "); confirm it in " << path
+              << " or rerun with --label NAME\n";
+  }
+  for (const std::string& n : inferred->notes) {
+    std::cerr << "brook data " << command << ": note: " << n << "\n";
+  }
+  return kExitOk;
 }
 
 bool IsUsageError(const absl::Status& s) {
@@ -108,9 +179,13 @@ int RunStats(const StatsFlags& f) {
   }
   auto files = ExpandInputs(f.inputs);
   if (!files.ok()) return StatsFail(kExitUsage, std::string(files.status().message()));
-  auto stats = datatools::ComputeStats(*files, options);
+  auto stats = StatsWithProgress(*files, options, "stats");
   if (!stats.ok()) {
     return StatsFail(IsUsageError(stats.status()) ? kExitUsage : kExitFailed, std::string(stats.status().message()));
+  }
+  if (!f.feature_spec_out.empty()) {
+    const int rc = WriteFeatureSpec(*stats, f.label, f.feature_spec_out, "stats");
+    if (rc != kExitOk) return rc;
   }
 
   if (!f.schema_out.empty()) {
@@ -171,6 +246,11 @@ void RegisterDataStats(CLI::App& data, int* exit_code) {
       ->envname("BROOK_DATA_COMPRESSION");
   cmd->add_option("--schema-out", f->schema_out, "Write the inferred data schema (YAML) here")
       ->envname("BROOK_STATS_SCHEMA_OUT");
+  cmd->add_option("--feature-spec-out", f->feature_spec_out,
+                  "Also write a feature spec inferred from the data here (as `brook data spec`)")
+      ->envname("BROOK_STATS_FEATURE_SPEC_OUT");
+  cmd->add_option("--label", f->label,
+                  "--feature-spec-out: the label feature (default: guessed, and said so)");
   cmd->add_option("--check", f->check,
                   "Validate the data against this schema; exit 1 listing each anomaly")
       ->envname("BROOK_STATS_CHECK");
@@ -192,6 +272,63 @@ void RegisterDataStats(CLI::App& data, int* exit_code) {
   cmd->add_option("--max-examples", f->max_examples, "Stop after this many examples (0: all)")
       ->envname("BROOK_STATS_MAX_EXAMPLES");
   cmd->callback([f, exit_code] { *exit_code = RunStats(*f); });
+}
+
+namespace {
+
+struct SpecFlags {
+  std::vector<std::string> inputs;
+  std::string out;
+  std::string label;
+  std::string compression = "auto";
+  int64_t max_examples = 0;
+};
+
+int RunSpec(const SpecFlags& f) {
+  if (f.inputs.empty()) return StatsFail(kExitUsage, "no input files", "spec");
+  datatools::StatsOptions options;
+  options.top_k = 1;
+  options.max_examples = f.max_examples;
+  if (f.compression != "auto") {
+    auto c = storage::ParseCompression(f.compression);
+    if (!c.ok()) {
+      return StatsFail(kExitUsage, absl::StrCat("--compression: ", c.status().message()), "spec");
+    }
+    options.compression = *c;
+  }
+  auto files = ExpandInputs(f.inputs);
+  if (!files.ok()) return StatsFail(kExitUsage, std::string(files.status().message()), "spec");
+  auto stats = StatsWithProgress(*files, options, "spec");
+  if (!stats.ok()) {
+    return StatsFail(IsUsageError(stats.status()) ? kExitUsage : kExitFailed,
+                     std::string(stats.status().message()), "spec");
+  }
+  return WriteFeatureSpec(*stats, f.label, f.out, "spec");
+}
+
+}  // namespace
+
+void RegisterDataSpec(CLI::App& data, int* exit_code) {
+  auto f = std::make_shared<SpecFlags>();
+  CLI::App* cmd = data.add_subcommand(
+      "spec",
+      "Infer the feature spec (for `brook trainer --spec` and a job's `features:`) from TFRecord "
+      "data: types, fixed or varlen, and a guess of the label to confirm");
+  cmd->footer(
+      "int64 and bytes features become varlen id lists, floats fixed-length numbers. The label "
+      "is the --label feature, else a one-value number named like a label (label, click, "
+      "target, y, ...), else a one-value feature holding only 0 and 1; a guess is marked in the "
+      "file and printed on stderr. Exit 1 when the data is not TFRecord (the error names the "
+      "file and byte offset) or no label can be guessed.");
+  cmd->add_option("inputs", f->inputs, "TFRecord files, or directories of *.tfrecord* files")
+      ->required();
+  cmd->add_option("--out", f->out, "Write the feature spec (YAML) here")->required();
+  cmd->add_option("--label", f->label, "The label feature (default: guessed, and said so)");
+  cmd->add_option("--compression", f->compression,
+                  "auto (from the file suffix), NONE, GZIP or ZLIB")
+      ->envname("BROOK_DATA_COMPRESSION");
+  cmd->add_option("--max-examples", f->max_examples, "Read at most this many examples (0: all)");
+  cmd->callback([f, exit_code] { *exit_code = RunSpec(*f); });
 }
 
 }  // namespace brook::cli

@@ -18,12 +18,13 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", brook::VersionLine());
   int exit_code = brook::cli::kExitOk;
 
-  CLI::App* data = app.add_subcommand("data", "Inspect, convert, generate and check TFRecord data");
+  CLI::App* data = app.add_subcommand("data", "Inspect, convert, generate, check TFRecord data and infer its feature spec");
   data->require_subcommand(1);
   brook::cli::RegisterDataInspect(*data, &exit_code);
   brook::cli::RegisterDataGen(*data, &exit_code);
   brook::cli::RegisterDataConvert(*data, &exit_code);
   brook::cli::RegisterDataStats(*data, &exit_code);
+  brook::cli::RegisterDataSpec(*data, &exit_code);
 
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks, each printed beside its ceiling");
   bench->require_subcommand(1);

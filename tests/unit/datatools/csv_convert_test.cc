@@ -2,13 +2,16 @@
 
 #include <zlib.h>
 
+#include <atomic>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_format.h"
 #include "datatools/convert_schema.h"
 #include "storage/tfrecord.h"
 #include "tensorflow/example.pb.h"
@@ -362,6 +365,145 @@ TEST_F(ConvertTest, CriteoLines) {
   EXPECT_EQ(ex[1].features().feature_size(), 40);
   EXPECT_FLOAT_EQ(Get(ex[1], "label")->float_list().value(0), 0);
   EXPECT_EQ(Get(ex[1], "C26")->bytes_list().value(0), "deadbeef");
+}
+
+
+// A Criteo CSV with a header line, as people export it: the criteo preset
+// (tab-separated, no header) detects both the commas and the header.
+std::string CriteoCsvWithHeader(int rows) {
+  std::string csv = "label";
+  for (int i = 1; i <= 13; ++i) csv += ",I" + std::to_string(i);
+  for (int i = 1; i <= 26; ++i) csv += ",C" + std::to_string(i);
+  csv += "\n";
+  for (int r = 0; r < rows; ++r) {
+    csv += std::to_string(r % 2);
+    for (int i = 1; i <= 13; ++i) csv += "," + std::to_string((r * 7 + i) % 11);
+    for (int i = 1; i <= 26; ++i) csv += "," + absl::StrFormat("%08x", (r * 31 + i * 17) % 97);
+    csv += "\n";
+  }
+  return csv;
+}
+
+TEST_F(ConvertTest, CriteoPresetReadsACsvWithAHeader) {
+  auto r = Convert(CriteoCsvWithHeader(5), {}, "format: criteo\n");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->rows_read, 5);  // the header is not a row
+  auto ex = ReadAll(r->shard_paths[0]);
+  ASSERT_EQ(ex.size(), 5u);
+  EXPECT_FLOAT_EQ(Get(ex[1], "label")->float_list().value(0), 1);
+  EXPECT_FLOAT_EQ(Get(ex[1], "I1")->float_list().value(0), 8);
+  EXPECT_EQ(Get(ex[0], "C1")->bytes_list().value(0), "00000011");
+  EXPECT_EQ(ex[0].features().feature_size(), 40);
+
+  // --no-header: the header line is a data row, and its label is no number.
+  auto forced = Convert(CriteoCsvWithHeader(2), {.header = false}, "format: criteo\n");
+  ASSERT_FALSE(forced.ok());
+  EXPECT_THAT(std::string(forced.status().message()), HasSubstr("people.csv:1"));
+  EXPECT_THAT(std::string(forced.status().message()), HasSubstr("\"label\" is not a number"));
+
+  // With the delimiter fixed (--format criteo), the CSV line is one field.
+  auto fixed = Convert(CriteoCsvWithHeader(2), {.detect_delimiter = false}, "format: criteo\n");
+  ASSERT_FALSE(fixed.ok());
+  EXPECT_THAT(std::string(fixed.status().message()), HasSubstr("expected 40 fields, got 1"));
+}
+
+TEST_F(ConvertTest, SeparatorColumnBecomesAListOfIds) {
+  constexpr char kGenres[] = R"(
+label: {column: liked}
+columns:
+  - {name: year, type: numeric}
+  - {name: genres, type: categorical, separator: "|"}
+)";
+  auto r = Convert("year,genres,liked\n1999,Comedy|Drama,1\n2001, Horror ||,0\n2003,,1\n", {},
+                   kGenres);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto ex = ReadAll(r->shard_paths[0]);
+  ASSERT_EQ(ex.size(), 3u);
+  EXPECT_THAT(Get(ex[0], "genres")->bytes_list().value(), ElementsAre("Comedy", "Drama"));
+  EXPECT_THAT(Get(ex[1], "genres")->bytes_list().value(), ElementsAre("Horror"));
+  EXPECT_EQ(Get(ex[2], "genres"), nullptr);  // "" is a missing token
+  auto spec = input::FeatureSpec::FromYamlFile(r->feature_spec_path);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const int g = spec->IndexOf("genres");
+  ASSERT_GE(g, 0);
+  EXPECT_EQ(spec->features[g].kind, input::FeatureKind::kVarLen);
+  EXPECT_EQ(spec->features[g].type, input::FeatureType::kBytes);
+
+  // The map form says the same.
+  auto m = ConvertSchema::FromYaml(
+      "label: liked\ncolumns: {year: numeric, genres: {type: categorical, separator: \"|\"}}\n");
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->columns.size(), 2u);
+  EXPECT_EQ(m->columns[1].separator, "|");
+}
+
+TEST(ConvertSchemaTest, SeparatorNeedsACategoricalColumn) {
+  auto s = ConvertSchema::FromYaml(
+      "label: y\ncolumns:\n  - {name: a, type: numeric, separator: \";\"}\n");
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("line 3"));
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("\"a\": `separator` needs"));
+  auto empty = ConvertSchema::FromYaml(
+      "label: y\ncolumns:\n  - {name: a, type: categorical, separator: \"\"}\n");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_THAT(std::string(empty.status().message()), HasSubstr("must not be empty"));
+}
+
+TEST_F(ConvertTest, TestFractionSplitsByRowHashDeterministically) {
+  std::string csv = "age,job,weight,income\n";
+  for (int i = 0; i < 1000; ++i) {
+    csv += std::to_string(i) + ",j" + std::to_string(i % 7) + ",1," + (i % 3 ? "low" : "high") +
+           "\n";
+  }
+  ConvertOptions o{.shards = 2, .test_fraction = 0.2, .test_shards = 1};
+  o.out_dir = dir_.Join("a");
+  auto a = Convert(csv, o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->examples_written, 1000);
+  EXPECT_GT(a->test_examples, 150);
+  EXPECT_LT(a->test_examples, 250);
+  ASSERT_EQ(a->test_shard_paths.size(), 1u);
+  EXPECT_THAT(a->test_shard_paths[0], HasSubstr("a/test-00000-of-00001.tfrecord"));
+  EXPECT_EQ(a->test_shard_records[0], a->test_examples);
+  EXPECT_EQ(a->shard_records[0] + a->shard_records[1], 1000 - a->test_examples);
+  EXPECT_THAT(testing::ReadFileOrDie(a->feature_spec_path),
+              HasSubstr("and test-*-of-00001.tfrecord"));
+
+  // Same rows to the test side on another run, with another shard count,
+  // and whatever the row order: the split is a function of each row.
+  std::set<int> test_ages;
+  for (const tf::Example& ex : ReadAll(a->test_shard_paths[0])) {
+    test_ages.insert(static_cast<int>(Get(ex, "age")->float_list().value(0)));
+  }
+  std::string reversed = "age,job,weight,income\n";
+  for (int i = 999; i >= 0; --i) {
+    reversed += std::to_string(i) + ",j" + std::to_string(i % 7) + ",1," +
+                (i % 3 ? "low" : "high") + "\n";
+  }
+  ConvertOptions o2{.shards = 3, .test_fraction = 0.2, .test_shards = 2};
+  o2.out_dir = dir_.Join("b");
+  auto b = Convert(reversed, o2);
+  ASSERT_TRUE(b.ok()) << b.status();
+  std::set<int> test_ages_b;
+  for (const std::string& p : b->test_shard_paths) {
+    for (const tf::Example& ex : ReadAll(p)) {
+      test_ages_b.insert(static_cast<int>(Get(ex, "age")->float_list().value(0)));
+    }
+  }
+  EXPECT_EQ(test_ages, test_ages_b);
+
+  auto bad = Convert(csv, {.test_fraction = 1.0});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("--test-fraction must be in [0, 1)"));
+}
+
+TEST_F(ConvertTest, ProgressCountsRowsAndBytes) {
+  std::atomic<int64_t> rows{0}, bytes{0};
+  const std::string csv = "age,job,weight,income\n1,a,1,low\n2,b,2,high\n3,c,3,low\n";
+  auto r = Convert(csv, {.progress_rows = &rows, .progress_bytes = &bytes});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(rows.load(), 3);
+  EXPECT_EQ(bytes.load(), static_cast<int64_t>(csv.size()));
 }
 
 }  // namespace
