@@ -192,11 +192,12 @@ int OptimizerSlotFloats(const OptimizerOptions& o, int dim) {
 }
 
 absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
-  const std::string_view t = absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size()));
+  const absl::string_view t =
+      absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size()));
   size_t digits = 0;
   while (digits < t.size() && (absl::ascii_isdigit(t[digits]) || t[digits] == '.')) ++digits;
-  const std::string_view number = t.substr(0, digits);
-  std::string_view unit = absl::StripLeadingAsciiWhitespace(t.substr(digits));
+  const absl::string_view number = t.substr(0, digits);
+  const absl::string_view unit = absl::StripLeadingAsciiWhitespace(t.substr(digits));
   auto bad = [&] {
     return absl::InvalidArgumentError(absl::StrCat(
         "\"", absl::string_view(text.data(), text.size()),
@@ -204,11 +205,11 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
         "Mi, Gi, Ti), KB, MB, GB, TB (or K, M, G, T), e.g. 512MiB"));
   };
   double value = 0;
-  if (number.empty() || !absl::SimpleAtod(absl::string_view(number.data(), number.size()), &value) ||
+  if (number.empty() || !absl::SimpleAtod(number, &value) ||
       !std::isfinite(value) || value < 0) {
     return bad();
   }
-  static constexpr std::pair<std::string_view, double> kUnits[] = {
+  static constexpr std::pair<absl::string_view, double> kUnits[] = {
       {"", 1},       {"B", 1},       {"KiB", 0x1p10}, {"MiB", 0x1p20}, {"GiB", 0x1p30},
       {"TiB", 0x1p40}, {"Ki", 0x1p10}, {"Mi", 0x1p20},  {"Gi", 0x1p30},  {"Ti", 0x1p40},
       {"KB", 1e3},   {"MB", 1e6},    {"GB", 1e9},     {"TB", 1e12},    {"K", 1e3},

@@ -494,7 +494,7 @@ absl::Status ReadTableSettings(const YAML::Node& node, const std::string& path,
                                          ? ps::ParseByteSize(v.Scalar())
                                          : absl::InvalidArgumentError(absl::StrCat(
                                                Describe(v), " is not a size such as 512MiB"));
-    if (!bytes.ok()) return r.Error("memory_budget", bytes.status().message());
+    if (!bytes.ok()) return r.Error("memory_budget", std::string(bytes.status().message()));
     if (*bytes == 0) return r.Error("memory_budget", "must be > 0 bytes");
     out->memory_budget_bytes = *bytes;
   }
@@ -588,7 +588,7 @@ absl::Status CheckTableSettings(const JobSpec& spec, const std::map<std::string,
     const std::string key = spec.table_settings.count(t.name) > 0 ? t.name : "default";
     const auto line = lines.find(key);
     return FieldError(absl::StrCat("tables.", key), line == lines.end() ? 0 : line->second,
-                      s.message());
+                      std::string(s.message()));
   }
   return absl::OkStatus();
 }
