@@ -13,7 +13,8 @@
 #include "tests/testing/test_util.h"
 #include "tests/unit/ps/ps_test_util.h"
 
-namespace brook::ps {
+// A namespace of its own: unity builds batch test files together.
+namespace brook::ps::memory_limit_test {
 namespace {
 
 using test::PullOrDie;
@@ -180,4 +181,4 @@ TEST(MemoryLimitTest, TieredTablesMoveRowsPastTheNodeLimitToRocksDb) {
 }
 
 }  // namespace
-}  // namespace brook::ps
+}  // namespace brook::ps::memory_limit_test
