@@ -200,6 +200,10 @@ class TieredRowStore::TierWriter final : public RowStore::Writer {
     store_->promotions_.fetch_add(hits, std::memory_order_relaxed);
   }
 
+  // Past the node-wide limit after a write: moves up to n of the stripe's
+  // rows out, the ones just written included (they are done with).
+  void EvictForLimit(uint64_t n) { MakeRoom(n, {}); }
+
   RowHeader* Insert(uint64_t key, uint64_t hash) override { return inner_->Insert(key, hash); }
   // Memory holds at most stripe_cap_ rows of the stripe: no room past that.
   void Reserve(uint32_t more_rows) override {
@@ -321,13 +325,20 @@ void TieredRowStore::Write(int stripe, absl::FunctionRef<void(Writer&)> fn) {
     const uint32_t before = inner.size();
     TierWriter writer(this, &tiers_[stripe], &inner);
     fn(writer);
-    writer.Finish();
-    // Rows in memory are charged as they come and go, under the stripe lock.
     if (MemoryAccountant* a = options_.accountant; a != nullptr) {
-      const uint32_t after = inner.size();
-      if (after > before) a->Charge(uint64_t{after - before} * options_.charged_row_bytes);
-      if (after < before) a->Release(uint64_t{before - after} * options_.charged_row_bytes);
+      // Rows in memory are charged as they come and go, under the stripe
+      // lock; a node past its limit moves this stripe's rows out at once,
+      // so that it is over only while writes are in flight.
+      const uint64_t c = options_.charged_row_bytes;
+      const uint32_t written = inner.size();
+      if (written > before) a->Charge(uint64_t{written - before} * c);
+      if (written < before) a->Release(uint64_t{before - written} * c);
+      if (const uint64_t excess = a->Excess(0); excess > 0 && written > 0) {
+        writer.EvictForLimit(std::min<uint64_t>((excess + c - 1) / c, written));
+        a->Release(uint64_t{written - inner.size()} * c);
+      }
     }
+    writer.Finish();
   });
 }
 

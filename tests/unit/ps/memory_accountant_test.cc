@@ -155,12 +155,12 @@ TEST(MemoryLimitTest, TieredTablesMoveRowsPastTheNodeLimitToRocksDb) {
       max_used = std::max(max_used, ps.Stats().memory_used_bytes);
     }
   }
-  // Each push first moves out as many rows as it may bring in: the node
-  // stays within its limit but for the batches of stripes that had nothing
-  // to move out.
-  EXPECT_LE(max_used, o.memory_limit_bytes + kTables * kBatch * kRowCharge);
+  // A write that leaves the node past its limit moves rows out at once:
+  // between pushes the node is within it, although 8 tables x 128 keys
+  // would not be.
+  EXPECT_LE(max_used, o.memory_limit_bytes);
   const ServerStats s = ps.Stats();
-  EXPECT_LE(s.memory_used_bytes, o.memory_limit_bytes + kBatch * kRowCharge);
+  EXPECT_GE(s.memory_used_bytes, o.memory_limit_bytes / 2);
   EXPECT_EQ(s.memory_limit_rejections, 0u);
   uint64_t rows_in_memory = 0;
   for (const TableStats& t : s.tables) {
