@@ -40,8 +40,10 @@ struct PsFlags {
 // TF_CONFIG's part for a PS: with task.type ps, listen on 0.0.0.0 at the
 // port of cluster.ps[task.index] (its host is how others reach this pod),
 // shard task.index of len(cluster.ps). Flags given win. InvalidArgument for
-// a malformed TF_CONFIG or another task type; nothing without TF_CONFIG.
+// a malformed TF_CONFIG or another task type; nothing without TF_CONFIG or
+// when flags give all three (e.g. `brook local`'s children in a TFJob pod).
 absl::Status ApplyTfConfig(PsFlags* f) {
+  if (f->listen_given && f->shard_index_given && f->num_shards_given) return absl::OkStatus();
   absl::StatusOr<chief::ClusterSpec> tf = chief::ClusterFromEnvironment();
   if (absl::IsNotFound(tf.status())) return absl::OkStatus();
   if (!tf.ok()) return tf.status();

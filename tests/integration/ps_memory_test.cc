@@ -252,6 +252,11 @@ TEST(PsTfConfigTest, ATaskThatIsNotAPsIsAUsageErrorNamingIt) {
   EXPECT_NE(r.output.find("TF_CONFIG: task.type is \"worker\" but `brook ps` runs a PS task"),
             std::string::npos)
       << r.output;
+  // With every flag TF_CONFIG goes unread (brook local's PS in a TFJob pod).
+  auto flagged = testing::RunCommand(
+      {"/usr/bin/env", "TF_CONFIG=" + PsTfConfig(7070, "worker"), BrookBinary(), "ps", "--listen",
+       "127.0.0.1:0", "--shard-index", "0", "--num-shards", "1", "--check-config"});
+  EXPECT_EQ(flagged.exit_code, 0) << flagged.output;
   auto bad = testing::RunCommand(
       {"/usr/bin/env", "TF_CONFIG={\"cluster\": {\"ps\": [\"nohostport\"]}}", BrookBinary(), "ps",
        "--check-config"});
