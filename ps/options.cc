@@ -2,8 +2,12 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/status_macros.h"
 
 namespace brook::ps {
@@ -185,6 +189,38 @@ int OptimizerSlotFloats(const OptimizerOptions& o, int dim) {
       return 2 * dim;  // accumulator, linear
   }
   return 0;
+}
+
+absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
+  const absl::string_view t =
+      absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size()));
+  size_t digits = 0;
+  while (digits < t.size() && (absl::ascii_isdigit(t[digits]) || t[digits] == '.')) ++digits;
+  const absl::string_view number = t.substr(0, digits);
+  const absl::string_view unit = absl::StripLeadingAsciiWhitespace(t.substr(digits));
+  auto bad = [&] {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", absl::string_view(text.data(), text.size()),
+        "\" is not a size: a number of bytes with an optional unit B, KiB, MiB, GiB, TiB (or Ki, "
+        "Mi, Gi, Ti), KB, MB, GB, TB (or K, M, G, T), e.g. 512MiB"));
+  };
+  double value = 0;
+  if (number.empty() || !absl::SimpleAtod(number, &value) ||
+      !std::isfinite(value) || value < 0) {
+    return bad();
+  }
+  static constexpr std::pair<absl::string_view, double> kUnits[] = {
+      {"", 1},       {"B", 1},       {"KiB", 0x1p10}, {"MiB", 0x1p20}, {"GiB", 0x1p30},
+      {"TiB", 0x1p40}, {"Ki", 0x1p10}, {"Mi", 0x1p20},  {"Gi", 0x1p30},  {"Ti", 0x1p40},
+      {"KB", 1e3},   {"MB", 1e6},    {"GB", 1e9},     {"TB", 1e12},    {"K", 1e3},
+      {"M", 1e6},    {"G", 1e9},     {"T", 1e12}};
+  for (const auto& [name, scale] : kUnits) {
+    if (unit != name) continue;
+    const double bytes = std::floor(value * scale);
+    if (!(bytes < 0x1p64)) return bad();
+    return static_cast<uint64_t>(bytes);
+  }
+  return bad();
 }
 
 std::string_view OptimizerKindName(OptimizerKind kind) {

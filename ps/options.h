@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace brook::ps {
 
@@ -115,6 +116,14 @@ struct DenseOptions {
   uint64_t num_floats() const;  // 0 if the shape is empty, non-positive or overflows
   friend bool operator==(const DenseOptions&, const DenseOptions&) = default;
 };
+
+// A size in bytes as job specs and flags spell it: a number with an
+// optional unit, e.g. "1073741824", "512MiB", "2GiB", "1.5GB". Binary units
+// KiB MiB GiB TiB (also Ki Mi Gi Ti, as Kubernetes writes them), decimal KB
+// MB GB TB (also K M G T), and B; a fraction is rounded down to whole bytes.
+// INVALID_ARGUMENT saying what is allowed for anything else, a negative
+// number or a size past 2^64.
+absl::StatusOr<uint64_t> ParseByteSize(std::string_view text);
 
 // Floats of optimizer state kept beside each row of `dim` weights.
 int OptimizerSlotFloats(const OptimizerOptions& o, int dim);

@@ -178,7 +178,8 @@ absl::StatusOr<bool> ParameterServer::CreateTableLocked(const TableOptions& opti
     RETURN_IF_ERROR(state_->db->CreateColumnFamily(tier.column_family));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Table> table,
-                   Table::Create(options, options_.now, state_->db != nullptr ? &tier : nullptr));
+                   Table::Create(options, options_.now, state_->db != nullptr ? &tier : nullptr,
+                                 &state_->accountant));
   state_->tables.emplace(options.name, std::move(table));
   return true;
 }
@@ -404,6 +405,9 @@ ServerStats ParameterServer::Stats() const {
   s.fenced_clients = state_->dedup.fenced_clients();
   s.fenced_pushes = state_->dedup.fenced_refusals();
   s.push_streams = state_->dedup.streams();
+  s.memory_limit_bytes = state_->accountant.limit();
+  s.memory_used_bytes = state_->accountant.used();
+  s.memory_limit_rejections = state_->accountant.rejections();
   for (const auto& t : tables) s.tables.push_back(t->Stats());
   for (const auto& v : dense) s.dense.push_back(v->Stats());
   std::sort(s.tables.begin(), s.tables.end(),

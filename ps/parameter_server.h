@@ -38,6 +38,12 @@ struct ParameterServerOptions {
   uint64_t max_keys_per_request = 1u << 20;
   // How many recent sequence numbers per client the dedup window remembers.
   uint32_t dedup_window = 1u << 16;
+  // Bytes of rows all tables together may hold in memory (brook ps
+  // --memory-limit; ps/memory_accountant.h), on top of each table's own
+  // memory_budget_bytes. Past it rows go to the RocksDB tier (with a
+  // data_dir), else pushes that would create rows are RESOURCE_EXHAUSTED.
+  // 0: no node-wide limit.
+  uint64_t memory_limit_bytes = 0;
   // Seconds on a monotonic clock, for ttl_seconds; called from any thread.
   // Empty = std::chrono::steady_clock. Tests inject a fake.
   std::function<double()> now;
@@ -279,6 +285,11 @@ struct ServerStats {
   uint64_t fenced_clients = 0;  // FenceClients
   uint64_t fenced_pushes = 0;   // pushes (or batch parts) refused as fenced
   uint64_t push_streams = 0;    // work-unit push streams seen (PushContext::stream_id)
+  // The node-wide memory limit (0: none), the bytes the rows of all tables
+  // hold in memory against it, and pushes it refused (no RocksDB tier).
+  uint64_t memory_limit_bytes = 0;
+  uint64_t memory_used_bytes = 0;
+  uint64_t memory_limit_rejections = 0;
 };
 
 class ParameterServer {
@@ -316,7 +327,8 @@ class ParameterServer {
   // duplicates are INVALID_ARGUMENT. Errors change no state. A (client_id,
   // sequence) already applied returns kDuplicate and changes nothing.
   // Errors: NOT_FOUND (table), RESOURCE_EXHAUSTED (key limit; or the rows it
-  // would create exceed the table's memory budget), INVALID_ARGUMENT (sizes,
+  // would create exceed the table's memory budget or, without a RocksDB
+  // tier, the node-wide memory_limit_bytes), INVALID_ARGUMENT (sizes,
   // duplicate keys, NaN/Inf under kReject), FAILED_PRECONDITION (sequence
   // older than the client's dedup window: it cannot be proven fresh, so it is
   // neither applied nor acknowledged). A push identical to one still being

@@ -14,6 +14,7 @@
 #include "ps/internal/key_batch.h"
 #include "ps/internal/mem_row_store.h"
 #include "ps/internal/tiered_row_store.h"
+#include "ps/memory_accountant.h"
 
 namespace brook::ps {
 namespace internal {
@@ -69,8 +70,17 @@ absl::Status TierError(const std::string& table) {
                    "request was not answered from initial values"));
 }
 
+// Index entries are 4 B at a load of 1/3 to 1/2 (mem_row_store.h).
+constexpr uint64_t kIndexBytesPerRow = 12;
+
+uint64_t ChargedRowBytes(int row_floats) {
+  const uint64_t stride =
+      (sizeof(RowHeader) + static_cast<uint64_t>(row_floats) * sizeof(float) + 7) & ~uint64_t{7};
+  return stride + kIndexBytesPerRow;
+}
+
 std::unique_ptr<RowStore> MakeStore(const TableOptions& options, int slot_floats, uint64_t max_rows,
-                                    const TableTier* tier) {
+                                    const TableTier* tier, MemoryAccountant* accountant) {
   const internal::MemRowStoreOptions mem{.row_floats = options.dim + slot_floats,
                                          .hot_floats = options.dim,
                                          .stripe_bits = kStripeBits,
@@ -82,13 +92,16 @@ std::unique_ptr<RowStore> MakeStore(const TableOptions& options, int slot_floats
                                       .db = tier->db,
                                       .column_family = tier->column_family,
                                       .cold_rows_exist = tier->cold_rows_exist,
-                                      .seed = options.seed});
+                                      .seed = options.seed,
+                                      .accountant = accountant,
+                                      .charged_row_bytes = ChargedRowBytes(mem.row_floats)});
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Table>> Table::Create(const TableOptions& options, Clock clock,
-                                                     const TableTier* tier) {
+                                                     const TableTier* tier,
+                                                     MemoryAccountant* accountant) {
   RETURN_IF_ERROR(options.Validate());
   if (tier != nullptr && tier->db == nullptr) {
     return absl::InvalidArgumentError(
@@ -96,25 +109,33 @@ absl::StatusOr<std::unique_ptr<Table>> Table::Create(const TableOptions& options
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, CreateOptimizer(options.optimizer));
   if (!clock) clock = SteadySeconds;
-  return std::unique_ptr<Table>(new Table(options, std::move(optimizer), std::move(clock), tier));
+  return std::unique_ptr<Table>(
+      new Table(options, std::move(optimizer), std::move(clock), tier, accountant));
 }
 
 Table::Table(const TableOptions& options, std::unique_ptr<Optimizer> optimizer, Clock clock,
-             const TableTier* tier)
+             const TableTier* tier, MemoryAccountant* accountant)
     : options_(options),
       slot_floats_(optimizer->SlotFloats(options.dim)),
       max_rows_(options.memory_budget_bytes /
                 (static_cast<uint64_t>(options.dim + slot_floats_) * sizeof(float))),
+      accountant_(accountant),
+      charge_(ChargedRowBytes(options.dim + slot_floats_)),
       pending_bound_(std::max<uint64_t>(1, options.max_pending_keys >> kStripeBits)),
       initializer_(options.initializer, options.seed),
       optimizer_(std::move(optimizer)),
       clock_(std::move(clock)),
       time_base_(clock_()),
-      store_(MakeStore(options, slot_floats_, max_rows_, tier)),
+      store_(MakeStore(options, slot_floats_, max_rows_, tier, accountant)),
       tier_(tier == nullptr ? nullptr : static_cast<internal::TieredRowStore*>(store_.get())),
       pending_(new internal::PendingStripe[store_->num_stripes()]) {}
 
-Table::~Table() = default;
+Table::~Table() {
+  // A tiered store gives back its own charge.
+  if (tier_ == nullptr && accountant_ != nullptr) {
+    accountant_->Release(committed_.load(std::memory_order_relaxed) * charge_);
+  }
+}
 
 uint32_t Table::NowSeconds() const {
   const double t = std::floor(clock_() - time_base_);
@@ -123,8 +144,8 @@ uint32_t Table::NowSeconds() const {
   return static_cast<uint32_t>(t);
 }
 
-bool Table::TryReserve(uint64_t rows) {
-  if (tier_ != nullptr) {  // past the budget rows move to RocksDB: no cap
+bool Table::TryReserve(uint64_t rows, bool* node_limit) {
+  if (tier_ != nullptr) {  // past the budgets rows move to RocksDB: no cap
     committed_.fetch_add(rows, std::memory_order_relaxed);
     return true;
   }
@@ -132,7 +153,17 @@ bool Table::TryReserve(uint64_t rows) {
   do {
     if (rows > max_rows_ || c > max_rows_ - rows) return false;
   } while (!committed_.compare_exchange_weak(c, c + rows, std::memory_order_relaxed));
+  if (accountant_ != nullptr && !accountant_->TryCharge(rows * charge_)) {
+    committed_.fetch_sub(rows, std::memory_order_relaxed);
+    if (node_limit != nullptr) *node_limit = true;
+    return false;
+  }
   return true;
+}
+
+void Table::Unreserve(uint64_t rows) {
+  committed_.fetch_sub(rows, std::memory_order_relaxed);
+  if (tier_ == nullptr && accountant_ != nullptr) accountant_->Release(rows * charge_);
 }
 
 absl::Status Table::Pull(absl::Span<const uint64_t> keys, absl::Span<float> out) {
@@ -308,7 +339,16 @@ absl::Status Table::ApplyPush(const PreparedPush& push, int64_t step, float lr_s
     reserved = n;
   } else {
     const uint64_t need = CountCreations(b);
-    if (!TryReserve(need)) {
+    bool node_limit = false;
+    if (!TryReserve(need, &node_limit)) {
+      if (node_limit) {
+        accountant_->CountRejection();
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "table '", options_.name, "': push of ", n, " keys needs ", need, " new rows of ",
+            charge_, " bytes; the PS memory limit of ", accountant_->limit(),
+            " bytes (brook ps --memory-limit) is full: ", accountant_->used(),
+            " bytes held by the rows of all tables (with --data-dir rows past it go to RocksDB)"));
+      }
       budget_rejections_.fetch_add(1, std::memory_order_relaxed);
       return absl::ResourceExhaustedError(
           absl::StrCat("table '", options_.name, "': push of ", n, " keys needs ", need,
@@ -339,7 +379,7 @@ absl::Status Table::ApplyPush(const PreparedPush& push, int64_t step, float lr_s
           ? apply(0, stripes)
           : push.helpers->Run(stripes, n >= kMinSplitPushKeys ? 1 : stripes, apply);
   const uint64_t unused = run.unclaimed.load(std::memory_order_relaxed);
-  if (unused > 0) committed_.fetch_sub(unused, std::memory_order_relaxed);
+  if (unused > 0) Unreserve(unused);
   if (last_lsn != nullptr) *last_lsn = run.max_lsn.load(std::memory_order_relaxed);
   RETURN_IF_ERROR(applied);
 
@@ -437,7 +477,7 @@ void Table::ApplyPushRows(PushRun& run, int s, RowStore::Writer& w, uint32_t lo,
       }
       row = w.Insert(key, b.hashes[j]);
       if (row == nullptr) {  // the store itself is full
-        committed_.fetch_sub(1, std::memory_order_relaxed);
+        Unreserve(1);
         defer();
         continue;
       }
@@ -484,7 +524,7 @@ uint64_t Table::Evict(int64_t current_step) {
     });
   }
   if (evicted > 0) {
-    committed_.fetch_sub(evicted, std::memory_order_relaxed);
+    Unreserve(evicted);
     evictions_.fetch_add(evicted, std::memory_order_relaxed);
   }
   return evicted;
@@ -612,6 +652,9 @@ absl::Status Table::ImportRows(const char* rows, size_t count, size_t row_bytes)
     return true;
   });
   committed_.fetch_add(created, std::memory_order_relaxed);
+  // Restored rows are kept even past the node-wide limit (see
+  // memory_accountant.h); pushes then create none until rows go.
+  if (tier_ == nullptr && accountant_ != nullptr) accountant_->Charge(created * charge_);
   if (!tier_ok) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "table '", options_.name, "': could not hold the restored rows (memory budget of ",
@@ -647,7 +690,7 @@ absl::Status Table::ImportDeletes(absl::Span<const uint64_t> keys) {
     }
     return true;
   });
-  committed_.fetch_sub(erased, std::memory_order_relaxed);
+  Unreserve(erased);
   return tier_ok ? absl::OkStatus() : TierError(options_.name);
 }
 

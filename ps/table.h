@@ -42,6 +42,8 @@ class RocksDb;
 
 namespace brook::ps {
 
+class MemoryAccountant;
+
 namespace internal {
 struct KeyBatch;
 struct PendingStripe;
@@ -114,8 +116,11 @@ class Table {
   // INVALID_ARGUMENT names a bad option. `clock` must be callable from any
   // thread; empty = std::chrono::steady_clock.
   // `tier` (may be null) moves rows past the memory budget to RocksDB.
+  // `accountant` (may be null; borrowed, outlives the table) is the PS's
+  // node-wide limit: the table charges its in-memory rows there too.
   static absl::StatusOr<std::unique_ptr<Table>> Create(const TableOptions& options, Clock clock,
-                                                       const TableTier* tier = nullptr);
+                                                       const TableTier* tier = nullptr,
+                                                       MemoryAccountant* accountant = nullptr);
   ~Table();
   Table(const Table&) = delete;
   Table& operator=(const Table&) = delete;
@@ -139,7 +144,8 @@ class Table {
 
   // Push stage 2: applies the optimizer to every admitted row, counts the
   // others towards admission. RESOURCE_EXHAUSTED, with nothing applied, when
-  // the rows the push would create do not fit in memory_budget_bytes.
+  // the rows the push would create do not fit in memory_budget_bytes or (no
+  // tier) in the node-wide memory limit.
   // `step` is recorded as the rows' last-update step (for ttl_steps);
   // `lr_scale` (finite, > 0) multiplies the optimizer's learning rate.
   // With `log`, every stripe's part is logged under its lock (`part` carries
@@ -181,6 +187,9 @@ class Table {
   void ReserveRows(uint64_t rows);
   // Bytes of one stored row.
   size_t stored_row_bytes() const;
+  // What one row in memory counts against the node-wide memory limit: its
+  // arena stride plus its index entry.
+  uint64_t charged_row_bytes() const { return charge_; }
   bool tiered() const { return tier_ != nullptr; }
 
   // Counts a push that dedup answered with kDuplicate.
@@ -204,7 +213,7 @@ class Table {
 
  private:
   Table(const TableOptions& options, std::unique_ptr<Optimizer> optimizer, Clock clock,
-        const TableTier* tier);
+        const TableTier* tier, MemoryAccountant* accountant);
 
   uint32_t NowSeconds() const;
   // For each stripe in [first, end) that b touches, under its exclusive
@@ -215,7 +224,11 @@ class Table {
       internal::KeyBatch& b,
       absl::FunctionRef<bool(int stripe, RowStore::Writer& w, uint32_t lo, uint32_t hi)> fn,
       int first = 0, int end = -1);
-  bool TryReserve(uint64_t rows);
+  // Reserves room for `rows` new rows in the table's budget and (no tier)
+  // the node's limit; *node_limit (may be null) says which one refused.
+  bool TryReserve(uint64_t rows, bool* node_limit = nullptr);
+  // Gives back reserved or held rows.
+  void Unreserve(uint64_t rows);
   uint64_t CountCreations(const internal::KeyBatch& b) const;
   // ApplyPush's parts. PushRun: one push being applied (table.cc).
   struct PushRun;
@@ -236,6 +249,8 @@ class Table {
   const TableOptions options_;
   const int slot_floats_;
   const uint64_t max_rows_;     // memory_budget_bytes / row bytes
+  MemoryAccountant* const accountant_;  // borrowed; null: no node-wide limit
+  const uint64_t charge_;               // charged_row_bytes()
   const size_t pending_bound_;  // per stripe
   const Initializer initializer_;
   const std::unique_ptr<Optimizer> optimizer_;
@@ -246,7 +261,8 @@ class Table {
   // pending_[s] is guarded by store_'s stripe s lock (shared for reads).
   const std::unique_ptr<internal::PendingStripe[]> pending_;
 
-  // Rows held plus rows reserved by pushes in flight; <= max_rows_.
+  // Rows held plus rows reserved by pushes in flight; <= max_rows_. Without
+  // a tier, committed_ * charge_ is what the table has charged accountant_.
   std::atomic<uint64_t> committed_{0};
 
   // Counters (relaxed; added once per request).

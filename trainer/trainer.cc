@@ -103,7 +103,9 @@ class FirstError {
   absl::Status status_;
 };
 
-ps::TableOptions TableFor(const TableSpec& t, const TrainerOptions& o) {
+}  // namespace
+
+ps::TableOptions TableOptionsFor(const TableSpec& t, const TrainerOptions& o) {
   ps::TableOptions table;
   table.name = t.name;
   table.dim = t.dim;
@@ -115,10 +117,24 @@ ps::TableOptions TableFor(const TableSpec& t, const TrainerOptions& o) {
   // Wide (dim-1) weights start at zero, as a linear model's do.
   if (t.dim == 1) table.initializer.kind = ps::InitializerKind::kZeros;
   table.memory_budget_bytes = o.table_memory_budget_bytes;
+  auto apply = [&table](const TableSettings& s) {
+    if (s.memory_budget_bytes) table.memory_budget_bytes = *s.memory_budget_bytes;
+    if (s.admission_min_count) table.admission_min_count = *s.admission_min_count;
+    if (s.max_pending_keys) table.max_pending_keys = *s.max_pending_keys;
+    if (s.ttl_steps) table.ttl_steps = *s.ttl_steps;
+    if (s.ttl_seconds) table.ttl_seconds = *s.ttl_seconds;
+    if (s.gradient_clip) table.gradient_clip = *s.gradient_clip;
+    if (s.bad_gradient) table.bad_gradient = *s.bad_gradient;
+  };
+  apply(o.table_defaults);
+  if (o.table_defaults.initializer && t.dim > 1) table.initializer = *o.table_defaults.initializer;
+  if (auto it = o.table_settings.find(t.name); it != o.table_settings.end()) {
+    apply(it->second);
+    if (it->second.initializer) table.initializer = *it->second.initializer;
+  }
   return table;
 }
 
-}  // namespace
 
 // Everything one batch carries through the threads.
 struct Trainer::InFlight {
@@ -237,7 +253,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(ps::PsClient* ps, const
 
 absl::Status Trainer::Setup() {
   for (const TableSpec& t : model_->layout().tables) {
-    RETURN_IF_ERROR(ps_->CreateTable(TableFor(t, options_)));
+    RETURN_IF_ERROR(ps_->CreateTable(TableOptionsFor(t, options_)));
   }
   std::vector<ps::DenseOptions> dense;
   for (const DenseVariableSpec& v : model_->dense_variables()) {

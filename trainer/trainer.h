@@ -57,6 +57,22 @@
 
 namespace brook::trainer {
 
+// PS options of embedding tables that a job spec's `tables:` section sets
+// (ps::TableOptions has their meaning); an unset field keeps the default.
+struct TableSettings {
+  std::optional<uint64_t> memory_budget_bytes;
+  std::optional<uint32_t> admission_min_count;
+  std::optional<uint64_t> max_pending_keys;
+  std::optional<int64_t> ttl_steps;
+  std::optional<double> ttl_seconds;
+  std::optional<float> gradient_clip;
+  std::optional<ps::BadGradientPolicy> bad_gradient;
+  std::optional<ps::InitializerOptions> initializer;
+
+  bool empty() const { return *this == TableSettings{}; }
+  friend bool operator==(const TableSettings&, const TableSettings&) = default;
+};
+
 struct TrainerOptions {
   // Batches whose pushes may be outstanding while a later batch is pulled.
   int staleness = 2;
@@ -87,6 +103,12 @@ struct TrainerOptions {
   // (e.g. "C1_wide"), as a job spec's optimizer.tables gives them.
   std::map<std::string, ps::OptimizerOptions> table_optimizers;
   uint64_t table_memory_budget_bytes = 1ull << 30;
+  // A job spec's `tables:`: settings of every table (their initializer, like
+  // embedding_init, for deep tables only), then per-table ones by the
+  // model's table name, which win (an initializer there applies whatever the
+  // table's dim).
+  TableSettings table_defaults;
+  std::map<std::string, TableSettings> table_settings;
   uint64_t seed = 1;
   // Micro-batches per optimizer step (>= 1).
   int accumulation_steps = 1;
@@ -102,6 +124,9 @@ struct TrainerOptions {
     return o;
   }();
 };
+
+// The options the trainer creates table `t` with on the PS.
+ps::TableOptions TableOptionsFor(const TableSpec& t, const TrainerOptions& o);
 
 struct TrainerStats {
   int64_t steps = 0;          // optimizer steps whose pushes were acknowledged

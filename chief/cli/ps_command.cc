@@ -4,6 +4,8 @@
 // (tests and `brook local` parse it; ports chosen with :0 are the bound
 // ones), serves until SIGTERM or SIGINT, then drains and exits 0.
 // Every flag can also come from BROOK_PS_<FLAG> (e.g. BROOK_PS_LISTEN).
+// Under a TFJob, TF_CONFIG (task.type ps) gives the listen port, shard index
+// and shard count; flags and BROOK_PS_* override it.
 #include <pthread.h>
 #include <signal.h>
 
@@ -12,8 +14,12 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "absl/strings/str_cat.h"
 #include "chief/cli/commands.h"
 #include "chief/cli/security_flags.h"
+#include "chief/client/cluster_spec.h"
+#include "common/status_macros.h"
+#include "ps/options.h"
 #include "ps/rpc/ps_server.h"
 
 namespace brook::cli {
@@ -26,7 +32,47 @@ struct PsFlags {
   int max_message_mib = 64;
   int rocksdb_cache_mib = 256;
   bool no_wal = false;
+  std::string memory_limit;  // ParseByteSize; "" or 0: none
+  // Given on the command line or by BROOK_PS_*: these win over TF_CONFIG.
+  bool listen_given = false, shard_index_given = false, num_shards_given = false;
 };
+
+// TF_CONFIG's part for a PS: with task.type ps, listen on 0.0.0.0 at the
+// port of cluster.ps[task.index] (its host is how others reach this pod),
+// shard task.index of len(cluster.ps). Flags given win. InvalidArgument for
+// a malformed TF_CONFIG or another task type; nothing without TF_CONFIG or
+// when flags give all three (e.g. `brook local`'s children in a TFJob pod).
+absl::Status ApplyTfConfig(PsFlags* f) {
+  if (f->listen_given && f->shard_index_given && f->num_shards_given) return absl::OkStatus();
+  absl::StatusOr<chief::ClusterSpec> tf = chief::ClusterFromEnvironment();
+  if (absl::IsNotFound(tf.status())) return absl::OkStatus();
+  if (!tf.ok()) return tf.status();
+  if (tf->task_type != "ps") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TF_CONFIG: task.type is \"", tf->task_type.empty() ? "(none)" : tf->task_type,
+        "\" but `brook ps` runs a PS task: set task.type to ps (and task.index to this "
+        "shard), or unset TF_CONFIG and pass --listen, --shard-index and --num-shards"));
+  }
+  if (tf->ps.empty()) return absl::InvalidArgumentError("TF_CONFIG: cluster.ps is empty");
+  const std::string& own = tf->ps[static_cast<size_t>(tf->task_index)];
+  if (!f->listen_given) f->server.listen = absl::StrCat("0.0.0.0:", own.substr(own.rfind(':') + 1));
+  if (!f->shard_index_given) f->server.ps.shard_index = tf->task_index;
+  if (!f->num_shards_given) f->server.ps.num_shards = static_cast<int32_t>(tf->ps.size());
+  return absl::OkStatus();
+}
+
+// Resolves what the flags leave to TF_CONFIG and --memory-limit's spelling.
+absl::Status ResolvePsFlags(PsFlags* f) {
+  RETURN_IF_ERROR(ApplyTfConfig(f));
+  if (!f->memory_limit.empty()) {
+    absl::StatusOr<uint64_t> limit = ps::ParseByteSize(f->memory_limit);
+    if (!limit.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--memory-limit: ", limit.status().message()));
+    }
+    f->server.ps.memory_limit_bytes = *limit;
+  }
+  return absl::OkStatus();
+}
 
 int RunPs(const PsFlags& flags) {
   // Block the shutdown signals before any thread starts so every gRPC and
@@ -58,6 +104,9 @@ int RunPs(const PsFlags& flags) {
             << (options.tls.enabled() ? (options.tls.mutual ? ", mutual TLS" : ", TLS") : ", plaintext")
             << ", " << (options.threads ? std::to_string(options.threads) : "gRPC")
             << " handler threads"
+            << (options.ps.memory_limit_bytes == 0
+                    ? std::string(", no memory limit")
+                    : ", memory limit " + std::to_string(options.ps.memory_limit_bytes) + " bytes")
             << (options.ps.data_dir.empty()
                     ? std::string(", memory only")
                     : ", data dir " + options.ps.data_dir +
@@ -80,20 +129,32 @@ int RunPs(const PsFlags& flags) {
 void RegisterPs(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<PsFlags>();
   CLI::App* cmd = app.add_subcommand("ps", "Run one parameter-server shard");
-  cmd->add_option("--listen", flags->server.listen,
-                  "gRPC host:port (port 0: pick a free one; printed on stdout)")
-      ->envname("BROOK_PS_LISTEN")
-      ->capture_default_str();
+  CLI::Option* listen =
+      cmd->add_option("--listen", flags->server.listen,
+                      "gRPC host:port (port 0: pick a free one; printed on stdout); default "
+                      "under TF_CONFIG: 0.0.0.0 and the port of cluster.ps[task.index]")
+          ->envname("BROOK_PS_LISTEN")
+          ->capture_default_str();
   cmd->add_option("--metrics-listen", flags->server.metrics_listen,
                   "Prometheus /metrics host:port; empty turns it off")
       ->envname("BROOK_PS_METRICS_LISTEN")
       ->capture_default_str();
-  cmd->add_option("--shard-index", flags->server.ps.shard_index, "This PS's shard, 0-based")
-      ->envname("BROOK_PS_SHARD_INDEX")
-      ->capture_default_str();
-  cmd->add_option("--num-shards", flags->server.ps.num_shards, "PS shards in the cluster")
-      ->envname("BROOK_PS_NUM_SHARDS")
-      ->capture_default_str();
+  CLI::Option* shard_index =
+      cmd->add_option("--shard-index", flags->server.ps.shard_index,
+                      "This PS's shard, 0-based (default under TF_CONFIG: task.index)")
+          ->envname("BROOK_PS_SHARD_INDEX")
+          ->capture_default_str();
+  CLI::Option* num_shards =
+      cmd->add_option("--num-shards", flags->server.ps.num_shards,
+                      "PS shards in the cluster (default under TF_CONFIG: len(cluster.ps))")
+          ->envname("BROOK_PS_NUM_SHARDS")
+          ->capture_default_str();
+  cmd->add_option("--memory-limit", flags->memory_limit,
+                  "Bytes of rows all tables of all jobs on this PS may hold in memory, e.g. 8GiB "
+                  "or 512MiB (each table's own memory_budget also applies). Past it rows move to "
+                  "RocksDB with --data-dir; without one, pushes that would create rows are "
+                  "refused (RESOURCE_EXHAUSTED). Empty or 0: no limit")
+      ->envname("BROOK_PS_MEMORY_LIMIT");
   cmd->add_option("--threads", flags->server.threads,
                   "Request handler threads; 0 runs handlers on gRPC's own threads")
       ->envname("BROOK_PS_THREADS")
@@ -151,7 +212,15 @@ void RegisterPs(CLI::App& app, int* exit_code) {
   cmd->add_flag("--check-config", *check_config,
                 "Validate the flags as the command would, print `config ok` and exit 0 (2 on an "
                 "error) without binding ports or opening the data dir");
-  cmd->callback([flags, exit_code, check_config] {
+  cmd->callback([flags, exit_code, check_config, listen, shard_index, num_shards] {
+    flags->listen_given = listen->count() > 0;
+    flags->shard_index_given = shard_index->count() > 0;
+    flags->num_shards_given = num_shards->count() > 0;
+    if (absl::Status s = ResolvePsFlags(flags.get()); !s.ok()) {
+      std::cerr << "brook ps: " << s.message() << "\n";
+      *exit_code = kExitUsage;
+      return;
+    }
     if (*check_config) {
       ps::rpc::PsServerOptions options = flags->server;
       options.max_message_bytes = flags->max_message_mib << 20;

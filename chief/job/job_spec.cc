@@ -33,7 +33,7 @@ constexpr float kNoMax = std::numeric_limits<float>::max();
 constexpr std::string_view kJobSections[] = {
     "name",           "priority", "data",     "features",   "model_file", "optimizer",
     "embedding_init", "training", "trainers", "checkpoint", "export",     "eval",
-    "retention",      "init_from"};
+    "retention",      "init_from", "tables"};
 
 // The 1-based line of the first byte sequence that is not UTF-8 (RFC 3629:
 // no overlong forms, no surrogates, nothing past U+10FFFF), or 0 if the text
@@ -308,8 +308,9 @@ absl::Status ReadOptimizers(const YAML::Node& node, JobSpec* spec,
   return absl::OkStatus();
 }
 
-absl::Status ReadInitializer(const YAML::Node& node, ps::InitializerOptions* out) {
-  MapReader r(node, "embedding_init");
+absl::Status ReadInitializer(const YAML::Node& node, ps::InitializerOptions* out,
+                             const std::string& path = "embedding_init") {
+  MapReader r(node, path);
   RETURN_IF_ERROR(r.Check({"type", "value", "low", "high", "mean", "stddev"},
                           "{type: uniform, low: -0.05, high: 0.05}"));
   if (!r.Has("type")) return r.Missing("type", "one of zeros, constant, uniform, truncated_normal");
@@ -482,6 +483,118 @@ absl::Status ReadModel(const MapReader& root, const std::string& yaml, const std
   return absl::OkStatus();
 }
 
+// One entry of `tables` (ps::TableOptions has the meaning of each field).
+absl::Status ReadTableSettings(const YAML::Node& node, const std::string& path,
+                               trainer::TableSettings* out) {
+  MapReader r(node, path);
+  RETURN_IF_ERROR(r.Check({"memory_budget", "admission_min_count", "max_pending_keys", "ttl_steps",
+                           "ttl_seconds", "gradient_clip", "bad_gradient", "initializer"},
+                          "{memory_budget: 512MiB, admission_min_count: 2, ttl_seconds: 86400}"));
+  if (r.Has("memory_budget")) {
+    const YAML::Node v = r.Get("memory_budget");
+    absl::StatusOr<uint64_t> bytes = v.IsScalar()
+                                         ? ps::ParseByteSize(v.Scalar())
+                                         : absl::InvalidArgumentError(absl::StrCat(
+                                               Describe(v), " is not a size such as 512MiB"));
+    if (!bytes.ok()) return r.Error("memory_budget", std::string(bytes.status().message()));
+    if (*bytes == 0) return r.Error("memory_budget", "must be > 0 bytes");
+    out->memory_budget_bytes = *bytes;
+  }
+  int64_t v = 0;
+  if (r.Has("admission_min_count")) {
+    RETURN_IF_ERROR(r.Int("admission_min_count", 0, ps::kMaxAdmissionMinCount, &v));
+    out->admission_min_count = static_cast<uint32_t>(v);
+  }
+  if (r.Has("max_pending_keys")) {
+    RETURN_IF_ERROR(r.Int("max_pending_keys", 1, int64_t{1} << 40, &v));
+    out->max_pending_keys = static_cast<uint64_t>(v);
+  }
+  if (r.Has("ttl_steps")) {
+    RETURN_IF_ERROR(r.Int("ttl_steps", 0, int64_t{1} << 40, &v));
+    out->ttl_steps = v;
+  }
+  double d = 0;
+  if (r.Has("ttl_seconds")) {
+    RETURN_IF_ERROR(r.Double("ttl_seconds", 0, 1e12, false, &d));
+    out->ttl_seconds = d;
+  }
+  float f = 0;
+  if (r.Has("gradient_clip")) {
+    RETURN_IF_ERROR(r.Float("gradient_clip", 0, kNoMax, false, &f));
+    out->gradient_clip = f;
+  }
+  ps::BadGradientPolicy policy = ps::BadGradientPolicy::kReject;
+  if (r.Has("bad_gradient")) {
+    RETURN_IF_ERROR(r.Choice<ps::BadGradientPolicy>(
+        "bad_gradient",
+        {{"reject", ps::BadGradientPolicy::kReject}, {"zero", ps::BadGradientPolicy::kZero}},
+        &policy));
+    out->bad_gradient = policy;
+  }
+  if (r.Has("initializer")) {
+    ps::InitializerOptions init;
+    RETURN_IF_ERROR(ReadInitializer(r.Get("initializer"), &init, r.Path("initializer")));
+    out->initializer = init;
+  }
+  return absl::OkStatus();
+}
+
+// `tables`: {default: SETTINGS, TABLE: SETTINGS, ...}; `lines` gets each
+// key's line.
+absl::Status ReadTables(const MapReader& root, JobSpec* spec, std::map<std::string, int>* lines) {
+  const YAML::Node tables = root.Get("tables");
+  if (tables.IsNull()) return absl::OkStatus();
+  if (!tables.IsMap()) {
+    return root.Error("tables",
+                      "must be a map from a table name (or default) to its options, e.g. "
+                      "{default: {memory_budget: 2GiB}, C1: {admission_min_count: 2}}");
+  }
+  for (const auto& pair : tables) {
+    const YAML::Node key = pair.first;
+    if (!key.IsScalar()) return FieldError("tables", LineOf(key), "keys must be table names");
+    const std::string path = absl::StrCat("tables.", key.Scalar());
+    if (!lines->emplace(key.Scalar(), LineOf(key)).second) {
+      return FieldError(path, LineOf(key), "given twice");
+    }
+    trainer::TableSettings* out =
+        key.Scalar() == "default" ? &spec->table_defaults : &spec->table_settings[key.Scalar()];
+    RETURN_IF_ERROR(ReadTableSettings(pair.second, path, out));
+  }
+  if (spec->table_defaults.initializer && root.Has("embedding_init")) {
+    return FieldError("tables.default.initializer", lines->at("default"),
+                      absl::StrCat("embedding_init (line ", root.KeyLine("embedding_init"),
+                                   ") sets it too; give one of them"));
+  }
+  return absl::OkStatus();
+}
+
+// `tables` must name tables the model has, and every table's options must
+// be ones the PS accepts (a budget holds at least one row of the table).
+absl::Status CheckTableSettings(const JobSpec& spec, const std::map<std::string, int>& lines) {
+  if (lines.empty()) return absl::OkStatus();
+  const std::vector<trainer::TableSpec>& tables = spec.model.Layout().tables;
+  std::vector<std::string> names;
+  for (const trainer::TableSpec& t : tables) names.push_back(t.name);
+  for (const auto& [name, settings] : spec.table_settings) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      return FieldError(absl::StrCat("tables.", name), lines.at(name),
+                        absl::StrCat("the model has no table \"", name,
+                                     "\"; its tables: ", absl::StrJoin(names, ", "),
+                                     " (or default, for all of them)"));
+    }
+  }
+  const trainer::TrainerOptions options = spec.ToTrainerOptions();
+  for (const trainer::TableSpec& t : tables) {
+    const absl::Status s = trainer::TableOptionsFor(t, options).Validate();
+    if (s.ok()) continue;
+    const std::string key = spec.table_settings.count(t.name) > 0 ? t.name : "default";
+    const auto line = lines.find(key);
+    return FieldError(absl::StrCat("tables.", key), line == lines.end() ? 0 : line->second,
+                      std::string(s.message()));
+  }
+  return absl::OkStatus();
+}
+
 // Per-table optimizers must name tables the model has, or a typo would
 // silently train that table with the default optimizer.
 absl::Status CheckTables(const JobSpec& spec, const std::map<std::string, int>& lines) {
@@ -505,7 +618,7 @@ absl::StatusOr<JobSpec> FromYamlImpl(const std::string& yaml, const std::string&
   RETURN_IF_ERROR(root.Check(
       {"name", "priority", "data", "features", "model", "sparse", "dense", "model_file",
        "optimizer", "embedding_init", "training", "trainers", "checkpoint", "export", "eval",
-       "retention", "init_from"},
+       "retention", "init_from", "tables"},
       "{name: my-job, data: {...}, features: ..., model: {...}}"));
   JobSpec spec;
   if (!root.Has("name")) return root.Missing("name", "a DNS label such as my-job-1");
@@ -534,6 +647,9 @@ absl::StatusOr<JobSpec> FromYamlImpl(const std::string& yaml, const std::string&
                         "a map with epochs or steps, e.g. {batch_size: 256, epochs: 1}");
   }
   RETURN_IF_ERROR(ReadTraining(root.Get("training"), &spec.training));
+  std::map<std::string, int> settings_lines;
+  if (root.Has("tables")) RETURN_IF_ERROR(ReadTables(root, &spec, &settings_lines));
+  RETURN_IF_ERROR(CheckTableSettings(spec, settings_lines));
   RETURN_IF_ERROR(root.Int("trainers", 1, 4096, &spec.trainers));
   RETURN_IF_ERROR(root.Int("retention", int64_t{0}, int64_t{366} * 86400, &spec.retention_seconds));
   if (root.Has("checkpoint")) {

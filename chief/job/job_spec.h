@@ -13,6 +13,7 @@
 //   dense: [...]
 //   optimizer: {embedding: OPT, dense: OPT, tables: {TABLE: OPT}, schedule: {...}}
 //   embedding_init: {type: uniform, low: -0.05, high: 0.05}
+//   tables: {default: {memory_budget: 2GiB, ...}, C1: {admission_min_count: 2, ...}}
 //   training: {batch_size: 256, epochs: 1 | steps: N, staleness: 2, ...}
 //   trainers: 1
 //   checkpoint: {dir: PATH, interval_seconds: 600, interval_steps: 0, keep: 3}
@@ -128,6 +129,10 @@ struct JobSpec {
   std::map<std::string, ps::OptimizerOptions> table_optimizers;
   trainer::LrSchedule lr_schedule;
   ps::InitializerOptions embedding_init = trainer::TrainerOptions{}.embedding_init;
+  // `tables`: PS options of the model's embedding tables, for every table
+  // (`default`) and by table name (wins). Unset fields keep the PS defaults.
+  trainer::TableSettings table_defaults;
+  std::map<std::string, trainer::TableSettings> table_settings;
   JobTrainingSpec training;
   int trainers = 1;
   JobCheckpointSpec checkpoint;

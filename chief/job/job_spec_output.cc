@@ -148,6 +148,22 @@ Json ModelJson(const trainer::ModelSpec& m) {
   return {{"model", std::move(model)}, {"sparse", std::move(sparse)}, {"dense", std::move(dense)}};
 }
 
+// Only the fields a `tables` entry sets (the section is omitted when empty).
+Json TableSettingsJson(const trainer::TableSettings& t) {
+  Json j = Json::object();
+  if (t.memory_budget_bytes) j["memory_budget"] = *t.memory_budget_bytes;
+  if (t.admission_min_count) j["admission_min_count"] = *t.admission_min_count;
+  if (t.max_pending_keys) j["max_pending_keys"] = *t.max_pending_keys;
+  if (t.ttl_steps) j["ttl_steps"] = *t.ttl_steps;
+  if (t.ttl_seconds) j["ttl_seconds"] = *t.ttl_seconds;
+  if (t.gradient_clip) j["gradient_clip"] = F(*t.gradient_clip);
+  if (t.bad_gradient) {
+    j["bad_gradient"] = *t.bad_gradient == ps::BadGradientPolicy::kZero ? "zero" : "reject";
+  }
+  if (t.initializer) j["initializer"] = InitializerJson(*t.initializer);
+  return j;
+}
+
 Json ToJson(const JobSpec& s) {
   Json tables = Json::object();
   for (const auto& [name, o] : s.table_optimizers) tables[name] = OptimizerJson(o);
@@ -204,6 +220,12 @@ Json ToJson(const JobSpec& s) {
   // Only when set: specs (and their hashes, in exports) written before the
   // field existed stay as they were.
   if (s.retention_seconds != JobSpec::kDefaultRetentionSeconds) j["retention"] = s.retention_seconds;
+  if (!s.table_defaults.empty() || !s.table_settings.empty()) {
+    Json table_settings = Json::object();
+    if (!s.table_defaults.empty()) table_settings["default"] = TableSettingsJson(s.table_defaults);
+    for (const auto& [name, t] : s.table_settings) table_settings[name] = TableSettingsJson(t);
+    j["tables"] = std::move(table_settings);
+  }
   // Where the feature and model specs came from does not change the job;
   // only their content is hashed.
   const Json model = ModelJson(s.model);
@@ -234,6 +256,8 @@ trainer::TrainerOptions JobSpec::ToTrainerOptions() const {
   o.embedding_optimizer = embedding_optimizer;
   o.table_optimizers = table_optimizers;
   o.embedding_init = embedding_init;
+  o.table_defaults = table_defaults;
+  o.table_settings = table_settings;
   o.seed = training.seed;
   o.accumulation_steps = training.accumulation_steps;
   o.lr_schedule = lr_schedule;

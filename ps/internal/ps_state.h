@@ -20,6 +20,7 @@
 #include "ps/internal/dense_variable.h"
 #include "ps/internal/mutex.h"
 #include "ps/internal/push_dedup.h"
+#include "ps/memory_accountant.h"
 #include "ps/parameter_server.h"
 #include "ps/rpc/proto_convert.h"
 #include "ps/table.h"
@@ -149,8 +150,11 @@ namespace brook::ps {
 // is shared: the registry, and every request in flight (DropTable while a
 // pull runs frees the table when that pull ends).
 struct ParameterServer::State {
-  explicit State(const ParameterServerOptions& o) : dedup(std::max<uint32_t>(o.dedup_window, 1)) {}
+  explicit State(const ParameterServerOptions& o)
+      : accountant(o.memory_limit_bytes), dedup(std::max<uint32_t>(o.dedup_window, 1)) {}
 
+  // The node-wide memory limit; before `tables`, which borrow it.
+  MemoryAccountant accountant;
   internal::PushDedup dedup;
   internal::CheckpointGate gate;
   StartupInfo startup;  // set by the constructor and Open, constant after

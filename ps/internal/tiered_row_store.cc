@@ -4,12 +4,16 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "ps/memory_accountant.h"
 #include "storage/rocks_db.h"
 
 namespace brook::ps::internal {
 namespace {
 
 constexpr int kEvictionSamples = 8;
+// Past the node-wide limit a push also evicts up to this many rows beyond
+// its own, so that a node over its limit (restored rows, races) comes back.
+constexpr uint64_t kMaxExtraEvictions = 256;
 
 // Older first: step, then time. Rows never pushed since they were restored
 // have step 0 and go first.
@@ -159,7 +163,16 @@ class TieredRowStore::TierWriter final : public RowStore::Writer {
   void FindBatch(absl::Span<const uint64_t> keys, absl::Span<const uint64_t> hashes,
                  absl::Span<RowHeader*> rows) override {
     const uint64_t want = uint64_t{inner_->size()} + keys.size();
-    if (want > store_->stripe_cap_) MakeRoom(want - store_->stripe_cap_, keys);
+    uint64_t out = want > store_->stripe_cap_ ? want - store_->stripe_cap_ : 0;
+    if (MemoryAccountant* a = store_->options_.accountant; a != nullptr) {
+      const uint64_t c = store_->options_.charged_row_bytes;
+      const uint64_t excess = a->Excess(keys.size() * c);
+      if (excess > 0) {
+        out = std::max(out, std::min<uint64_t>((excess + c - 1) / c,
+                                               keys.size() + kMaxExtraEvictions));
+      }
+    }
+    if (out > 0) MakeRoom(out, keys);
     inner_->FindBatch(keys, hashes, rows);
     TieredRowStore::ColdScratch& s = ThreadColdScratch();
     if (!store_->ReadMisses(*tier_, keys, rows, &s, &ok_)) return;
@@ -186,6 +199,10 @@ class TieredRowStore::TierWriter final : public RowStore::Writer {
     store_->cold_misses_.fetch_add(s.keys.size() - hits, std::memory_order_relaxed);
     store_->promotions_.fetch_add(hits, std::memory_order_relaxed);
   }
+
+  // Past the node-wide limit after a write: moves up to n of the stripe's
+  // rows out, the ones just written included (they are done with).
+  void EvictForLimit(uint64_t n) { MakeRoom(n, {}); }
 
   RowHeader* Insert(uint64_t key, uint64_t hash) override { return inner_->Insert(key, hash); }
   // Memory holds at most stripe_cap_ rows of the stripe: no room past that.
@@ -290,7 +307,11 @@ TieredRowStore::TieredRowStore(const TieredRowStoreOptions& options)
   }
 }
 
-TieredRowStore::~TieredRowStore() = default;
+TieredRowStore::~TieredRowStore() {
+  if (options_.accountant != nullptr) {
+    options_.accountant->Release(mem_.Stats().rows * options_.charged_row_bytes);
+  }
+}
 
 void TieredRowStore::Read(int stripe, absl::FunctionRef<void(const Reader&)> fn) const {
   mem_.Read(stripe, [&](const Reader& inner) {
@@ -301,8 +322,22 @@ void TieredRowStore::Read(int stripe, absl::FunctionRef<void(const Reader&)> fn)
 
 void TieredRowStore::Write(int stripe, absl::FunctionRef<void(Writer&)> fn) {
   mem_.Write(stripe, [&](Writer& inner) {
+    const uint32_t before = inner.size();
     TierWriter writer(this, &tiers_[stripe], &inner);
     fn(writer);
+    if (MemoryAccountant* a = options_.accountant; a != nullptr) {
+      // Rows in memory are charged as they come and go, under the stripe
+      // lock; a node past its limit moves this stripe's rows out at once,
+      // so that it is over only while writes are in flight.
+      const uint64_t c = options_.charged_row_bytes;
+      const uint32_t written = inner.size();
+      if (written > before) a->Charge(uint64_t{written - before} * c);
+      if (written < before) a->Release(uint64_t{before - written} * c);
+      if (const uint64_t excess = a->Excess(0); excess > 0 && written > 0) {
+        writer.EvictForLimit(std::min<uint64_t>((excess + c - 1) / c, written));
+        a->Release(uint64_t{written - inner.size()} * c);
+      }
+    }
     writer.Finish();
   });
 }

@@ -17,6 +17,12 @@
 //   * A stripe that has never evicted and was not reopened over existing
 //     rows knows a memory miss is a miss: it never touches RocksDB, so a
 //     table under its budget pays nothing for the tier.
+//   * With a MemoryAccountant (the PS's node-wide limit) every row in memory
+//     is charged there as well; a push that would take the node past its
+//     limit first evicts rows of its own stripe (the same way), so that at
+//     the limit a stripe's push adds no more than it moves out. A stripe
+//     with nothing to evict (a new table) still takes its batch's rows: the
+//     node may pass its limit by about one batch per stripe written at once.
 // Per-stripe bookkeeping for incremental checkpoints: keys evicted while
 // dirty, and keys erased (TTL), since the last TakeCheckpointDelta.
 //
@@ -40,6 +46,10 @@ namespace brook::storage {
 class RocksDb;
 }
 
+namespace brook::ps {
+class MemoryAccountant;
+}
+
 namespace brook::ps::internal {
 
 struct TieredRowStoreOptions {
@@ -52,6 +62,9 @@ struct TieredRowStoreOptions {
   // memory miss must look there.
   bool cold_rows_exist = false;
   uint64_t seed = 0;  // eviction sampling
+  // Borrowed (outlives the store); null: only max_hot_rows bounds memory.
+  MemoryAccountant* accountant = nullptr;
+  uint64_t charged_row_bytes = 0;  // per row in memory, > 0 with an accountant
 };
 
 struct TierStats {

@@ -21,6 +21,19 @@ std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServ
              {"num_shards", std::to_string(ps->options().num_shards)}},
             1);
 
+    set.Add(set.Gauge("brook_ps_memory_limit_bytes",
+                      "Bytes of rows all tables of this PS may hold in memory (--memory-limit); "
+                      "0 = no limit"),
+            {}, static_cast<double>(stats.memory_limit_bytes));
+    set.Add(set.Gauge("brook_ps_memory_used_bytes",
+                      "Bytes of rows all tables of this PS hold in memory, as counted against "
+                      "--memory-limit (row bytes plus index entry per row)"),
+            {}, static_cast<double>(stats.memory_used_bytes));
+    set.Add(set.Counter("brook_ps_memory_limit_rejections_total",
+                        "Pushes refused (RESOURCE_EXHAUSTED) because the PS memory limit was full "
+                        "and the PS has no RocksDB tier"),
+            {}, static_cast<double>(stats.memory_limit_rejections));
+
     auto* pulled = set.Counter("brook_ps_rows_pulled_total", "Rows read by pulls");
     auto* pushed = set.Counter("brook_ps_rows_pushed_total", "Rows updated by pushes");
     auto* admissions = set.Counter("brook_ps_admissions_total", "Keys admitted as trained rows");

@@ -11,6 +11,8 @@
 //   brook_ps_dense_pushes_total{variable}, brook_ps_dense_rejected_gradients_total{variable},
 //   brook_ps_dense_floats{variable}
 //   brook_ps_shard_info{num_shards,shard_index} = 1
+//   brook_ps_memory_limit_bytes, brook_ps_memory_used_bytes (gauges, no labels),
+//   brook_ps_memory_limit_rejections_total (counter, no labels)
 // Request counts and latencies come from metrics::RpcMetrics ("brook_ps").
 #pragma once
 

@@ -215,11 +215,11 @@ const variants = [
   { name: "TLS only (no token), not mutual", set: { "auth.enabled": false, "tls.mutual": false } },
   { name: "servicemonitor", set: { "metrics.serviceMonitor.enabled": true, "metrics.serviceMonitor.labels.release": "prometheus" }, extra: ["--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"] },
   { name: "podmonitor", set: { "metrics.podMonitor.enabled": true, "metrics.podMonitor.labels.release": "prometheus" }, extra: ["--api-versions", "monitoring.coreos.com/v1/PodMonitor"] },
-  { name: "ps.replicas=1", set: { "ps.replicas": 1 } },
+  { name: "ps.replicas=1", set: { "ps.replicas": 1, "ps.memoryLimit": "512MiB" } },
   { name: "ps.replicas=8", set: { "ps.replicas": 8, "ps.wal": false, "ps.walFsync": true, "ps.helpers": 3, "tls.generatedDays": 30 } },
   {
     name: "no persistence, no metrics, no network policy, no PDB",
-    set: { "chief.persistence.enabled": false, "ps.persistence.enabled": false, "metrics.enabled": false, "networkPolicy.enabled": false, "ps.podDisruptionBudget.enabled": false },
+    set: { "chief.persistence.enabled": false, "ps.persistence.enabled": false, "metrics.enabled": false, "networkPolicy.enabled": false, "ps.podDisruptionBudget.enabled": false, "ps.memoryLimit": "" },
   },
   { name: "namespace ml, release brook-prod, env", release: "brook-prod", namespace: "ml", set: { "env.BROOK_PS_DEDUP_WINDOW": 4096, "chief.env.BROOK_CHIEF_LEASE_SECONDS": 30, "image.tag": "1.2.3" } },
 ];
@@ -395,6 +395,8 @@ for (const v of variants) {
     const c = s.spec.template.spec.containers[0];
     if (c.args[0] !== "ps") p.push("args[0] is not ps");
     if (argValue(c.args, "--num-shards") !== String(psReplicas)) p.push("--num-shards");
+    const memoryLimit = get("ps.memoryLimit", "5GiB");
+    if (memoryLimit ? argValue(c.args, "--memory-limit") !== memoryLimit : c.args.includes("--memory-limit")) p.push(`--memory-limit (ps.memoryLimit ${JSON.stringify(memoryLimit)})`);
     if (get("ps.wal", true) === false && !c.args.includes("--no-wal")) p.push("--no-wal missing with ps.wal=false");
     const idx = (c.env || []).find((e) => e.name === "BROOK_PS_SHARD_INDEX");
     if (idx?.valueFrom?.fieldRef?.fieldPath !== "metadata.labels['apps.kubernetes.io/pod-index']") p.push("BROOK_PS_SHARD_INDEX not from the pod index");
@@ -886,6 +888,7 @@ const bad = [
   { set: ["--set", "chief.port=70000"], want: /chief\/port/ },
   { set: ["--set", "ps.helpers=-2"], want: /ps\/helpers/ },
   { set: ["--set", "ps.persistence.size=lots"], want: /ps\/persistence\/size/ },
+  { set: ["--set", "ps.memoryLimit=lots"], want: /ps\/memoryLimit/ },
   { set: ["--set", "image.pullPolicy=Sometimes"], want: /image\/pullPolicy/ },
   { label: "tls.cert without tls.key", set: ["--set-file", `tls.cert=${USER_CERT.cert}`, "--set-file", `tls.ca=${USER_CERT.ca}`], want: /tls\.cert and tls\.key go together/ },
   { label: "tls.key without tls.cert", set: ["--set-file", `tls.key=${USER_CERT.key}`], want: /tls\.cert and tls\.key go together/ },

@@ -204,3 +204,40 @@ TEST(OptimizerSlotFloatsTest, MatchesEachOptimizer) {
 
 }  // namespace
 }  // namespace brook::ps
+
+namespace brook::ps {
+namespace {
+
+TEST(ParseByteSizeTest, ReadsBytesAndBinaryAndDecimalUnits) {
+  const std::pair<const char*, uint64_t> cases[] = {
+      {"0", 0},
+      {"1073741824", 1073741824},
+      {"512MiB", 512ull << 20},
+      {"2GiB", 2ull << 30},
+      {"8Gi", 8ull << 30},
+      {" 1 TiB ", 1ull << 40},
+      {"64KiB", 64 << 10},
+      {"1.5GiB", 3ull << 29},
+      {"2GB", 2000000000},
+      {"10M", 10000000},
+      {"100B", 100},
+  };
+  for (const auto& [text, bytes] : cases) {
+    const absl::StatusOr<uint64_t> got = ParseByteSize(text);
+    ASSERT_TRUE(got.ok()) << text << ": " << got.status();
+    EXPECT_EQ(*got, bytes) << text;
+  }
+}
+
+TEST(ParseByteSizeTest, RefusesOtherSpellingsSayingWhatIsAllowed) {
+  for (const char* text : {"", "GiB", "-1GiB", "2 gigabytes", "2gib", "1e3", "abc", "99999999TiB",
+                           "1.2.3MiB"}) {
+    const absl::StatusOr<uint64_t> got = ParseByteSize(text);
+    ASSERT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_NE(got.status().message().find("is not a size"), std::string::npos) << got.status();
+    EXPECT_NE(got.status().message().find("MiB"), std::string::npos) << got.status();
+  }
+}
+
+}  // namespace
+}  // namespace brook::ps
