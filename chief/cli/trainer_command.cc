@@ -3,8 +3,9 @@
 // training run in one process, for tests and quick experiments), then
 // evaluates on --eval-data. Standalone (no chief): for tests and debugging.
 // Prints "brook trainer metrics on HOST:PORT" when --metrics-listen is set,
-// a progress line per --log-every steps on stderr, and the evaluation as
-// one JSON object on stdout.
+// progress on stderr (a live line on a terminal, a log line every 5 s
+// otherwise: chief/cli/progress.h), and the evaluation as one JSON object
+// on stdout.
 //
 // `--job JOB.yaml` takes the feature and model specs, data, optimizers,
 // schedule and training settings from a job spec (chief/job/job_spec.h)
@@ -13,6 +14,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -33,6 +35,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "chief/cli/commands.h"
+#include "chief/cli/progress.h"
 #include "chief/cli/security_flags.h"
 #include "chief/client/cluster_spec.h"
 #include "chief/core/job_queue.h"
@@ -462,7 +465,38 @@ absl::Status RunTrainer(const TrainerFlags& f) {
   if (!f.eval_only) {
     ASSIGN_OR_RETURN(auto train, MakePipeline(features, f, f.data, /*train=*/true));
     if (checkpoints.has_value()) checkpoints->Start([t = t.get()] { return t->stats().steps; });
-    absl::Status trained = t->Train(train.get());
+    absl::Status trained;
+    {
+      // Progress by examples, with percent and ETA from the bytes read of
+      // the data's size times the epochs (uncompressed: compressed files
+      // count decompressed bytes, so only the count and rate are shown).
+      ProgressOptions po{.label = "brook trainer", .unit = "examples"};
+      if (f.max_steps > 0) po.total = f.max_steps * f.batch_size * f.options.accumulation_steps;
+      absl::StatusOr<std::vector<std::string>> files = FilesOf(f, /*train=*/true);
+      bool compressed = false;
+      for (const std::string& file : files.ok() ? *files : std::vector<std::string>()) {
+        std::error_code ec;
+        po.bytes_total += static_cast<int64_t>(std::filesystem::file_size(file, ec));
+        compressed = compressed || storage::CompressionFromPath(file) != storage::Compression::kNone;
+      }
+      po.bytes_total = compressed || f.max_steps > 0 ? 0 : po.bytes_total * f.epochs;
+      ProgressPrinter progress(po);
+      std::atomic<bool> training{true};
+      std::thread feed([&] {
+        while (training.load()) {
+          progress.items()->store(t->stats().examples, std::memory_order_relaxed);
+          progress.bytes()->store(static_cast<int64_t>(train->stats().bytes_read),
+                                  std::memory_order_relaxed);
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+      });
+      progress.Start();
+      trained = t->Train(train.get());
+      training.store(false);
+      feed.join();
+      progress.items()->store(t->stats().examples);
+      progress.Finish();
+    }
     if (checkpoints.has_value()) checkpoints->Stop();
     train_stats = train->stats();
     RETURN_IF_ERROR(trained);
