@@ -292,13 +292,29 @@ std::string EventLog(const v1::JobStatus& job) {
   if (job.events_dropped() > 0) {
     absl::StrAppend(&out, "(", job.events_dropped(), " older events dropped)\n");
   }
-  for (const v1::ChiefJobEvent& e : job.events()) {
-    absl::StrAppend(
-        &out,
-        absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", FromMicros(e.time_us()), absl::UTCTimeZone()),
-        "  ", e.text(), "\n");
-  }
+  for (const v1::ChiefJobEvent& e : job.events()) absl::StrAppend(&out, EventLine(e));
   return out;
+}
+
+NewEvents FollowEvents(const v1::JobStatus& job, uint64_t* seen) {
+  NewEvents out;
+  const uint64_t dropped = job.events_dropped();
+  const uint64_t total = dropped + static_cast<uint64_t>(job.events_size());
+  if (*seen < dropped) {
+    out.missed = dropped - *seen;
+    *seen = dropped;
+  }
+  // A chief that knows fewer events than were shown (none here: events are
+  // kept with the job's state) shows nothing until it knows more.
+  out.first = static_cast<int>(std::min(*seen, total) - dropped);
+  *seen = std::max(*seen, total);
+  return out;
+}
+
+std::string EventLine(const v1::ChiefJobEvent& e) {
+  return absl::StrCat(
+      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", FromMicros(e.time_us()), absl::UTCTimeZone()), "  ",
+      e.text(), "\n");
 }
 
 std::string ToJson(const google::protobuf::Message& message) {

@@ -60,6 +60,18 @@ std::string JobsTable(const google::protobuf::RepeatedPtrField<v1::JobStatus>& j
 // `brook logs`: one "TIME  TEXT" line per event (UTC, RFC 3339 with ms),
 // after a note when older events were dropped.
 std::string EventLog(const v1::JobStatus& job);
+// One event's line of it, with its '\n'.
+std::string EventLine(const v1::ChiefJobEvent& event);
+
+// `brook logs --follow`: which of `job`'s events are new when the first
+// `*seen` (counted from the job's first event, dropped ones included) were
+// shown: events[first..] are, and `missed` were dropped by the chief before
+// they could be shown. Advances *seen past them.
+struct NewEvents {
+  int first = 0;
+  uint64_t missed = 0;
+};
+NewEvents FollowEvents(const v1::JobStatus& job, uint64_t* seen);
 
 // A message as one line of JSON, the `-o json` of the job CLI: an object
 // with every field (zeros too) under its proto name (snake_case), in proto
