@@ -269,6 +269,47 @@ TEST(EventLogTest, TimestampedLines) {
             "2023-11-14T22:14:20.000Z  started on 2 trainers\n");
 }
 
+TEST(EventLogTest, FollowShowsEachEventOnceAndCountsTheDropped) {
+  v1::JobStatus job;
+  auto add = [&job](const std::string& text) { job.add_events()->set_text(text); };
+  add("submitted");
+  add("started");
+  uint64_t seen = 0;
+  NewEvents n = FollowEvents(job, &seen);
+  EXPECT_EQ(n.first, 0);
+  EXPECT_EQ(n.missed, 0u);
+  EXPECT_EQ(seen, 2u);
+  n = FollowEvents(job, &seen);  // nothing new
+  EXPECT_EQ(n.first, 2);
+  add("eval at step 200");
+  n = FollowEvents(job, &seen);
+  EXPECT_EQ(n.first, 2);
+  EXPECT_EQ(job.events(n.first).text(), "eval at step 200");
+  EXPECT_EQ(seen, 3u);
+  // The chief dropped the oldest 4 (the log is bounded): 3 shown, then 1
+  // lost unseen, then the 2 it still holds are new.
+  job.clear_events();
+  job.set_events_dropped(4);
+  add("checkpoint");
+  add("exported to /x");
+  n = FollowEvents(job, &seen);
+  EXPECT_EQ(n.missed, 1u);
+  EXPECT_EQ(n.first, 0);
+  EXPECT_EQ(seen, 6u);
+  // A chief that knows fewer than were shown shows nothing (until it knows more).
+  job.clear_events();
+  job.set_events_dropped(0);
+  add("submitted");
+  n = FollowEvents(job, &seen);
+  EXPECT_EQ(n.first, 1);
+  EXPECT_EQ(n.missed, 0u);
+  EXPECT_EQ(seen, 6u);
+  v1::ChiefJobEvent e;
+  e.set_time_us(Us(absl::FromUnixSeconds(1700000000)));
+  e.set_text("x");
+  EXPECT_EQ(EventLine(e), "2023-11-14T22:13:20.000Z  x\n");
+}
+
 TEST(ToJsonTest, OneLineWithProtoNamesAndZeros) {
   v1::JobStatus job = RunningJob();
   const std::string json = ToJson(job);
