@@ -80,7 +80,9 @@ class ScoreWriterImpl : public ScoreWriter {
     (*features)["score"].mutable_float_list()->add_value(score);
     (*features)["label"].mutable_float_list()->add_value(label);
     if (id != nullptr) (*features)[id_] = *id;
-    example_.SerializeToString(&record_);
+    if (!example_.SerializeToString(&record_)) {
+      return absl::InternalError(absl::StrCat(tmp_, ": cannot serialize row ", rows_));
+    }
     return tfrecord_->Write(record_);
   }
 
