@@ -47,15 +47,15 @@ std::string Age(const v1::JobStatus& job, absl::Time now) {
   return "";
 }
 
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
-Json MessageJson(const Message& m);
+OrderedJson MessageJson(const Message& m);
 
 // Element `i` of repeated field `f`, or the singular field when i < 0.
-Json FieldJson(const Message& m, const FieldDescriptor* f, int i) {
+OrderedJson FieldJson(const Message& m, const FieldDescriptor* f, int i) {
   const Reflection* r = m.GetReflection();
   const bool rep = i >= 0;
   switch (f->cpp_type()) {
@@ -72,7 +72,7 @@ Json FieldJson(const Message& m, const FieldDescriptor* f, int i) {
       const double v = f->cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE
                            ? (rep ? r->GetRepeatedDouble(m, f, i) : r->GetDouble(m, f))
                            : (rep ? r->GetRepeatedFloat(m, f, i) : r->GetFloat(m, f));
-      return std::isfinite(v) ? Json(v) : Json(nullptr);
+      return std::isfinite(v) ? OrderedJson(v) : OrderedJson(nullptr);
     }
     case FieldDescriptor::CPPTYPE_BOOL:
       return rep ? r->GetRepeatedBool(m, f, i) : r->GetBool(m, f);
@@ -88,25 +88,25 @@ Json FieldJson(const Message& m, const FieldDescriptor* f, int i) {
   return nullptr;
 }
 
-Json MessageJson(const Message& m) {
+OrderedJson MessageJson(const Message& m) {
   const Reflection* r = m.GetReflection();
   const google::protobuf::Descriptor* d = m.GetDescriptor();
-  Json out = Json::object();
+  OrderedJson out = OrderedJson::object();
   for (int k = 0; k < d->field_count(); ++k) {
     const FieldDescriptor* f = d->field(k);
     const std::string name(f->name());
     if (f->is_map()) {
-      Json obj = Json::object();
+      OrderedJson obj = OrderedJson::object();
       for (int i = 0; i < r->FieldSize(m, f); ++i) {
         const Message& entry = r->GetRepeatedMessage(m, f, i);
         const FieldDescriptor* key = entry.GetDescriptor()->map_key();
-        const Json k_json = FieldJson(entry, key, -1);
+        const OrderedJson k_json = FieldJson(entry, key, -1);
         const std::string k_text = k_json.is_string() ? k_json.get<std::string>() : k_json.dump();
         obj[k_text] = FieldJson(entry, entry.GetDescriptor()->map_value(), -1);
       }
       out[name] = std::move(obj);
     } else if (f->is_repeated()) {
-      Json arr = Json::array();
+      OrderedJson arr = OrderedJson::array();
       for (int i = 0; i < r->FieldSize(m, f); ++i) arr.push_back(FieldJson(m, f, i));
       out[name] = std::move(arr);
     } else {
@@ -320,7 +320,7 @@ std::string EventLine(const v1::ChiefJobEvent& e) {
 std::string ToJson(const google::protobuf::Message& message) {
   // Invalid UTF-8 in a string (a message quoting bad input) is replaced, not
   // thrown.
-  return MessageJson(message).dump(-1, ' ', false, Json::error_handler_t::replace);
+  return MessageJson(message).dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
 }
 
 }  // namespace brook::chief

@@ -151,7 +151,7 @@ class IdReaderImpl : public IdReader {
       if (more) break;
       reader_.reset();
     }
-    if (!example_.ParseFromString(record)) {
+    if (!example_.ParseFromArray(record.data(), static_cast<int>(record.size()))) {
       return absl::DataLossError(absl::StrCat(reader_->name(), ": record ", index_,
                                               " is not a tf.train.Example"));
     }
@@ -187,7 +187,7 @@ class IdReaderImpl : public IdReader {
 }  // namespace
 
 absl::StatusOr<ScoreFileType> ScoreFileTypeFromPath(const std::string& path) {
-  std::string_view name = path;
+  absl::string_view name = path;
   ScoreFileType type;
   if (absl::EndsWith(name, ".gz")) {
     type.compression = storage::Compression::kGzip;

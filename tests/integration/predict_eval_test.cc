@@ -277,7 +277,7 @@ std::vector<std::string> WriteTestSplitWithIds(const std::string &glob,
     absl::StatusOr<bool> more;
     while ((more = (*reader)->Next(&record)).ok() && *more) {
       tf::Example e;
-      EXPECT_TRUE(e.ParseFromString(record));
+      EXPECT_TRUE(e.ParseFromArray(record.data(), static_cast<int>(record.size())));
       auto &features = *e.mutable_features()->mutable_feature();
       labels->push_back(features["label"].has_int64_list()
                             ? features["label"].int64_list().value(0)
@@ -341,7 +341,7 @@ TEST_F(PredictEvalTest, PredictWritesTfRecordScoresWithTheIdOfEachRecord) {
   absl::StatusOr<bool> more;
   for (int n = 0; (more = (*reader)->Next(&record)).ok() && *more; ++n) {
     tf::Example e;
-    ASSERT_TRUE(e.ParseFromString(record));
+    ASSERT_TRUE(e.ParseFromArray(record.data(), static_cast<int>(record.size())));
     const auto &f = e.features().feature();
     ASSERT_EQ(f.size(), 3u);
     EXPECT_EQ(f.at("example_id").bytes_list().value(0),

@@ -34,7 +34,7 @@ std::vector<tf::Example> ReadScoreExamples(const std::string& path, storage::Com
     EXPECT_TRUE(more.ok()) << more.status();
     if (!more.ok() || !*more) break;
     out.emplace_back();
-    EXPECT_TRUE(out.back().ParseFromString(record));
+    EXPECT_TRUE(out.back().ParseFromArray(record.data(), static_cast<int>(record.size())));
   }
   return out;
 }
