@@ -521,7 +521,8 @@ absl::Status Trainer::Train(input::Pipeline* pipeline, input::UnitProgress* prog
   return error.Get();
 }
 
-absl::StatusOr<EvalResult> Trainer::Evaluate(input::Pipeline* pipeline) {
+absl::StatusOr<EvalResult> Trainer::Evaluate(input::Pipeline* pipeline,
+                                             const EvalBatchFn& on_batch) {
   std::vector<float> predictions, labels;
   std::vector<std::vector<float>> rows_storage, params_storage;
   std::vector<absl::Span<const float>> rows, params;
@@ -540,6 +541,7 @@ absl::StatusOr<EvalResult> Trainer::Evaluate(input::Pipeline* pipeline) {
     rows.assign(rows_storage.begin(), rows_storage.end());
     RETURN_IF_ERROR(model_->Step(batch, rows, params, /*train=*/false, &result));
     loss_sum += result.loss_sum;
+    if (on_batch) RETURN_IF_ERROR(on_batch(batch.labels, result.predictions));
     predictions.insert(predictions.end(), result.predictions.begin(), result.predictions.end());
     labels.insert(labels.end(), batch.labels.begin(), batch.labels.end());
   }

@@ -36,6 +36,7 @@
 #include <atomic>
 #include <limits>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,6 +46,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "ps/client/ps_client.h"
 #include "ps/options.h"
 #include "trainer/input/feature_spec.h"
@@ -216,8 +218,13 @@ class Trainer {
   // the progress it made (stopped() tells). Sticky; any thread.
   void Stop() { stop_requested_.store(true); }
   bool stopped() const { return stop_requested_.load(); }
-  // Forward only over every batch of `pipeline`: exact metrics.
-  absl::StatusOr<EvalResult> Evaluate(input::Pipeline* pipeline);
+  // Forward only over every batch of `pipeline`: exact metrics. `on_batch`,
+  // if set, sees each batch's labels and predictions (one per row, stream
+  // order) on the calling thread; its error ends Evaluate with that error.
+  using EvalBatchFn = std::function<absl::Status(absl::Span<const float> labels,
+                                                 absl::Span<const float> predictions)>;
+  absl::StatusOr<EvalResult> Evaluate(input::Pipeline* pipeline,
+                                      const EvalBatchFn& on_batch = nullptr);
 
   TrainerStats stats() const;
   const Model& model() const { return *model_; }

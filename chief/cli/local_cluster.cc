@@ -47,7 +47,7 @@ absl::StatusOr<ChildProcess*> LocalCluster::Start(const std::string& name,
                                                   std::vector<std::string> args) {
   args.insert(args.begin(), SelfPath());
   ASSIGN_OR_RETURN(auto child,
-                   ChildProcess::Start(name, args, absl::StrCat(work_dir_, "/logs/", name)));
+                   ChildProcess::Start(name, args, LogPrefix(name)));
   children_.push_back(std::move(child));
   return children_.back().get();
 }

@@ -36,6 +36,8 @@ class LocalCluster {
 
   const std::vector<std::string>& ps_addresses() const { return ps_addresses_; }
   const std::string& chief_address() const { return chief_address_; }
+  // Where child `name` logs: LogPrefix(name) + ".err" (stderr), ".out".
+  std::string LogPrefix(const std::string& name) const { return work_dir_ + "/logs/" + name; }
   // Every child still held, in start order.
   std::vector<ChildProcess*> children() const;
 

@@ -1,7 +1,8 @@
 // `brook local [JOB.yaml]`: the whole cluster on this machine. Starts N PS
 // shards, a chief and M trainers as child processes on 127.0.0.1 (ports
-// chosen at run time, logs under WORK_DIR/logs), submits the job, streams a
-// progress line, prints the final metrics and the export path, stops every
+// chosen at run time, logs under WORK_DIR/logs: their paths printed at the
+// start, and `brook logs JOB --trainer trainer-N` prints a trainer's), submits
+// the job, streams a progress line, prints the final metrics and the export path, stops every
 // child (also on Ctrl-C) and exits 0 only if the job succeeded.
 //
 // With no job file it runs the built-in demo: generate Criteo-shaped data
@@ -127,13 +128,20 @@ absl::StatusOr<int> RunLocal(const LocalFlags& f) {
   const std::vector<std::string>& ps_addresses = cluster.ps_addresses();
   std::cerr << "brook local: chief " << chief_address << ", PS " << absl::StrJoin(ps_addresses, ",")
             << ", " << f.trainers << " trainers\n";
+  std::cerr << "brook local: process logs (stderr; stdout beside it in .out):\n";
+  for (const ChildProcess* c : cluster.children()) {
+    if (c->name() == "data-gen") continue;
+    std::cerr << absl::StrFormat("  %-10s %s.err\n", c->name(), cluster.LogPrefix(c->name()));
+  }
 
   ASSIGN_OR_RETURN(auto client, chief::ChiefClient::Connect(chief_address));
   v1::SubmitJobRequest submit;
   submit.set_spec_json(spec.CanonicalJson());
   ASSIGN_OR_RETURN(v1::SubmitJobResponse submitted, client->SubmitJob(submit));
   const std::string job_id = submitted.job().id();
-  std::cerr << "brook local: submitted job " << job_id << "\n";
+  std::cerr << "brook local: submitted job " << job_id << "; from another terminal: brook logs "
+            << job_id << " --follow --chief " << chief_address << " (a trainer's own log: add "
+            << "--trainer trainer-0)\n";
 
   const bool tty = isatty(STDERR_FILENO);
   const absl::Time deadline = absl::Now() + absl::Seconds(f.timeout_minutes * 60);
@@ -188,6 +196,7 @@ absl::StatusOr<int> RunLocal(const LocalFlags& f) {
       }
       std::cout << "\n";
     }
+    std::cout << "logs: " << work << "/logs (chief, ps-N, trainer-N .err and .out)\n";
     if (!job.export_dir().empty()) {
       std::cout << "export: " << job.export_dir() << "   (score it: brook predict --model "
                 << job.export_dir() << " --data FILES)\n";

@@ -3,10 +3,13 @@
 // PS; no cluster needed).
 //
 //   brook predict --model DIR [--data GLOB_OR_FILE...]
+//       [--output FILE.csv|FILE.tfrecord [--id-feature NAME]]
 //       prints {"model", "job_id", "step", "examples", "auc", "logloss",
 //       "accuracy", "calibration", "mean_loss", "recorded_auc"} on stdout:
 //       the scores on --data beside the AUC the export recorded at the end
-//       of its job.
+//       of its job. --output also writes every example's label and score
+//       (and its --id-feature) to FILE, in the format its extension names
+//       (chief/export/score_output.h), and adds "output" and "rows".
 //   brook eval --model DIR --baseline DIR [--data ...] [--metric auc|logloss]
 //       [--margin 0.005]
 //       scores both on the same data and exits 1 when the model is worse
@@ -29,6 +32,7 @@
 #include "absl/strings/str_format.h"
 #include "chief/cli/commands.h"
 #include "chief/export/model_export.h"
+#include "chief/export/score_output.h"
 #include "common/status_macros.h"
 #include <nlohmann/json.hpp>
 
@@ -109,19 +113,56 @@ int Fail(const std::string &command, const absl::Status &st, int code) {
 struct PredictFlags {
   std::string model;
   std::vector<std::string> data;
+  std::string output;
+  std::string id_feature;
 };
 
 int RunPredict(const PredictFlags &f) {
+  // Flags first: a bad one costs no restore and writes nothing.
+  if (!f.id_feature.empty() && f.output.empty()) {
+    return Fail("predict",
+                absl::InvalidArgumentError(
+                    "--id-feature needs --output (the ids go beside the scores)"),
+                kExitUsage);
+  }
+  if (!f.output.empty()) {
+    absl::StatusOr<chief::ScoreFileType> type =
+        chief::ScoreFileTypeFromPath(f.output);
+    if (!type.ok())
+      return Fail("predict", type.status(), kExitUsage);
+  }
   absl::StatusOr<chief::LoadedExport> loaded = chief::ReadExport(f.model);
   if (!loaded.ok())
     return Fail("predict", loaded.status(), kExitUsage);
   absl::StatusOr<std::vector<std::string>> files = DataFiles(f.data, *loaded);
   if (!files.ok())
     return Fail("predict", files.status(), kExitUsage);
-  absl::StatusOr<trainer::EvalResult> r = chief::ScoreExport(*loaded, *files);
+  chief::ScoreOptions options;
+  std::unique_ptr<chief::ScoreWriter> writer;
+  if (!f.output.empty()) {
+    absl::StatusOr<std::unique_ptr<chief::ScoreWriter>> opened =
+        chief::ScoreWriter::Open(f.output, f.id_feature);
+    if (!opened.ok())
+      return Fail("predict", opened.status(), kExitUsage);
+    writer = std::move(*opened);
+    options.id_feature = f.id_feature;
+    options.on_example = [&writer](float label, float score,
+                                   const tf::Feature *id) {
+      return writer->Write(label, score, id);
+    };
+  }
+  absl::StatusOr<trainer::EvalResult> r =
+      chief::ScoreExport(*loaded, *files, options);
   if (!r.ok())
     return Fail("predict", r.status(), kExitFailed);
-  std::cout << ScoreJson(*loaded, *r).dump() << std::endl;
+  Json out = ScoreJson(*loaded, *r);
+  if (writer != nullptr) {
+    if (absl::Status st = writer->Finish(); !st.ok())
+      return Fail("predict", st, kExitFailed);
+    out["output"] = f.output;
+    out["rows"] = writer->rows();
+  }
+  std::cout << out.dump() << std::endl;
   return kExitOk;
 }
 
@@ -193,6 +234,15 @@ void RegisterPredict(CLI::App &app, int *exit_code) {
                   "TFRecord files or globs (default: the eval files the export "
                   "recorded)")
       ->expected(1, -1);
+  cmd->add_option("--output", f->output,
+                  "Also write each example's label and score here; the "
+                  "extension picks the format: .csv (with a header), "
+                  ".tfrecord/.tfrecords (tf.train.Example with float score "
+                  "and label; .tfrecord.gz: GZIP)");
+  cmd->add_option("--id-feature", f->id_feature,
+                  "A feature of each record (one value: bytes, int64 or "
+                  "float) copied beside its score in --output, e.g. an "
+                  "example id");
   cmd->callback([f, exit_code] { *exit_code = RunPredict(*f); });
 }
 

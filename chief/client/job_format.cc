@@ -1,10 +1,13 @@
 #include "chief/client/job_format.h"
 
-#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -42,6 +45,75 @@ std::string Age(const v1::JobStatus& job, absl::Time now) {
     return absl::StrCat("for ", ShortDuration(now - FromMicros(job.submit_time_us())));
   }
   return "";
+}
+
+using OrderedJson = nlohmann::ordered_json;
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+OrderedJson MessageJson(const Message& m);
+
+// Element `i` of repeated field `f`, or the singular field when i < 0.
+OrderedJson FieldJson(const Message& m, const FieldDescriptor* f, int i) {
+  const Reflection* r = m.GetReflection();
+  const bool rep = i >= 0;
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32:
+      return rep ? r->GetRepeatedInt32(m, f, i) : r->GetInt32(m, f);
+    case FieldDescriptor::CPPTYPE_INT64:
+      return rep ? r->GetRepeatedInt64(m, f, i) : r->GetInt64(m, f);
+    case FieldDescriptor::CPPTYPE_UINT32:
+      return rep ? r->GetRepeatedUInt32(m, f, i) : r->GetUInt32(m, f);
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return rep ? r->GetRepeatedUInt64(m, f, i) : r->GetUInt64(m, f);
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+    case FieldDescriptor::CPPTYPE_FLOAT: {
+      const double v = f->cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE
+                           ? (rep ? r->GetRepeatedDouble(m, f, i) : r->GetDouble(m, f))
+                           : (rep ? r->GetRepeatedFloat(m, f, i) : r->GetFloat(m, f));
+      return std::isfinite(v) ? OrderedJson(v) : OrderedJson(nullptr);
+    }
+    case FieldDescriptor::CPPTYPE_BOOL:
+      return rep ? r->GetRepeatedBool(m, f, i) : r->GetBool(m, f);
+    case FieldDescriptor::CPPTYPE_ENUM:
+      return std::string(rep ? r->GetRepeatedEnum(m, f, i)->name() : r->GetEnum(m, f)->name());
+    case FieldDescriptor::CPPTYPE_STRING: {
+      std::string v = rep ? r->GetRepeatedString(m, f, i) : r->GetString(m, f);
+      return f->type() == FieldDescriptor::TYPE_BYTES ? absl::Base64Escape(v) : v;
+    }
+    case FieldDescriptor::CPPTYPE_MESSAGE:
+      return MessageJson(rep ? r->GetRepeatedMessage(m, f, i) : r->GetMessage(m, f));
+  }
+  return nullptr;
+}
+
+OrderedJson MessageJson(const Message& m) {
+  const Reflection* r = m.GetReflection();
+  const google::protobuf::Descriptor* d = m.GetDescriptor();
+  OrderedJson out = OrderedJson::object();
+  for (int k = 0; k < d->field_count(); ++k) {
+    const FieldDescriptor* f = d->field(k);
+    const std::string name(f->name());
+    if (f->is_map()) {
+      OrderedJson obj = OrderedJson::object();
+      for (int i = 0; i < r->FieldSize(m, f); ++i) {
+        const Message& entry = r->GetRepeatedMessage(m, f, i);
+        const FieldDescriptor* key = entry.GetDescriptor()->map_key();
+        const OrderedJson k_json = FieldJson(entry, key, -1);
+        const std::string k_text = k_json.is_string() ? k_json.get<std::string>() : k_json.dump();
+        obj[k_text] = FieldJson(entry, entry.GetDescriptor()->map_value(), -1);
+      }
+      out[name] = std::move(obj);
+    } else if (f->is_repeated()) {
+      OrderedJson arr = OrderedJson::array();
+      for (int i = 0; i < r->FieldSize(m, f); ++i) arr.push_back(FieldJson(m, f, i));
+      out[name] = std::move(arr);
+    } else {
+      out[name] = FieldJson(m, f, -1);
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -107,8 +179,8 @@ std::string ProgressLine(const v1::JobStatus& job, absl::Time now) {
     const std::optional<absl::Duration> eta = EstimateEta(job, now);
     absl::StrAppend(&line, " ETA ", eta ? ShortDuration(*eta) : "-");
   }
-  absl::StrAppend(&line, " | loss ", Metric(job.loss()), " AUC ", Metric(job.train_auc()),
-                  " | units ", job.units_done(), " done ", job.units_leased(), " leased ",
+  absl::StrAppend(&line, " | loss ", Metric(job.loss()), " AUC train ", Metric(job.train_auc()),
+                  " eval ", Metric(job.eval().done() ? job.eval().auc() : 0), " | units ", job.units_done(), " done ", job.units_leased(), " leased ",
                   job.units_pending(), " left");
   return line;
 }
@@ -131,8 +203,8 @@ std::string JobSummary(const v1::JobStatus& job, absl::Time now) {
   if (const std::optional<absl::Duration> eta = EstimateEta(job, now)) {
     absl::StrAppend(&out, "  eta:        ", ShortDuration(*eta), "\n");
   }
-  absl::StrAppend(&out, "  training:   loss ", Metric(job.loss()), ", train AUC ",
-                  Metric(job.train_auc()), "\n");
+  absl::StrAppend(&out, "  training:   loss ", Metric(job.loss()), "\n");
+  absl::StrAppend(&out, "  AUC:        ", AucLine(job), "\n");
   if (job.eval().done()) {
     const v1::ChiefEvalResult& e = job.eval();
     absl::StrAppend(&out, absl::StrFormat("  eval:       AUC %.4f, logloss %.4f, accuracy %.4f, "
@@ -151,6 +223,19 @@ std::string JobSummary(const v1::JobStatus& job, absl::Time now) {
                         ? absl::StrCat(": ", absl::StrJoin(job.trainers(), ", "))
                         : std::string(),
                     "\n");
+  }
+  return out;
+}
+
+std::string AucLine(const v1::JobStatus& job) {
+  // The trainers' progressive AUC window (trainer.cc, kAucWindow): the last
+  // one or two rolls of 64K examples of the trainer that reported last.
+  std::string out = absl::StrCat("train ", Metric(job.train_auc()));
+  if (job.train_auc() != 0) absl::StrAppend(&out, " (last 64K-128K examples)");
+  if (job.eval().done()) {
+    absl::StrAppend(&out, "  eval ", Metric(job.eval().auc()), " (step ", job.eval().step(), ")");
+  } else {
+    absl::StrAppend(&out, "  eval - (not yet)");
   }
   return out;
 }
@@ -188,17 +273,18 @@ std::string JobsTable(const google::protobuf::RepeatedPtrField<v1::JobStatus>& j
                       absl::Time now) {
   std::vector<std::vector<std::string>> rows;
   for (const v1::JobStatus& job : jobs) {
-    const double auc = job.eval().done() ? job.eval().auc() : job.train_auc();
     std::string state = job.state();
     if (job.finalizing() && !IsFinishedState(state)) state = "FINALIZING";
     rows.push_back({job.id(), job.name(), state, absl::StrCat(job.priority()),
                     Percent(job.progress()),
-                    FormatCount(static_cast<double>(job.examples_trained())), Metric(auc),
+                    FormatCount(static_cast<double>(job.examples_trained())),
+                    Metric(job.train_auc()), Metric(job.eval().done() ? job.eval().auc() : 0),
                     job.submit_time_us() > 0 ? ShortDuration(now - FromMicros(job.submit_time_us()))
                                              : std::string("-")});
   }
-  return RenderTable({"ID", "NAME", "STATE", "PRIORITY", "PROGRESS", "EXAMPLES", "AUC", "AGE"},
-                     rows, {false, false, false, true, true, true, true, true});
+  return RenderTable(
+      {"ID", "NAME", "STATE", "PRIORITY", "PROGRESS", "EXAMPLES", "TRAIN AUC", "EVAL AUC", "AGE"},
+      rows, {false, false, false, true, true, true, true, true, true});
 }
 
 std::string EventLog(const v1::JobStatus& job) {
@@ -206,22 +292,35 @@ std::string EventLog(const v1::JobStatus& job) {
   if (job.events_dropped() > 0) {
     absl::StrAppend(&out, "(", job.events_dropped(), " older events dropped)\n");
   }
-  for (const v1::ChiefJobEvent& e : job.events()) {
-    absl::StrAppend(
-        &out,
-        absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", FromMicros(e.time_us()), absl::UTCTimeZone()),
-        "  ", e.text(), "\n");
-  }
+  for (const v1::ChiefJobEvent& e : job.events()) absl::StrAppend(&out, EventLine(e));
   return out;
 }
 
-std::string ToJson(const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = true;
-  std::string out;
-  if (!google::protobuf::util::MessageToJsonString(message, &out, options).ok()) return "{}";
+NewEvents FollowEvents(const v1::JobStatus& job, uint64_t* seen) {
+  NewEvents out;
+  const uint64_t dropped = job.events_dropped();
+  const uint64_t total = dropped + static_cast<uint64_t>(job.events_size());
+  if (*seen < dropped) {
+    out.missed = dropped - *seen;
+    *seen = dropped;
+  }
+  // A chief that knows fewer events than were shown (none here: events are
+  // kept with the job's state) shows nothing until it knows more.
+  out.first = static_cast<int>(std::min(*seen, total) - dropped);
+  *seen = std::max(*seen, total);
   return out;
+}
+
+std::string EventLine(const v1::ChiefJobEvent& e) {
+  return absl::StrCat(
+      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", FromMicros(e.time_us()), absl::UTCTimeZone()), "  ",
+      e.text(), "\n");
+}
+
+std::string ToJson(const google::protobuf::Message& message) {
+  // Invalid UTF-8 in a string (a message quoting bad input) is replaced, not
+  // thrown.
+  return MessageJson(message).dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
 }
 
 }  // namespace brook::chief

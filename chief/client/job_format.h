@@ -29,15 +29,21 @@ std::string FormatCount(double n);
 std::optional<absl::Duration> EstimateEta(const v1::JobStatus& job, absl::Time now);
 
 // The one live line of `brook status --watch`, e.g.
-//   RUNNING 42.0% epoch 2/4 | 1.23M examples 12.3k/s ETA 3m05s | loss 0.4321 AUC 0.8765 |
-//   units 10 done 2 leased 20 left
+//   RUNNING 42.0% epoch 2/4 | 1.23M examples 12.3k/s ETA 3m05s |
+//   loss 0.4321 AUC train 0.8765 eval 0.8701 | units 10 done 2 leased 20 left
 // A queued job shows its place instead of rates; a finalizing one says so.
 std::string ProgressLine(const v1::JobStatus& job, absl::Time now);
 
 // What `brook status` prints when the job has ended (or for a one-shot
 // status): identity, state and duration, training and eval metrics, the
 // export dir, checkpoints and the chief's message. Lines end with '\n'.
+// The AUC line labels both AUCs, e.g.
+//   AUC:        train 0.8765 (last 64K-128K examples)  eval 0.8701 (step 4000)
 std::string JobSummary(const v1::JobStatus& job, absl::Time now);
+
+// The AUC line's text: "train 0.8765 (last 64K-128K examples)  eval 0.8701
+// (step 4000)"; "-" for an AUC not reported yet ("eval - (not yet)").
+std::string AucLine(const v1::JobStatus& job);
 
 // Columns aligned to their widest cell, two spaces apart; cells in
 // right_align[i] columns are right-aligned (missing entries: left). Every
@@ -46,18 +52,33 @@ std::string RenderTable(const std::vector<std::string>& header,
                         const std::vector<std::vector<std::string>>& rows,
                         const std::vector<bool>& right_align = {});
 
-// `brook list`: ID NAME STATE PRIORITY PROGRESS EXAMPLES AUC AGE. AUC is the
-// eval AUC once evaluated, else the train AUC, else "-"; AGE is since submit.
+// `brook list`: ID NAME STATE PRIORITY PROGRESS EXAMPLES TRAIN AUC EVAL AUC
+// AGE. An AUC not reported yet is "-"; AGE is since submit.
 std::string JobsTable(const google::protobuf::RepeatedPtrField<v1::JobStatus>& jobs,
                       absl::Time now);
 
 // `brook logs`: one "TIME  TEXT" line per event (UTC, RFC 3339 with ms),
 // after a note when older events were dropped.
 std::string EventLog(const v1::JobStatus& job);
+// One event's line of it, with its '\n'.
+std::string EventLine(const v1::ChiefJobEvent& event);
 
-// A message as one line of JSON with the proto field names (snake_case) and
-// every field, including zeros (64-bit integers are strings, as proto3 JSON
-// has them).
+// `brook logs --follow`: which of `job`'s events are new when the first
+// `*seen` (counted from the job's first event, dropped ones included) were
+// shown: events[first..] are, and `missed` were dropped by the chief before
+// they could be shown. Advances *seen past them.
+struct NewEvents {
+  int first = 0;
+  uint64_t missed = 0;
+};
+NewEvents FollowEvents(const v1::JobStatus& job, uint64_t* seen);
+
+// A message as one line of JSON, the `-o json` of the job CLI: an object
+// with every field (zeros too) under its proto name (snake_case), in proto
+// order. Integers of every width are JSON numbers (not proto3 JSON's quoted
+// 64-bit strings), a non-finite double is null, bytes are base64, an enum is
+// its value's name, a map an object keyed by the key's text. README, "Job
+// CLI JSON", promises the shape.
 std::string ToJson(const google::protobuf::Message& message);
 
 }  // namespace brook::chief

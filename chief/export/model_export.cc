@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "chief/export/score_output.h"
 #include "common/hash.h"
 #include "common/status_macros.h"
 #include "common/version.h"
@@ -670,9 +671,34 @@ ScoreModel(ps::PsClient *ps, const JobSpec &spec,
   o.parse_threads = options.parse_threads;
   o.shuffle_buffer = 0;
   o.epochs = 1;
+  if (!options.on_example) {
+    ASSIGN_OR_RETURN(std::unique_ptr<input::Pipeline> pipeline,
+                     input::Pipeline::Create(spec.features, o));
+    return t->Evaluate(pipeline.get());
+  }
+  // One file at a time: the stream is the records in file order, so the
+  // i-th score is the i-th record's (skip_bad_examples is off: none drop).
+  o.cycle_length = 1;
   ASSIGN_OR_RETURN(std::unique_ptr<input::Pipeline> pipeline,
                    input::Pipeline::Create(spec.features, o));
-  return t->Evaluate(pipeline.get());
+  std::unique_ptr<IdReader> ids;
+  if (!options.id_feature.empty()) {
+    ASSIGN_OR_RETURN(ids, IdReader::Open(files, spec.data.compression,
+                                         options.id_feature));
+  }
+  return t->Evaluate(
+      pipeline.get(),
+      [&](absl::Span<const float> labels,
+          absl::Span<const float> scores) -> absl::Status {
+        for (size_t i = 0; i < scores.size(); ++i) {
+          const tf::Feature *id = nullptr;
+          if (ids != nullptr) {
+            ASSIGN_OR_RETURN(id, ids->Next());
+          }
+          RETURN_IF_ERROR(options.on_example(labels[i], scores[i], id));
+        }
+        return absl::OkStatus();
+      });
 }
 
 absl::StatusOr<trainer::EvalResult>

@@ -39,6 +39,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +48,7 @@
 #include "absl/status/statusor.h"
 #include "chief/job/job_spec.h"
 #include "ps/client/ps_client.h"
+#include "tensorflow/feature.pb.h"
 #include "trainer/trainer.h"
 
 namespace brook::chief {
@@ -166,6 +168,14 @@ struct ScoreOptions {
   // num_threads on one machine.
   int num_threads = 0;
   int parse_threads = 0; // 0 autotunes
+  // Per-example scores (`brook predict --output`): called for every example
+  // scored, in stream order (then the files are read one at a time, each in
+  // record order), with its label, its score and, when id_feature is set,
+  // that feature of its record (IdReader: an error names the record). Its
+  // error ends scoring.
+  std::function<absl::Status(float label, float score, const tf::Feature *id)>
+      on_example;
+  std::string id_feature;
 };
 
 // Evaluates the model of `spec` with the weights on `ps` (a PrefixedPsClient

@@ -416,6 +416,11 @@ v1::JobStatus Chief::StatusLocked(const JobInfo& i, bool with_events) {
   s.set_tables_dropped_time_us(ToUs(i.tables_dropped));
   if (with_events) {
     for (const JobEvent& e : i.events) ToProto(e, s.add_events());
+    for (const auto& [node, log] : trainer_logs_) {
+      v1::ChiefTrainerLog* t = s.add_trainer_logs();
+      t->set_node_id(node);
+      *t->mutable_log() = log;
+    }
     s.set_events_dropped(i.events_dropped);
     s.set_spec_json(i.spec_json);
   }
@@ -534,6 +539,7 @@ absl::StatusOr<v1::RegisterNodeResponse> Chief::RegisterNode(
     FenceTrainerLocked(request.node_id());
   }
   if (request.ps_client_id() != 0) trainer_ps_clients_[request.node_id()] = request.ps_client_id();
+  if (request.has_log()) trainer_logs_[request.node_id()] = request.log();
   queue_->Schedule(now);
   RETURN_IF_ERROR(SaveLocked());
   v1::RegisterNodeResponse out;
@@ -547,6 +553,7 @@ absl::StatusOr<v1::HeartbeatResponse> Chief::Heartbeat(const v1::HeartbeatReques
   RETURN_IF_ERROR(queue_->Heartbeat(request.node_id(), absl::Now()));
   // A restarted chief learns the trainers' PS client ids back from here.
   if (request.ps_client_id() != 0) trainer_ps_clients_[request.node_id()] = request.ps_client_id();
+  if (request.has_log()) trainer_logs_[request.node_id()] = request.log();
   v1::HeartbeatResponse out;
   out.set_job_id(queue_->JobOfTrainer(request.node_id()).value_or(""));
   return out;

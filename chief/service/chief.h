@@ -201,6 +201,8 @@ class Chief {
 
   // Fencing, guarded by mu_.
   std::map<std::string, uint64_t> trainer_ps_clients_;  // node id -> PS client id
+  // Where each trainer's process log is, as it last said; guarded by mu_.
+  std::map<std::string, v1::NodeLog> trainer_logs_;
   std::deque<uint64_t> fenced_;                         // oldest first
   bool fence_pending_ = false;  // fenced_ changed since the last successful send
   std::condition_variable fence_cv_;

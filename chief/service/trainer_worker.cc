@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 #include <utility>
@@ -106,11 +107,32 @@ TrainerWorkerStats TrainerWorker::stats() const {
   return s;
 }
 
+namespace {
+
+// This process's log (proto NodeLog): the regular files fd 2 and fd 1 are.
+v1::NodeLog OwnLog() {
+  v1::NodeLog log;
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0) log.set_host(host);
+  for (int fd : {2, 1}) {
+    std::error_code ec;
+    const std::filesystem::path link = absl::StrCat("/proc/self/fd/", fd);
+    const std::filesystem::path target = std::filesystem::read_symlink(link, ec);
+    if (ec || !std::filesystem::is_regular_file(link, ec)) continue;
+    if (log.paths_size() > 0 && log.paths(0) == target.string()) continue;
+    log.add_paths(target.string());
+  }
+  return log;
+}
+
+}  // namespace
+
 absl::Status TrainerWorker::Register() {
   v1::RegisterNodeRequest req;
   req.set_role(v1::NODE_ROLE_TRAINER);
   req.set_node_id(node_id_);
   req.set_address(options_.address);
+  *req.mutable_log() = OwnLog();
   // Every registration pushes under a new client id: if this process was
   // paused past its lease, the chief has fenced the old one on every PS.
   const uint64_t ps_client_id = NewPsClientId();
@@ -148,6 +170,7 @@ void TrainerWorker::HeartbeatLoop() {
   while (Sleep(interval)) {
     v1::HeartbeatRequest req;
     req.set_node_id(node_id_);
+    *req.mutable_log() = OwnLog();
     {
       std::lock_guard<std::mutex> lock(mu_);
       req.set_ps_client_id(ps_client_id_);

@@ -43,6 +43,15 @@ TEST_F(JobCliTest, UnreachableChiefExits4NamingIt) {
   }
   auto r = RunCommand({BrookBinary(), "status", "x", "--watch", "--chief", "127.0.0.1:1"}, 60);
   EXPECT_EQ(r.exit_code, 4) << r.output;
+  // Never reached at all: no minute of retries (that is for a restart).
+  for (const char* flag : {"--follow", "--trainer"}) {
+    std::vector<std::string> argv = {BrookBinary(), "logs", "x", flag, "--chief", "127.0.0.1:1"};
+    if (std::string(flag) == "--trainer") argv.insert(argv.begin() + 4, "trainer-0");
+    r = RunCommand(argv, 30);
+    EXPECT_EQ(r.exit_code, 4) << flag << ": " << r.output;
+    EXPECT_NE(r.output.find("brook logs: chief at 127.0.0.1:1 unreachable"), std::string::npos)
+        << r.output;
+  }
 }
 
 TEST_F(JobCliTest, ChiefFromEnvironment) {
@@ -71,6 +80,10 @@ TEST_F(JobCliTest, BadFlagsAreUsageErrors) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   r = RunCommand({BrookBinary(), "list", "--chief", "127.0.0.1:1", "--output", "yaml"}, 60);
   EXPECT_EQ(r.exit_code, 2) << r.output;
+  r = RunCommand({BrookBinary(), "logs", "x", "--follow", "--interval", "0", "--chief",
+                  "127.0.0.1:1"}, 60);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--interval"), std::string::npos) << r.output;
   r = RunCommand({BrookBinary(), "list", "--chief", "no-port"}, 60);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--chief: \"no-port\""), std::string::npos) << r.output;

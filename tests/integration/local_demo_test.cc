@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "tests/testing/test_util.h"
 
 namespace brook {
@@ -59,6 +60,18 @@ TEST(LocalDemoTest, DemoTrainsDeepFmAndPrintsItsAucBesideTheBayesOptimal) {
   // Logs of every child are kept; no child outlives `brook local`.
   EXPECT_TRUE(std::filesystem::exists(dir.Join("logs/chief.err")));
   EXPECT_TRUE(std::filesystem::exists(dir.Join("logs/trainer-1.err")));
+  // ... and their paths printed, with how to follow the job and a trainer.
+  const std::string work = std::filesystem::absolute(dir.path()).lexically_normal().string();
+  for (const char* name : {"chief", "ps-0", "ps-1", "trainer-0", "trainer-1"}) {
+    EXPECT_NE(r.output.find(absl::StrFormat("\n  %-10s %s/logs/%s.err\n", name, work, name)),
+              std::string::npos)
+        << name << ": " << r.output;
+  }
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(brook logs demo-deepfm-\S+ --follow )"
+                                                     R"(--chief 127\.0\.0\.1:[0-9]+ \(a trainer's )"
+                                                     R"(own log: add --trainer trainer-0\))")))
+      << r.output;
+  EXPECT_NE(r.output.find(absl::StrCat("logs: ", work, "/logs")), std::string::npos) << r.output;
   EXPECT_EQ(ProcessesMentioning(dir.path() + "/chief-state"), 0);
   EXPECT_EQ(ProcessesMentioning(dir.path() + "/ps-0"), 0);
 }

@@ -5,17 +5,24 @@
 // with chief/export, then scored by the real binary.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "chief/export/model_export.h"
 #include "chief/job/job_spec.h"
 #include "ps/client/local_ps_client.h"
 #include "ps/client/prefixed_ps_client.h"
+#include "storage/tfrecord.h"
+#include "tensorflow/example.pb.h"
 #include "tests/testing/test_util.h"
 #include "trainer/backend/cpu_backend.h"
 #include "trainer/input/pipeline.h"
+#include "trainer/model/metrics.h"
 #include "trainer/trainer.h"
 
 namespace brook {
@@ -240,6 +247,157 @@ TEST_F(PredictEvalTest, PredictRefusesBadPathsWithUsageExit) {
   auto junk = RunCommand({BrookBinary(), "predict", "--model", Export("good"),
                           "--data", dir_->Join("junk.tfrecord")});
   EXPECT_EQ(junk.exit_code, 1) << junk.output;
+}
+
+// The test split again, each record with an "example_id" ("row-N", N its
+// index over both files in order), for --id-feature.
+std::vector<std::string> WriteTestSplitWithIds(const std::string &glob,
+                                               const std::string &out_dir,
+                                               std::vector<float> *labels) {
+  std::vector<std::string> out;
+  std::vector<std::string> files;
+  for (const auto &e : std::filesystem::directory_iterator(
+           std::filesystem::path(glob).parent_path())) {
+    if (e.path().filename().string().rfind("test-", 0) == 0)
+      files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  std::filesystem::create_directories(out_dir);
+  int n = 0;
+  for (const std::string &file : files) {
+    auto reader = storage::TFRecordReader::Open(file, {});
+    EXPECT_TRUE(reader.ok()) << reader.status();
+    const std::string path =
+        out_dir + "/" + std::filesystem::path(file).filename().string();
+    auto writer = storage::TFRecordWriter::Open(path, {});
+    EXPECT_TRUE(writer.ok()) << writer.status();
+    if (!reader.ok() || !writer.ok())
+      return out;
+    std::string_view record;
+    absl::StatusOr<bool> more;
+    while ((more = (*reader)->Next(&record)).ok() && *more) {
+      tf::Example e;
+      EXPECT_TRUE(e.ParseFromArray(record.data(), static_cast<int>(record.size())));
+      auto &features = *e.mutable_features()->mutable_feature();
+      labels->push_back(features["label"].has_int64_list()
+                            ? features["label"].int64_list().value(0)
+                            : features["label"].float_list().value(0));
+      features["example_id"].mutable_bytes_list()->add_value(
+          "row-" + std::to_string(n++));
+      EXPECT_TRUE((*writer)->Write(e.SerializeAsString()).ok());
+    }
+    EXPECT_TRUE((*writer)->Close().ok());
+    out.push_back(path);
+  }
+  return out;
+}
+
+TEST_F(PredictEvalTest, PredictWritesCsvScoresWhoseAucIsThePrintedAuc) {
+  const std::string csv = dir_->Join("scores.csv");
+  auto r = RunCommand({BrookBinary(), "predict", "--model", Export("good"),
+                       "--data", TestGlob(), "--output", csv});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = LastJson(r.output);
+  EXPECT_EQ(j["output"], csv);
+  EXPECT_EQ(j["rows"].get<int64_t>(), 16281);
+  const std::vector<std::string> lines =
+      absl::StrSplit(testing::ReadFileOrDie(csv), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 16282u);
+  EXPECT_EQ(lines[0], "label,score");
+  std::vector<float> labels, scores;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const std::vector<std::string> cells = absl::StrSplit(lines[i], ',');
+    ASSERT_EQ(cells.size(), 2u) << lines[i];
+    labels.push_back(std::stof(cells[0]));
+    scores.push_back(std::stof(cells[1]));
+    ASSERT_TRUE(labels.back() == 0 || labels.back() == 1) << lines[i];
+    ASSERT_TRUE(scores.back() > 0 && scores.back() < 1) << lines[i];
+  }
+  EXPECT_EQ(trainer::Auc(scores, labels), j["auc"].get<double>());
+  EXPECT_EQ(trainer::LogLoss(scores, labels), j["logloss"].get<double>());
+  EXPECT_FALSE(std::filesystem::exists(csv + ".tmp"));
+}
+
+TEST_F(PredictEvalTest, PredictWritesTfRecordScoresWithTheIdOfEachRecord) {
+  std::vector<float> want_labels;
+  const std::vector<std::string> files =
+      WriteTestSplitWithIds(TestGlob(), dir_->Join("ided"), &want_labels);
+  ASSERT_EQ(files.size(), 2u);
+  ASSERT_EQ(want_labels.size(), 16281u);
+  const std::string out = dir_->Join("scores.tfrecord");
+  std::vector<std::string> argv = {BrookBinary(), "predict", "--model",
+                                   Export("good"), "--output", out,
+                                   "--id-feature", "example_id", "--data"};
+  argv.insert(argv.end(), files.begin(), files.end());
+  auto r = RunCommand(argv);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = LastJson(r.output);
+  EXPECT_EQ(j["rows"].get<int64_t>(), 16281);
+
+  auto reader = storage::TFRecordReader::Open(out, {});
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  std::vector<float> labels, scores;
+  std::string_view record;
+  absl::StatusOr<bool> more;
+  for (int n = 0; (more = (*reader)->Next(&record)).ok() && *more; ++n) {
+    tf::Example e;
+    ASSERT_TRUE(e.ParseFromArray(record.data(), static_cast<int>(record.size())));
+    const auto &f = e.features().feature();
+    ASSERT_EQ(f.size(), 3u);
+    EXPECT_EQ(f.at("example_id").bytes_list().value(0),
+              "row-" + std::to_string(n));
+    labels.push_back(f.at("label").float_list().value(0));
+    scores.push_back(f.at("score").float_list().value(0));
+  }
+  ASSERT_TRUE(more.ok()) << more.status();
+  EXPECT_EQ(labels, want_labels); // each score beside its own record's label
+  EXPECT_EQ(trainer::Auc(scores, labels), j["auc"].get<double>());
+
+  // The same as CSV: the id column first, under the feature's name.
+  const std::string csv = dir_->Join("ided.csv");
+  argv[5] = csv;
+  auto c = RunCommand(argv);
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  const std::string text = testing::ReadFileOrDie(csv);
+  EXPECT_EQ(text.substr(0, text.find('\n', text.find('\n') + 1)),
+            absl::StrFormat("example_id,label,score\nrow-0,%g,%.9g",
+                            labels[0], scores[0]));
+}
+
+TEST_F(PredictEvalTest, PredictOutputErrorsNameTheProblemAndWriteNothing) {
+  const std::string txt = dir_->Join("scores.txt");
+  auto bad_ext = RunCommand({BrookBinary(), "predict", "--model",
+                             Export("good"), "--data", TestGlob(), "--output",
+                             txt});
+  EXPECT_EQ(bad_ext.exit_code, 2) << bad_ext.output;
+  EXPECT_NE(bad_ext.output.find(
+                "brook predict: --output " + txt +
+                ": unknown file type; the extension picks it: .csv, "
+                ".tfrecord or .tfrecords (.tfrecord.gz for GZIP)"),
+            std::string::npos)
+      << bad_ext.output;
+  EXPECT_FALSE(std::filesystem::exists(txt));
+
+  auto no_output = RunCommand({BrookBinary(), "predict", "--model",
+                               Export("good"), "--id-feature", "x"});
+  EXPECT_EQ(no_output.exit_code, 2) << no_output.output;
+  EXPECT_NE(no_output.output.find("--id-feature needs --output"),
+            std::string::npos)
+      << no_output.output;
+
+  // The Adult test split has no example_id: scoring fails naming the record.
+  const std::string csv = dir_->Join("no-ids.csv");
+  auto missing = RunCommand({BrookBinary(), "predict", "--model",
+                             Export("good"), "--data", TestGlob(), "--output",
+                             csv, "--id-feature", "example_id"});
+  EXPECT_EQ(missing.exit_code, 1) << missing.output;
+  EXPECT_NE(missing.output.find("--id-feature example_id: missing in record 0 "
+                                "of " +
+                                dir_->Join("test") + "/test-"),
+            std::string::npos)
+      << missing.output;
+  EXPECT_FALSE(std::filesystem::exists(csv));
+  EXPECT_FALSE(std::filesystem::exists(csv + ".tmp"));
 }
 
 TEST_F(PredictEvalTest, EvalGatesOnTheBaseline) {

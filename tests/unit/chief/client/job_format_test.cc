@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -106,7 +107,7 @@ TEST(ProgressLineTest, RunningJobHasEveryNumber) {
   const std::string line = ProgressLine(RunningJob(), kNow);
   EXPECT_THAT(line, AllOf(HasSubstr("RUNNING"), HasSubstr("25.0%"), HasSubstr("epoch 2/4"),
                           HasSubstr("1.23M examples"), HasSubstr("12.3k/s"), HasSubstr("ETA 5m00s"),
-                          HasSubstr("loss 0.4322"), HasSubstr("AUC 0.8765"),
+                          HasSubstr("loss 0.4322"), HasSubstr("AUC train 0.8765 eval -"),
                           HasSubstr("units 10 done 2 leased 20 left")));
   EXPECT_EQ(line.find('\n'), std::string::npos);
 }
@@ -117,7 +118,7 @@ TEST(ProgressLineTest, NoMetricsYetShowDashes) {
   job.set_train_auc(0);
   job.set_progress(0);
   job.set_epochs(0);  // unbounded
-  EXPECT_THAT(ProgressLine(job, kNow), AllOf(HasSubstr("loss - AUC -"), HasSubstr("ETA -"),
+  EXPECT_THAT(ProgressLine(job, kNow), AllOf(HasSubstr("loss - AUC train - eval -"), HasSubstr("ETA -"),
                                              HasSubstr("epoch 2 |"), Not(HasSubstr("/0"))));
 }
 
@@ -159,7 +160,10 @@ TEST(JobSummaryTest, FinishedJobShowsEvalExportAndMessage) {
   const std::string summary = JobSummary(job, kNow);
   EXPECT_THAT(summary,
               AllOf(HasSubstr("job ctr-7 (ctr): SUCCEEDED after 9m00s"),
-                    HasSubstr("message:    trained 4 epochs"), HasSubstr("AUC 0.9012"),
+                    HasSubstr("message:    trained 4 epochs"),
+                    HasSubstr("AUC:        train 0.8765 (last 64K-128K examples)  eval 0.9012 "
+                              "(step 1200)\n"),
+                    HasSubstr("eval:       AUC 0.9012"),
                     HasSubstr("logloss 0.3012"), HasSubstr("on 16281 examples (step 1200)"),
                     HasSubstr("export:     /models/ctr-7"),
                     HasSubstr("checkpoint: /ckpt/ctr-7/step-1200 (step 1200)"),
@@ -173,6 +177,18 @@ TEST(JobSummaryTest, RunningJobShowsEtaAndTrainers) {
               AllOf(HasSubstr("RUNNING for 10m00s"), HasSubstr("eta:        5m00s"),
                     HasSubstr("trainers:   1 of 2: trainer-a"),
                     HasSubstr("units 10 done 2 leased 20 left of 32"), Not(HasSubstr("eval:"))));
+}
+
+TEST(AucLineTest, LabelsEachAucAndSaysWhichIsMissing) {
+  v1::JobStatus job = RunningJob();
+  EXPECT_EQ(AucLine(job), "train 0.8765 (last 64K-128K examples)  eval - (not yet)");
+  job.mutable_eval()->set_done(true);
+  job.mutable_eval()->set_auc(0.86431);
+  job.mutable_eval()->set_step(4000);
+  EXPECT_EQ(AucLine(job), "train 0.8765 (last 64K-128K examples)  eval 0.8643 (step 4000)");
+  job.set_train_auc(0);  // not reported yet
+  EXPECT_EQ(AucLine(job), "train -  eval 0.8643 (step 4000)");
+  EXPECT_THAT(ProgressLine(job, kNow), HasSubstr("AUC train - eval 0.8643 |"));
 }
 
 TEST(RenderTableTest, ColumnsAlign) {
@@ -206,7 +222,8 @@ TEST(JobsTableTest, HeaderAndAlignedRows) {
   const std::vector<std::string> lines = Lines(JobsTable(list.jobs(), kNow));
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_THAT(lines[0], testing::StartsWith("ID  "));
-  for (const char* column : {"NAME", "STATE", "PRIORITY", "PROGRESS", "EXAMPLES", "AUC", "AGE"}) {
+  for (const char* column :
+       {"NAME", "STATE", "PRIORITY", "PROGRESS", "EXAMPLES", "TRAIN AUC", "EVAL AUC", "AGE"}) {
     EXPECT_THAT(lines[0], HasSubstr(column));
   }
   // Every column starts at the same offset on every line: NAME after the
@@ -226,6 +243,14 @@ TEST(JobsTableTest, HeaderAndAlignedRows) {
                               testing::EndsWith("12m00s")));
   EXPECT_THAT(lines[2],
               AllOf(HasSubstr("100.0%"), HasSubstr("0.9000"), testing::EndsWith("3h00m")));
+  // Each AUC under its own header: a's train AUC ends where TRAIN AUC does,
+  // its eval AUC (none yet) is "-" under EVAL AUC; b has both.
+  const size_t train_end = lines[0].find("TRAIN AUC") + std::string("TRAIN AUC").size();
+  const size_t eval_end = lines[0].find("EVAL AUC") + std::string("EVAL AUC").size();
+  EXPECT_EQ(lines[1].substr(train_end - 6, 6), "0.8765") << lines[1];
+  EXPECT_EQ(lines[1].substr(eval_end - 1, 1), "-") << lines[1];
+  EXPECT_EQ(lines[2].substr(train_end - 6, 6), "0.8765") << lines[2];
+  EXPECT_EQ(lines[2].substr(eval_end - 6, 6), "0.9000") << lines[2];
   EXPECT_THAT(lines[3], testing::EndsWith("-"));
 }
 
@@ -244,6 +269,47 @@ TEST(EventLogTest, TimestampedLines) {
             "2023-11-14T22:14:20.000Z  started on 2 trainers\n");
 }
 
+TEST(EventLogTest, FollowShowsEachEventOnceAndCountsTheDropped) {
+  v1::JobStatus job;
+  auto add = [&job](const std::string& text) { job.add_events()->set_text(text); };
+  add("submitted");
+  add("started");
+  uint64_t seen = 0;
+  NewEvents n = FollowEvents(job, &seen);
+  EXPECT_EQ(n.first, 0);
+  EXPECT_EQ(n.missed, 0u);
+  EXPECT_EQ(seen, 2u);
+  n = FollowEvents(job, &seen);  // nothing new
+  EXPECT_EQ(n.first, 2);
+  add("eval at step 200");
+  n = FollowEvents(job, &seen);
+  EXPECT_EQ(n.first, 2);
+  EXPECT_EQ(job.events(n.first).text(), "eval at step 200");
+  EXPECT_EQ(seen, 3u);
+  // The chief dropped the oldest 4 (the log is bounded): 3 shown, then 1
+  // lost unseen, then the 2 it still holds are new.
+  job.clear_events();
+  job.set_events_dropped(4);
+  add("checkpoint");
+  add("exported to /x");
+  n = FollowEvents(job, &seen);
+  EXPECT_EQ(n.missed, 1u);
+  EXPECT_EQ(n.first, 0);
+  EXPECT_EQ(seen, 6u);
+  // A chief that knows fewer than were shown shows nothing (until it knows more).
+  job.clear_events();
+  job.set_events_dropped(0);
+  add("submitted");
+  n = FollowEvents(job, &seen);
+  EXPECT_EQ(n.first, 1);
+  EXPECT_EQ(n.missed, 0u);
+  EXPECT_EQ(seen, 6u);
+  v1::ChiefJobEvent e;
+  e.set_time_us(Us(absl::FromUnixSeconds(1700000000)));
+  e.set_text("x");
+  EXPECT_EQ(EventLine(e), "2023-11-14T22:13:20.000Z  x\n");
+}
+
 TEST(ToJsonTest, OneLineWithProtoNamesAndZeros) {
   v1::JobStatus job = RunningJob();
   const std::string json = ToJson(job);
@@ -251,9 +317,54 @@ TEST(ToJsonTest, OneLineWithProtoNamesAndZeros) {
   const nlohmann::json parsed = nlohmann::json::parse(json);
   EXPECT_EQ(parsed["id"], "ctr-7");
   EXPECT_EQ(parsed["state"], "RUNNING");
-  EXPECT_EQ(parsed["units_done"], "10");  // uint64: a string in proto3 JSON
   EXPECT_EQ(parsed["finalizing"], false);
   EXPECT_DOUBLE_EQ(parsed["progress"].get<double>(), 0.25);
+  EXPECT_EQ(parsed["trainers"], nlohmann::json::array({"trainer-a"}));
+  EXPECT_EQ(parsed["eval"]["done"], false);  // an unset message: all its zeros
+}
+
+TEST(ToJsonTest, IntegersOfEveryWidthAreNumbers) {
+  v1::JobStatus job = RunningJob();
+  job.set_examples_trained(18446744073709551615ull);  // 2^64-1: exact, not a double
+  job.add_examples_per_epoch(32561);
+  job.mutable_eval()->set_done(true);
+  job.mutable_eval()->set_step(-1);
+  job.mutable_eval()->set_examples(16281);
+  v1::ChiefJobEvent* e = job.add_events();
+  e->set_time_us(1700000000123456);
+  e->set_text("submitted");
+  const nlohmann::json parsed = nlohmann::json::parse(ToJson(job));
+  ASSERT_TRUE(parsed["units_done"].is_number_unsigned()) << parsed["units_done"];
+  EXPECT_EQ(parsed["units_done"].get<uint64_t>(), 10u);
+  EXPECT_EQ(parsed["examples_trained"].get<uint64_t>(), 18446744073709551615ull);
+  ASSERT_TRUE(parsed["submit_time_us"].is_number_integer());
+  EXPECT_EQ(parsed["submit_time_us"].get<int64_t>(), Us(kNow - absl::Minutes(12)));
+  EXPECT_EQ(parsed["examples_per_epoch"], nlohmann::json::array({32561}));
+  EXPECT_EQ(parsed["eval"]["step"].get<int64_t>(), -1);
+  EXPECT_EQ(parsed["eval"]["examples"].get<int64_t>(), 16281);
+  EXPECT_EQ(parsed["events"][0]["time_us"].get<int64_t>(), 1700000000123456);
+  EXPECT_EQ(parsed["priority"].get<int>(), 5);
+  // Nothing quoted anywhere: no number is a string.
+  EXPECT_EQ(ToJson(job).find("\"10\""), std::string::npos);
+}
+
+TEST(ToJsonTest, FieldsInProtoOrderNonFiniteIsNullMapsAreObjects) {
+  v1::JobStatus job = RunningJob();
+  job.set_loss(std::numeric_limits<double>::quiet_NaN());
+  job.set_message("bad byte \xff here");
+  const std::string json = ToJson(job);
+  const nlohmann::json parsed = nlohmann::json::parse(json);
+  EXPECT_TRUE(parsed["loss"].is_null());
+  EXPECT_LT(json.find("\"id\""), json.find("\"name\""));
+  EXPECT_LT(json.find("\"name\""), json.find("\"tables_dropped_time_us\""));
+  EXPECT_THAT(parsed["message"].get<std::string>(), HasSubstr("bad byte"));
+
+  v1::ChiefQueueMeta meta;
+  meta.set_next_seq(3);
+  (*meta.mutable_job_ids())[2] = "ctr-2";
+  const nlohmann::json m = nlohmann::json::parse(ToJson(meta));
+  EXPECT_EQ(m["next_seq"].get<uint64_t>(), 3u);
+  EXPECT_EQ(m["job_ids"]["2"], "ctr-2");
 }
 
 TEST(JobExitCodeTest, FromStateAndError) {
