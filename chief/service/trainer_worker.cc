@@ -31,13 +31,15 @@ namespace {
 template <typename Fn>
 auto RetryUnavailable(const std::atomic<bool>& stopping, Fn fn) -> decltype(fn()) {
   absl::Duration backoff = absl::Milliseconds(100);
-  for (;;) {
+  for (bool logged = false;; logged = true) {
     auto r = fn();
     const absl::StatusCode code = r.status().code();
     if ((code != absl::StatusCode::kUnavailable && code != absl::StatusCode::kDeadlineExceeded) ||
         stopping.load()) {
       return r;
     }
+    // Once per wait, with the cause ("connection refused", ...).
+    if (!logged) std::cerr << "brook trainer: " << r.status().message() << "; retrying\n";
     absl::SleepFor(backoff);
     backoff = std::min(backoff * 2, absl::Seconds(2));
   }
@@ -122,6 +124,9 @@ absl::Status TrainerWorker::Register() {
     po.client_id = ps_client_id;
     po.addresses = options_.ps_addresses;
     po.tls = options_.tls;
+    po.on_retry = [](const ps::PsRetryEpisode& e) {
+      std::cerr << "brook trainer: " << e.error << "; retrying (training.retry_seconds)\n";
+    };
     if (po.addresses.empty()) po.addresses.assign(resp.ps_addresses().begin(), resp.ps_addresses().end());
     if (po.addresses.empty()) {
       return absl::FailedPreconditionError("the chief knows no PS nodes and none were given");
