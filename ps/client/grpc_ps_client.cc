@@ -296,7 +296,7 @@ bool GrpcPsClient::SleepUnlessCancelled(absl::Duration d) {
 
 absl::Status GrpcPsClient::Explain(const Call& c) {
   const Shard& shard = *shards_[c.shard];
-  const rpc::Peer peer{.address = shard.address,
+  const brook::rpc::Peer peer{.address = shard.address,
                        .expected = v1::NODE_KIND_PS,
                        .tls = options_.tls,
                        .channel = shard.stubs.front()->channel()};
@@ -314,7 +314,7 @@ absl::Status GrpcPsClient::Explain(const Call& c) {
 absl::Status GrpcPsClient::CheckShards(absl::Duration timeout) {
   for (size_t i = 0; i < shards_.size(); ++i) {
     const Shard& shard = *shards_[i];
-    const rpc::Peer peer{.address = shard.address,
+    const brook::rpc::Peer peer{.address = shard.address,
                          .expected = v1::NODE_KIND_PS,
                          .tls = options_.tls,
                          .channel = shard.stubs.front()->channel(),
