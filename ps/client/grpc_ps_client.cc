@@ -297,9 +297,9 @@ bool GrpcPsClient::SleepUnlessCancelled(absl::Duration d) {
 absl::Status GrpcPsClient::Explain(const Call& c) {
   const Shard& shard = *shards_[c.shard];
   const brook::rpc::Peer peer{.address = shard.address,
-                       .expected = v1::NODE_KIND_PS,
-                       .tls = options_.tls,
-                       .channel = shard.stubs.front()->channel()};
+                              .expected = v1::NODE_KIND_PS,
+                              .tls = options_.tls,
+                              .channel = shard.stubs.front()->channel()};
   const absl::Status s = brook::rpc::FromGrpcError(c.status, "the PS call", peer,
                                                    c.wait_for_ready);
   // The explanation starts with the address: name the shard before it.
@@ -315,16 +315,19 @@ absl::Status GrpcPsClient::CheckShards(absl::Duration timeout) {
   for (size_t i = 0; i < shards_.size(); ++i) {
     const Shard& shard = *shards_[i];
     const brook::rpc::Peer peer{.address = shard.address,
-                         .expected = v1::NODE_KIND_PS,
-                         .tls = options_.tls,
-                         .channel = shard.stubs.front()->channel(),
-                         .probe_timeout = timeout};
+                                .expected = v1::NODE_KIND_PS,
+                                .tls = options_.tls,
+                                .channel = shard.stubs.front()->channel(),
+                                .probe_timeout = timeout};
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
     v1::DescribeResponse node;
     const grpc::Status s = v1::Node::NewStub(peer.channel)->Describe(&context, {}, &node);
     const std::string name = absl::StrCat("PS shard ", i, " (", shard.address, ")");
-    if (s.ok() && node.kind() == v1::NODE_KIND_PS && node.num_shards() > 0 &&
+    // The route check would refuse every request sent there (a tool that
+    // turns it off addresses PS nodes outside their cluster).
+    if (s.ok() && options_.check_route && node.kind() == v1::NODE_KIND_PS &&
+        node.num_shards() > 0 &&
         (node.shard_index() != static_cast<int32_t>(i) || node.num_shards() != num_shards())) {
       return MarkWrongEndpoint(absl::FailedPreconditionError(absl::StrCat(
           name, " is PS shard ", node.shard_index(), " of ", node.num_shards(), ", not shard ", i,
