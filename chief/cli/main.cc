@@ -20,6 +20,9 @@ int main(int argc, char** argv) {
   CLI::App app{"Brook: a parameter-server training cluster for recommender models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", brook::VersionLine());
+  app.footer(
+      "Exit codes: 0 ok, 1 failed, 2 usage (an unknown command or flag too: the nearest valid "
+      "one is named); the job commands add 3-5 (README \"Wrong addresses and typos\").");
   int exit_code = brook::cli::kExitOk;
 
   CLI::App* data = app.add_subcommand("data", "Inspect, convert, generate and check TFRecord data");

@@ -174,8 +174,9 @@ TEST_F(WrongTargetTest, TrainerWhosePsListNamesNoPsFailsNamingWhatAnswered) {
       testing::SourceDir() + "/examples/criteo/wide_deep.yaml", "--data",
       dir_->Join("data/train-*.tfrecord"), "--max-steps", "1", "--retry-seconds", "2", "--ps"};
   const std::vector<Target> targets = {
-      {*chief_address_, *chief_address_ + " is a brook chief, not a PS"},
-      {*trainer_metrics_, *trainer_metrics_ + " does not speak brook's gRPC (HTTP/1 answered"},
+      {*chief_address_, "PS shard 0 (" + *chief_address_ + ") is a brook chief, not a PS"},
+      {*trainer_metrics_,
+       "PS shard 0 (" + *trainer_metrics_ + ") does not speak brook's gRPC (HTTP/1 answered"},
       {kClosedPort, absl::StrCat("PS shard 0 (", kClosedPort,
                                  "): connection refused (nothing listens there)")}};
   for (const Target& t : targets) {
