@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "brook/v1/node.grpc.pb.h"
 #include "brook/v1/ps.grpc.pb.h"
 #include "common/endpoint_error.h"
