@@ -8,6 +8,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -137,6 +139,30 @@ Transport Classify(const std::string& bytes) {
   return Transport::kOther;
 }
 
+// OpenSSL writes with write(2): a server that hung up would raise SIGPIPE
+// and end the process. Blocked on this thread for the probe; one raised
+// meanwhile is taken before the old mask returns.
+class ScopedNoSigpipe {
+ public:
+  ScopedNoSigpipe() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~ScopedNoSigpipe() {
+    const timespec zero{0, 0};
+    while (sigtimedwait(&pipe_, nullptr, &zero) > 0) {
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  ScopedNoSigpipe(const ScopedNoSigpipe&) = delete;
+  ScopedNoSigpipe& operator=(const ScopedNoSigpipe&) = delete;
+
+ private:
+  sigset_t pipe_;
+  sigset_t old_;
+};
+
 struct SslCtxFree {
   void operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
 };
@@ -247,6 +273,7 @@ TlsProbe ProbeTls(const std::string& address, const security::TlsOptions& tls,
   ERR_clear_error();
 
   const absl::Time deadline = absl::Now() + timeout;
+  ScopedNoSigpipe no_sigpipe;
   Fd fd(Connect(*hp, deadline, &out.transport, &out.detail));
   if (fd.get() < 0) return out;
   std::unique_ptr<SSL, SslFree> ssl(SSL_new(ctx.get()));
