@@ -13,6 +13,7 @@
 #include "brook/v1/chief.pb.h"
 #include "chief/client/chief_client.h"
 #include "chief/job/job_spec.h"
+#include "common/endpoint_error.h"
 #include "common/random_id.h"
 #include "common/status_macros.h"
 #include "ps/client/grpc_ps_client.h"
@@ -35,8 +36,8 @@ auto RetryUnavailable(const std::atomic<bool>& stopping, Fn fn) -> decltype(fn()
     auto r = fn();
     const absl::StatusCode code = r.status().code();
     if ((code != absl::StatusCode::kUnavailable && code != absl::StatusCode::kDeadlineExceeded) ||
-        stopping.load()) {
-      return r;
+        IsWrongEndpoint(r.status()) || stopping.load()) {
+      return r;  // a marked one is no chief at all (TLS mismatch, HTTP/1): no wait helps
     }
     // Once per wait, with the cause ("connection refused", ...).
     if (!logged) std::cerr << "brook trainer: " << r.status().message() << "; retrying\n";

@@ -11,8 +11,15 @@
 namespace brook::rpc {
 namespace {
 
+// Not the node wanted (another kind, not brook): FAILED_PRECONDITION.
 absl::Status Wrong(const std::string& message) {
   return MarkWrongEndpoint(absl::FailedPreconditionError(message));
+}
+
+// No brook gRPC on this transport (HTTP/1, TLS on one side only, a refused
+// certificate): UNAVAILABLE, as gRPC says, but marked: no retry fixes it.
+absl::Status NoTransport(const std::string& message) {
+  return MarkWrongEndpoint(absl::UnavailableError(message));
 }
 
 std::string Describe(const v1::DescribeResponse& node) {
@@ -41,11 +48,11 @@ absl::Status ExplainTransport(const Peer& peer) {
           a, ": no connection within ", absl::FormatDuration(peer.probe_timeout), " (",
           plain.detail, "; is the host up, and the port open to this machine?)"));
     case Transport::kHttp1:
-      return Wrong(absl::StrCat(
+      return NoTransport(absl::StrCat(
           a, " does not speak brook's gRPC (HTTP/1 answered: is it a /metrics port?)"));
     case Transport::kHttp2:
       if (tls_on) {
-        return Wrong(absl::StrCat(a,
+        return NoTransport(absl::StrCat(a,
                                   ": TLS handshake failed: the server speaks plaintext gRPC "
                                   "(turn TLS on there, or drop --tls-* here)"));
       }
@@ -63,30 +70,30 @@ absl::Status ExplainTransport(const Peer& peer) {
       return absl::UnavailableError(absl::StrCat(a, ": connected, but no reply within ",
                                                  absl::FormatDuration(peer.probe_timeout)));
     }
-    return Wrong(absl::StrCat(a, " does not speak brook's gRPC (",
+    return NoTransport(absl::StrCat(a, " does not speak brook's gRPC (",
                               TransportName(plain.transport), ": ", plain.detail, ")"));
   }
   const bool has_cert = !peer.tls.cert_file.empty() && !peer.tls.key_file.empty();
   if (!tls_on) {
-    return Wrong(absl::StrCat(
+    return NoTransport(absl::StrCat(
         a, ": TLS handshake failed: the server expects TLS (give --tls-ca",
         t.asked_for_client_cert ? ", and --tls-cert and --tls-key: it requires a client certificate"
                                 : "",
         ")"));
   }
   if (!t.server_verified && !t.verify_error.empty()) {
-    return Wrong(absl::StrCat(a, ": TLS handshake failed: the server's certificate is not "
+    return NoTransport(absl::StrCat(a, ": TLS handshake failed: the server's certificate is not "
                                  "trusted by --tls-ca ",
                               peer.tls.ca_file, " for this name (", t.verify_error,
                               "; --tls-server-name sets the name when it differs)"));
   }
   if (t.asked_for_client_cert && !has_cert) {
-    return Wrong(absl::StrCat(a,
+    return NoTransport(absl::StrCat(a,
                               ": TLS handshake failed: the server requires a client "
                               "certificate (give --tls-cert and --tls-key)"));
   }
   if (!t.accepted) {
-    return Wrong(absl::StrCat(
+    return NoTransport(absl::StrCat(
         a, ": TLS handshake failed: the server refused ",
         has_cert ? absl::StrCat("this client's certificate (--tls-cert ", peer.tls.cert_file, ")")
                  : std::string("the connection"),
@@ -127,9 +134,11 @@ absl::Status DiagnoseEndpoint(const Peer& peer) {
                               NodeKindName(peer.expected)));
   }
   if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-    return Wrong(absl::StrCat(peer.address,
-                              " speaks gRPC but is not a brook node (it has no brook.v1.Node "
-                              "service), or runs a brook older than this client"));
+    // Unmarked: a test double or an older brook may still serve the call.
+    return absl::UnimplementedError(
+        absl::StrCat(peer.address,
+                     " speaks gRPC but is not a brook node (it has no brook.v1.Node service), "
+                     "or runs a brook older than this client"));
   }
   return ExplainTransport(peer);
 }
@@ -150,8 +159,14 @@ absl::Status FromGrpcError(const grpc::Status& status, const std::string& rpc, c
                  ? MarkWrongEndpoint(absl::UnimplementedError(why.message()))
                  : why;
     }
-    if (!why.ok() && (code == grpc::StatusCode::UNAVAILABLE ||
-                      code == grpc::StatusCode::DEADLINE_EXCEEDED)) {
+    if (absl::IsUnimplemented(why)) {
+      // No brook node there, and not the RPC either: the wrong address.
+      if (code == grpc::StatusCode::UNIMPLEMENTED) {
+        return MarkWrongEndpoint(absl::UnimplementedError(absl::StrCat(why.message(), " (",
+                                                                       rpc, " is UNIMPLEMENTED)")));
+      }
+    } else if (!why.ok() && (code == grpc::StatusCode::UNAVAILABLE ||
+                             code == grpc::StatusCode::DEADLINE_EXCEEDED)) {
       return absl::Status(absl_code, why.message());
     }
   }

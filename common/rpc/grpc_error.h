@@ -11,11 +11,12 @@
 //   127.0.0.1:7000: TLS handshake failed: the server expects TLS (give --tls-ca)
 //   127.0.0.1:7000: TLS handshake failed: the server requires a client certificate ...
 //
-// Mistakes no retry fixes (a wrong kind of node, HTTP/1, TLS on one side
-// only, a refused certificate) carry common/endpoint_error.h's mark and
-// code FAILED_PRECONDITION (UNIMPLEMENTED when gRPC said so); a refused or
-// silent address keeps UNAVAILABLE / DEADLINE_EXCEEDED, which callers may
-// retry. Statuses with a message of their own pass through unchanged.
+// Mistakes no retry fixes carry common/endpoint_error.h's mark: a wrong
+// kind of node (FAILED_PRECONDITION, or UNIMPLEMENTED when gRPC said so),
+// and no brook gRPC on the transport -- HTTP/1, TLS on one side only, a
+// refused certificate (UNAVAILABLE, as gRPC says). A refused or silent
+// address keeps UNAVAILABLE / DEADLINE_EXCEEDED unmarked: callers may retry
+// it. Statuses with a message of their own pass through unchanged.
 //
 // Thread-safe. Costs nothing on success; on a failure worth explaining, one
 // Describe call and at most two probe connections, within `probe_timeout`.
@@ -52,7 +53,8 @@ struct Peer {
 // What is wrong with `peer`'s address, found without the failed call:
 // OK when a brook node of the expected kind answers Describe (or, when
 // `expected` is unspecified, any brook node), or when the probes found
-// nothing wrong with the transport; else the explanation (see above).
+// nothing wrong with the transport; UNIMPLEMENTED (unmarked) for a gRPC
+// server without brook.v1.Node; else the explanation (see above).
 absl::Status DiagnoseEndpoint(const Peer& peer);
 
 // A failed call of `rpc` (e.g. "ListJobs") to `peer` as a library status.

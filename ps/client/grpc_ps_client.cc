@@ -312,7 +312,7 @@ absl::Status GrpcPsClient::Explain(const Call& c) {
   return IsWrongEndpoint(s) ? MarkWrongEndpoint(out) : out;
 }
 
-absl::Status GrpcPsClient::CheckShards(absl::Duration timeout) {
+absl::Status GrpcPsClient::CheckShards(absl::Duration timeout, bool shard_order) {
   for (size_t i = 0; i < shards_.size(); ++i) {
     const Shard& shard = *shards_[i];
     const brook::rpc::Peer peer{.address = shard.address,
@@ -327,7 +327,7 @@ absl::Status GrpcPsClient::CheckShards(absl::Duration timeout) {
     const std::string name = absl::StrCat("PS shard ", i, " (", shard.address, ")");
     // The route check would refuse every request sent there (a tool that
     // turns it off addresses PS nodes outside their cluster).
-    if (s.ok() && options_.check_route && node.kind() == v1::NODE_KIND_PS &&
+    if (s.ok() && shard_order && options_.check_route && node.kind() == v1::NODE_KIND_PS &&
         node.num_shards() > 0 &&
         (node.shard_index() != static_cast<int32_t>(i) || node.num_shards() != num_shards())) {
       return MarkWrongEndpoint(absl::FailedPreconditionError(absl::StrCat(
@@ -363,8 +363,9 @@ std::optional<GrpcPsClient::RetryEpisode> GrpcPsClient::retrying() const {
 absl::Status GrpcPsClient::WaitForReady(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   // Waiting for a connection hides why there is none: an address that is no
-  // PS fails now, not after the first attempt's timeout.
-  RETURN_IF_ERROR(CheckShards(std::min(timeout, absl::Seconds(2))));
+  // PS fails now, not after the first attempt's timeout. (Shards out of
+  // order: the route check refuses the first call.)
+  RETURN_IF_ERROR(CheckShards(std::min(timeout, absl::Seconds(2)), /*shard_order=*/false));
   while (true) {
     std::vector<v1::HealthRequest> reqs(shards_.size());
     std::vector<v1::HealthResponse> resps(shards_.size());

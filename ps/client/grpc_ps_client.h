@@ -120,10 +120,11 @@ class GrpcPsClient final : public PsClient {
   absl::Status WaitForReady(absl::Duration timeout);
 
   // Asks every shard what it is (brook.v1.Node/Describe): the first address
-  // that is not a PS, or a PS started as another shard index or count, is
-  // an error naming it (common/endpoint_error.h's mark); a shard that does
-  // not answer is not judged (it may be starting). OK otherwise.
-  absl::Status CheckShards(absl::Duration timeout);
+  // that is not a PS, or (with `shard_order`) a PS started as another shard
+  // index or count, is an error naming it (common/endpoint_error.h's mark);
+  // a shard that does not answer is not judged (it may be starting). OK
+  // otherwise.
+  absl::Status CheckShards(absl::Duration timeout, bool shard_order = true);
 
   absl::Status CreateTable(const TableOptions& options) override;
   absl::Status DropTable(std::string_view table) override;
