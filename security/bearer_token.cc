@@ -1,5 +1,7 @@
 #include "security/bearer_token.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -11,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
@@ -63,6 +66,18 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   if (token.empty()) return absl::InvalidArgumentError(absl::StrCat("token file ", path, " is empty"));
   if (absl::Status s = ValidateToken(token, absl::StrCat("token file ", path)); !s.ok()) return s;
   return token;
+}
+
+std::string TokenFileModeWarning(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return "";
+  const mode_t mode = st.st_mode & 07777;
+  const bool group = (mode & 040) != 0, other = (mode & 004) != 0;
+  if (!group && !other) return "";
+  return absl::StrFormat(
+      "warning: token file %s is readable by %s (mode %04o): anyone who can read it can act as "
+      "you; run chmod 600 %s",
+      path, group && other ? "group and others" : group ? "its group" : "others", mode, path);
 }
 
 absl::Status ValidateToken(std::string_view token, std::string_view what) {

@@ -27,6 +27,12 @@ absl::Status CheckAuthorization(std::string_view token, std::string_view authori
 // empty or unreadable is an error naming the file.
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
 
+// "" when no one but the owner can read `path` (or it cannot be stat'ed:
+// ReadTokenFile reports that); else a warning naming the file, who can read
+// it, its mode and the chmod that fixes it, as ssh warns about a private key.
+// A warning, not an error: the file is still used.
+std::string TokenFileModeWarning(const std::string& path);
+
 // A token is printable ASCII without spaces (it travels in an HTTP/2 header),
 // at least 16 characters. `what` names the flag in the error.
 absl::Status ValidateToken(std::string_view token, std::string_view what);

@@ -8,7 +8,9 @@
 //   2  usage: bad flags, or no chief address (--chief / BROOK_CHIEF / TF_CONFIG)
 //   3  not found: the chief knows no job of that id
 //   4  the chief is unreachable (UNAVAILABLE or no reply within the deadline;
-//      with TLS also a refused handshake: a missing or untrusted certificate)
+//      with TLS also a refused handshake: a missing or untrusted certificate),
+//      or what answers at the address is no chief: a PS, a /metrics port, a
+//      TLS port dialled in plaintext (common/endpoint_error.h)
 //   5  the chief refused the caller: no token or a wrong one (UNAUTHENTICATED,
 //      PERMISSION_DENIED)
 //
@@ -18,6 +20,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "common/endpoint_error.h"
 
 namespace brook::cli::job_exit {
 
@@ -34,12 +37,13 @@ inline int ForJobState(std::string_view state) {
   return state == "FAILED" || state == "CANCELLED" ? kFailed : kOk;
 }
 
-// A failed chief call as an exit code: NOT_FOUND kNotFound, UNAVAILABLE and
-// DEADLINE_EXCEEDED kUnreachable, UNAUTHENTICATED and PERMISSION_DENIED
-// kUnauthenticated, anything else kFailed.
+// A failed chief call as an exit code: NOT_FOUND kNotFound; a wrong
+// endpoint, UNAVAILABLE and DEADLINE_EXCEEDED kUnreachable; UNAUTHENTICATED
+// and PERMISSION_DENIED kUnauthenticated; anything else kFailed.
 inline int ForError(const absl::Status& status) {
   if (status.ok()) return kOk;
   if (absl::IsNotFound(status)) return kNotFound;
+  if (IsWrongEndpoint(status)) return kUnreachable;
   if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) return kUnreachable;
   if (absl::IsUnauthenticated(status) || absl::IsPermissionDenied(status)) return kUnauthenticated;
   return kFailed;

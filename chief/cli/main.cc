@@ -1,10 +1,14 @@
 // The `brook` binary: one image serves every pod, so every role is a
 // subcommand. This file only builds the command tree and dispatches.
 #include <iostream>
+#include <optional>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "chief/cli/commands.h"
+#include "chief/cli/local_path_flags.h"
+#include "chief/cli/unknown_words.h"
 #include "common/malloc_tuning.h"
 #include "common/mutex_tuning.h"
 #include "common/version.h"
@@ -16,6 +20,9 @@ int main(int argc, char** argv) {
   CLI::App app{"Brook: a parameter-server training cluster for recommender models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", brook::VersionLine());
+  app.footer(
+      "Exit codes: 0 ok, 1 failed, 2 usage (an unknown command or flag too: the nearest valid "
+      "one is named); the job commands add 3-5 (README \"Wrong addresses and typos\").");
   int exit_code = brook::cli::kExitOk;
 
   CLI::App* data = app.add_subcommand("data", "Inspect, convert, generate, check TFRecord data and infer its feature spec");
@@ -41,7 +48,15 @@ int main(int argc, char** argv) {
   brook::cli::RegisterLocal(app, &exit_code);
   brook::cli::RegisterPredict(app, &exit_code);
   brook::cli::RegisterEval(app, &exit_code);
+  brook::cli::AddLocalPathChecks(app);
 
+  // CLI11 alone would print the top-level help for `brook serve --help` and
+  // exit 0, and call `--chife` only "not expected": name the word and the
+  // nearest valid one, exit 2.
+  if (std::optional<std::string> error = brook::cli::CheckWords(app, argc, argv)) {
+    std::cerr << *error << "\n";
+    return brook::cli::kExitUsage;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

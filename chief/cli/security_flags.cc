@@ -1,6 +1,7 @@
 #include "chief/cli/security_flags.h"
 
 #include <cstdlib>
+#include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "security/bearer_token.h"
@@ -31,7 +32,12 @@ void AddTlsFlags(CLI::App* cmd, security::TlsOptions* tls, TlsRole role) {
 }
 
 absl::StatusOr<std::string> TokenFlags::Resolve() const {
-  if (!file.empty()) return security::ReadTokenFile(file);
+  if (!file.empty()) {
+    if (const std::string w = security::TokenFileModeWarning(file); !w.empty()) {
+      std::cerr << "brook: " << w << "\n";
+    }
+    return security::ReadTokenFile(file);
+  }
   const char* value = env_var.empty() ? nullptr : std::getenv(env_var.c_str());
   if (value == nullptr || *value == '\0') return std::string();
   const std::string token(value);

@@ -25,7 +25,8 @@ struct TokenFlags {
   std::string file;     // --token-file / --auth-token-file
   std::string env_var;  // where the value may come from instead
   // The token: from the file if given, else from env_var, else "" (none).
-  // A bad file or value is an error naming it.
+  // A bad file or value is an error naming it; a file others can read gets
+  // a warning on stderr (security::TokenFileModeWarning).
   absl::StatusOr<std::string> Resolve() const;
 };
 

@@ -418,6 +418,9 @@ absl::Status RunTrainer(const TrainerFlags& f) {
     o.tls = f.tls;
     // Every call rides out a PS that is unreachable or out of space this long.
     o.deadline = absl::Seconds(f.retry_seconds);
+    o.on_retry = [](const ps::PsRetryEpisode& e) {
+      std::cerr << "brook trainer: " << e.error << "; retrying (--retry-seconds)\n";
+    };
     if (o.addresses.empty()) return absl::InvalidArgumentError("--ps or --local-ps is required");
     ASSIGN_OR_RETURN(auto grpc, ps::GrpcPsClient::Create(o));
     RETURN_IF_ERROR(grpc->WaitForReady(absl::Seconds(f.retry_seconds)));

@@ -5,6 +5,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/endpoint_error.h"
+#include "common/rpc/grpc_error.h"
 #include "common/status_macros.h"
 #include "ps/rpc/status_mapping.h"
 #include "security/bearer_token.h"
@@ -49,7 +52,8 @@ ChiefClient::ChiefClient(std::shared_ptr<grpc::Channel> channel, std::string add
       stub_(v1::Chief::NewStub(channel_)) {}
 
 template <typename Request, typename Response, typename Method>
-absl::StatusOr<Response> ChiefClient::Call(Method method, const Request& request) {
+absl::StatusOr<Response> ChiefClient::Call(Method method, const Request& request,
+                                           const char* rpc_name) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.deadline));
   context.set_wait_for_ready(options_.wait_for_ready);
@@ -63,65 +67,72 @@ absl::StatusOr<Response> ChiefClient::Call(Method method, const Request& request
   Response response;
   const grpc::Status status = ((*stub_).*method)(&context, request, &response);
   if (status.ok()) return response;
-  const grpc::StatusCode code = status.error_code();
-  if (code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    std::string why = status.error_message();
-    if (code == grpc::StatusCode::DEADLINE_EXCEEDED) {
-      why = absl::StrCat("no reply within ", absl::FormatDuration(options_.deadline), " (", why,
-                         ")");
+  const rpc::Peer peer{.address = address_,
+                       .expected = v1::NODE_KIND_CHIEF,
+                       .tls = options_.tls,
+                       .channel = channel_};
+  absl::Status s = rpc::FromGrpcError(status, rpc_name, peer, options_.wait_for_ready);
+  if (IsWrongEndpoint(s)) return s;  // "X is a brook PS (shard 0 of 2), not a chief"
+  if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) {
+    // FromGrpcError's explanations start with the address; say it once.
+    absl::string_view why = s.message();
+    if (absl::ConsumePrefix(&why, address_)) absl::ConsumePrefix(&why, ": ");
+    std::string text(why);
+    if (absl::IsDeadlineExceeded(s) && !options_.wait_for_ready) {
+      text = absl::StrCat("no reply within ", absl::FormatDuration(options_.deadline), " (", text,
+                          ")");
     }
-    return absl::Status(ps::rpc::FromGrpcCode(code),
-                        absl::StrCat("chief at ", address_, " unreachable: ", why));
+    return absl::Status(s.code(), absl::StrCat("chief at ", address_, " unreachable: ", text));
   }
-  return ps::rpc::FromGrpcStatus(status);
+  return s;
 }
 
 absl::StatusOr<v1::HealthResponse> ChiefClient::Health(const v1::HealthRequest& request) {
-  return Call<v1::HealthRequest, v1::HealthResponse>(&v1::Chief::Stub::Health, request);
+  return Call<v1::HealthRequest, v1::HealthResponse>(&v1::Chief::Stub::Health, request, "Health");
 }
 
 absl::StatusOr<v1::SubmitJobResponse> ChiefClient::SubmitJob(const v1::SubmitJobRequest& request) {
-  return Call<v1::SubmitJobRequest, v1::SubmitJobResponse>(&v1::Chief::Stub::SubmitJob, request);
+  return Call<v1::SubmitJobRequest, v1::SubmitJobResponse>(&v1::Chief::Stub::SubmitJob, request, "SubmitJob");
 }
 
 absl::StatusOr<v1::JobStatus> ChiefClient::GetJob(const v1::GetJobRequest& request) {
-  return Call<v1::GetJobRequest, v1::JobStatus>(&v1::Chief::Stub::GetJob, request);
+  return Call<v1::GetJobRequest, v1::JobStatus>(&v1::Chief::Stub::GetJob, request, "GetJob");
 }
 
 absl::StatusOr<v1::ListJobsResponse> ChiefClient::ListJobs(const v1::ListJobsRequest& request) {
-  return Call<v1::ListJobsRequest, v1::ListJobsResponse>(&v1::Chief::Stub::ListJobs, request);
+  return Call<v1::ListJobsRequest, v1::ListJobsResponse>(&v1::Chief::Stub::ListJobs, request, "ListJobs");
 }
 
 absl::StatusOr<v1::JobStatus> ChiefClient::CancelJob(const v1::CancelJobRequest& request) {
-  return Call<v1::CancelJobRequest, v1::JobStatus>(&v1::Chief::Stub::CancelJob, request);
+  return Call<v1::CancelJobRequest, v1::JobStatus>(&v1::Chief::Stub::CancelJob, request, "CancelJob");
 }
 
 absl::StatusOr<v1::RegisterNodeResponse> ChiefClient::RegisterNode(
     const v1::RegisterNodeRequest& request) {
   return Call<v1::RegisterNodeRequest, v1::RegisterNodeResponse>(&v1::Chief::Stub::RegisterNode,
-                                                                 request);
+                                                                 request, "RegisterNode");
 }
 
 absl::StatusOr<v1::HeartbeatResponse> ChiefClient::Heartbeat(const v1::HeartbeatRequest& request) {
-  return Call<v1::HeartbeatRequest, v1::HeartbeatResponse>(&v1::Chief::Stub::Heartbeat, request);
+  return Call<v1::HeartbeatRequest, v1::HeartbeatResponse>(&v1::Chief::Stub::Heartbeat, request, "Heartbeat");
 }
 
 absl::StatusOr<v1::AcquireWorkResponse> ChiefClient::AcquireWork(
     const v1::AcquireWorkRequest& request) {
   return Call<v1::AcquireWorkRequest, v1::AcquireWorkResponse>(&v1::Chief::Stub::AcquireWork,
-                                                               request);
+                                                               request, "AcquireWork");
 }
 
 absl::StatusOr<v1::CompleteWorkResponse> ChiefClient::CompleteWork(
     const v1::CompleteWorkRequest& request) {
   return Call<v1::CompleteWorkRequest, v1::CompleteWorkResponse>(&v1::Chief::Stub::CompleteWork,
-                                                                 request);
+                                                                 request, "CompleteWork");
 }
 
 absl::StatusOr<v1::ReportMetricsResponse> ChiefClient::ReportMetrics(
     const v1::ReportMetricsRequest& request) {
   return Call<v1::ReportMetricsRequest, v1::ReportMetricsResponse>(
-      &v1::Chief::Stub::ReportMetrics, request);
+      &v1::Chief::Stub::ReportMetrics, request, "ReportMetrics");
 }
 
 }  // namespace brook::chief

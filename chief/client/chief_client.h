@@ -7,7 +7,10 @@
 // the CLI reports). A failed call returns the chief's status with its code
 // and message unchanged (NOT_FOUND an unknown job, INVALID_ARGUMENT a bad
 // spec naming the field, ...), except that UNAVAILABLE and DEADLINE_EXCEEDED
-// keep their code but say "chief at HOST:PORT unreachable: ...".
+// keep their code but say "chief at HOST:PORT unreachable: ..." (with the
+// cause when a probe finds it: "connection refused"), and an address that is
+// no chief says what it is instead (common/rpc/grpc_error.h: "HOST:PORT is a
+// brook PS (shard 0 of 2), not a chief", marked by common/endpoint_error.h).
 //
 // Thread-safe: calls from many threads proceed concurrently on one channel.
 #pragma once
@@ -72,9 +75,10 @@ class ChiefClient {
   ChiefClient(std::shared_ptr<grpc::Channel> channel, std::string address,
               const ChiefClientOptions& options);
 
-  // Runs one unary RPC of the stub with a fresh context.
+  // Runs one unary RPC of the stub with a fresh context. A failure is
+  // explained by common/rpc/grpc_error.h (named `rpc_name`).
   template <typename Request, typename Response, typename Method>
-  absl::StatusOr<Response> Call(Method method, const Request& request);
+  absl::StatusOr<Response> Call(Method method, const Request& request, const char* rpc_name);
 
   const std::string address_;
   const ChiefClientOptions options_;

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "chief/job/yaml_fields.h"
+#include "common/local_path.h"
 #include "common/status_macros.h"
 #include "yaml-cpp/yaml.h"
 
@@ -143,12 +144,16 @@ absl::Status ReadGlobs(const MapReader& r, const std::string& key, const std::st
       "a glob of TFRecord files or a list of them, e.g. [\"train-*.tfrecord\"]";
   if (v.IsScalar()) {
     if (v.Scalar().empty()) return r.Error(key, absl::StrCat("must be ", what));
+    if (std::string why = NotLocalPathReason(v.Scalar()); !why.empty()) return r.Error(key, why);
     out->push_back(Resolve(base_dir, v.Scalar()));
   } else if (v.IsSequence()) {
     for (size_t i = 0; i < v.size(); ++i) {
       if (!v[i].IsScalar() || v[i].Scalar().empty()) {
         return FieldError(absl::StrCat(r.Path(key), "[", i, "]"), LineOf(v[i]),
                           absl::StrCat("must be a non-empty glob, got ", Describe(v[i])));
+      }
+      if (std::string why = NotLocalPathReason(v[i].Scalar()); !why.empty()) {
+        return FieldError(absl::StrCat(r.Path(key), "[", i, "]"), LineOf(v[i]), why);
       }
       out->push_back(Resolve(base_dir, v[i].Scalar()));
     }
@@ -372,6 +377,7 @@ absl::Status ReadCheckpoint(const YAML::Node& node, const std::string& base_dir,
                           "{dir: /ckpt/my-job, interval_seconds: 600}"));
   if (!r.Has("dir")) return r.Missing("dir", "the directory checkpoints are written under");
   RETURN_IF_ERROR(r.String("dir", &out->dir));
+  if (std::string why = NotLocalPathReason(out->dir); !why.empty()) return r.Error("dir", why);
   out->dir = Resolve(base_dir, out->dir);
   RETURN_IF_ERROR(r.Int("interval_seconds", int64_t{0}, int64_t{1} << 32, &out->interval_seconds));
   RETURN_IF_ERROR(r.Int("interval_steps", int64_t{0}, int64_t{1} << 40, &out->interval_steps));
@@ -386,6 +392,9 @@ absl::Status ReadInitFrom(const MapReader& root, const std::string& base_dir,
   const YAML::Node node = root.Get("init_from");
   if (node.IsScalar()) {
     RETURN_IF_ERROR(root.String("init_from", &out->path));
+    if (std::string why = NotLocalPathReason(out->path); !why.empty()) {
+      return root.Error("init_from", why);
+    }
     out->path = Resolve(base_dir, out->path);
     out->path_line = root.KeyLine("init_from");
     return absl::OkStatus();
@@ -396,6 +405,7 @@ absl::Status ReadInitFrom(const MapReader& root, const std::string& base_dir,
     return r.Missing("path", "the export or checkpoint directory of the job to start from");
   }
   RETURN_IF_ERROR(r.String("path", &out->path));
+  if (std::string why = NotLocalPathReason(out->path); !why.empty()) return r.Error("path", why);
   out->path = Resolve(base_dir, out->path);
   out->path_line = r.KeyLine("path");
   if (!r.Has("tables")) return absl::OkStatus();
@@ -431,6 +441,9 @@ absl::Status ReadFeatures(const MapReader& root, const std::string& yaml,
   }
   const YAML::Node v = root.Get("features");
   if (v.IsScalar()) {
+    if (std::string why = NotLocalPathReason(v.Scalar()); !why.empty()) {
+      return root.Error("features", why);
+    }
     spec->features_file = Resolve(base_dir, v.Scalar());
     absl::StatusOr<input::FeatureSpec> f = input::FeatureSpec::FromYamlFile(spec->features_file);
     if (!f.ok()) return Prefixed(f.status(), "features: ");
@@ -462,6 +475,9 @@ absl::Status ReadModel(const MapReader& root, const std::string& yaml, const std
       }
     }
     RETURN_IF_ERROR(root.String("model_file", &spec->model_file));
+    if (std::string why = NotLocalPathReason(spec->model_file); !why.empty()) {
+      return root.Error("model_file", why);
+    }
     spec->model_file = Resolve(base_dir, spec->model_file);
     absl::StatusOr<std::string> text = ReadFile(spec->model_file, "model spec");
     if (!text.ok()) return Prefixed(text.status(), "model_file: ");
@@ -660,6 +676,9 @@ absl::StatusOr<JobSpec> FromYamlImpl(const std::string& yaml, const std::string&
     RETURN_IF_ERROR(r.Check({"dir"}, "{dir: /models/my-job}"));
     if (!r.Has("dir")) return r.Missing("dir", "the directory the trained model is exported to");
     RETURN_IF_ERROR(r.String("dir", &spec.export_dir));
+    if (std::string why = NotLocalPathReason(spec.export_dir); !why.empty()) {
+      return r.Error("dir", why);
+    }
     spec.export_dir = Resolve(base_dir, spec.export_dir);
   }
   if (root.Has("init_from")) RETURN_IF_ERROR(ReadInitFrom(root, base_dir, &spec.init_from));

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "brook/v1/chief.grpc.pb.h"
+#include "common/rpc/node_service.h"
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "metrics/collector.h"
@@ -41,8 +42,9 @@ std::string HostOf(const std::string& address) {
 // its status (ps/rpc/status_mapping.h, the one seam for both services).
 class ChiefService final : public v1::Chief::Service {
  public:
-  ChiefService(Chief* chief, metrics::RpcMetrics* metrics, std::string token)
-      : chief_(chief), metrics_(metrics), token_(std::move(token)) {}
+  // `ps`: the PS nodes' client, checked at each submit (null: none).
+  ChiefService(Chief* chief, metrics::RpcMetrics* metrics, std::string token, ps::GrpcPsClient* ps)
+      : chief_(chief), metrics_(metrics), token_(std::move(token)), ps_(ps) {}
 
   grpc::Status Health(grpc::ServerContext* context, const v1::HealthRequest*,
                       v1::HealthResponse* resp) override {
@@ -56,6 +58,7 @@ class ChiefService final : public v1::Chief::Service {
   grpc::Status SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* req,
                          v1::SubmitJobResponse* resp) override {
     return Run(context, kSubmitJob, [&]() -> absl::Status {
+      RETURN_IF_ERROR(CheckPs());
       ASSIGN_OR_RETURN(*resp->mutable_job(), chief_->SubmitJob(*req));
       return absl::OkStatus();
     });
@@ -137,9 +140,21 @@ class ChiefService final : public v1::Chief::Service {
     return security::CheckAuthorization(token_, value);
   }
 
+  // A --ps list naming a chief, a /metrics port or the shards out of order
+  // would leave a job RUNNING with nothing to say: refuse it at submit,
+  // naming the address. Shards that do not answer are not judged here.
+  absl::Status CheckPs() const {
+    if (ps_ == nullptr) return absl::OkStatus();
+    absl::Status s = ps_->CheckShards(absl::Seconds(2));
+    if (s.ok()) return s;
+    return absl::FailedPreconditionError(
+        absl::StrCat("the chief's PS list (--ps) is wrong: ", s.message()));
+  }
+
   Chief* const chief_;
   metrics::RpcMetrics* const metrics_;
   const std::string token_;  // empty: no token required
+  ps::GrpcPsClient* const ps_;
 };
 
 absl::StatusOr<std::unique_ptr<ChiefServer>> ChiefServer::Start(const ChiefServerOptions& options) {
@@ -169,7 +184,8 @@ absl::StatusOr<std::unique_ptr<ChiefServer>> ChiefServer::Start(const ChiefServe
       [c = s->chief_.get()] { return c->CollectMetrics(); });
   if (s->exposer_) s->exposer_->RegisterCollectable(s->collector_);
   s->service_ = std::make_unique<ChiefService>(s->chief_.get(), s->rpc_metrics_.get(),
-                                              options.auth_token);
+                                              options.auth_token, s->ps_.get());
+  s->node_service_ = std::make_unique<rpc::NodeService>(v1::NODE_KIND_CHIEF);
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, credentials, &s->port_);
@@ -177,6 +193,7 @@ absl::StatusOr<std::unique_ptr<ChiefServer>> ChiefServer::Start(const ChiefServe
   builder.SetMaxReceiveMessageSize(64 << 20);
   builder.SetMaxSendMessageSize(64 << 20);
   builder.RegisterService(s->service_.get());
+  builder.RegisterService(s->node_service_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     s->server_.reset();

@@ -26,6 +26,9 @@ class RpcMetrics;
 namespace brook::ps {
 class GrpcPsClient;
 }  // namespace brook::ps
+namespace brook::rpc {
+class NodeService;
+}  // namespace brook::rpc
 
 namespace brook::chief {
 
@@ -71,6 +74,7 @@ class ChiefServer {
   std::unique_ptr<metrics::RpcMetrics> rpc_metrics_;
   std::shared_ptr<prometheus::Collectable> collector_;
   std::unique_ptr<ChiefService> service_;
+  std::unique_ptr<rpc::NodeService> node_service_;  // brook.v1.Node: "a chief"
   std::unique_ptr<grpc::Server> server_;
 };
 

@@ -15,6 +15,7 @@
 #include "brook/v1/chief.pb.h"
 #include "chief/client/chief_client.h"
 #include "chief/job/job_spec.h"
+#include "common/endpoint_error.h"
 #include "common/random_id.h"
 #include "common/status_macros.h"
 #include "ps/client/grpc_ps_client.h"
@@ -33,13 +34,15 @@ namespace {
 template <typename Fn>
 auto RetryUnavailable(const std::atomic<bool>& stopping, Fn fn) -> decltype(fn()) {
   absl::Duration backoff = absl::Milliseconds(100);
-  for (;;) {
+  for (bool logged = false;; logged = true) {
     auto r = fn();
     const absl::StatusCode code = r.status().code();
     if ((code != absl::StatusCode::kUnavailable && code != absl::StatusCode::kDeadlineExceeded) ||
-        stopping.load()) {
-      return r;
+        IsWrongEndpoint(r.status()) || stopping.load()) {
+      return r;  // a marked one is no chief at all (TLS mismatch, HTTP/1): no wait helps
     }
+    // Once per wait, with the cause ("connection refused", ...).
+    if (!logged) std::cerr << "brook trainer: " << r.status().message() << "; retrying\n";
     absl::SleepFor(backoff);
     backoff = std::min(backoff * 2, absl::Seconds(2));
   }
@@ -145,6 +148,9 @@ absl::Status TrainerWorker::Register() {
     po.client_id = ps_client_id;
     po.addresses = options_.ps_addresses;
     po.tls = options_.tls;
+    po.on_retry = [](const ps::PsRetryEpisode& e) {
+      std::cerr << "brook trainer: " << e.error << "; retrying (training.retry_seconds)\n";
+    };
     if (po.addresses.empty()) po.addresses.assign(resp.ps_addresses().begin(), resp.ps_addresses().end());
     if (po.addresses.empty()) {
       return absl::FailedPreconditionError("the chief knows no PS nodes and none were given");

@@ -9,8 +9,13 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "brook/v1/node.grpc.pb.h"
 #include "brook/v1/ps.grpc.pb.h"
+#include "common/endpoint_error.h"
+#include "common/rpc/grpc_error.h"
 #include "common/status_macros.h"
 #include "ps/client/grpc_ps_client_internal.h"
 #include "ps/client/key_plan.h"
@@ -158,6 +163,10 @@ absl::Status GrpcPsClient::Run(std::vector<Call>& calls, absl::Time deadline, ui
   pending.reserve(calls.size());
   for (Call& c : calls) pending.push_back(&c);
   absl::Duration backoff = options_.initial_backoff;
+  // Why each shard's retryable failures failed (a refused connect, ...):
+  // asked once per shard per call, it names the cause in the episode and
+  // the final error instead of gRPC's vaguer text.
+  std::vector<std::optional<absl::Status>> why(shards_.size());
   // This call's share in retrying(): counted from its first retry to its end.
   bool in_episode = false;
   absl::Cleanup leave_episode = [&] {
@@ -181,7 +190,13 @@ absl::Status GrpcPsClient::Run(std::vector<Call>& calls, absl::Time deadline, ui
     for (Call* c : pending) {
       const grpc::StatusCode code = c->status.error_code();
       if (code == grpc::StatusCode::OK || (ok_codes & (1u << code)) != 0) continue;
-      if (Retryable(code) || OutOfSpace(*c)) {
+      if (OutOfSpace(*c)) {
+        retry.push_back(c);
+        continue;
+      }
+      if (Retryable(code) && !why[c->shard].has_value()) why[c->shard] = Explain(*c);
+      // A refused or silent PS may come back; an address that is no PS won't.
+      if (Retryable(code) && !IsWrongEndpoint(*why[c->shard])) {
         retry.push_back(c);
       } else if (failed == nullptr) {
         failed = c;
@@ -193,14 +208,21 @@ absl::Status GrpcPsClient::Run(std::vector<Call>& calls, absl::Time deadline, ui
       if (!in_episode) {
         in_episode = true;
         const Call& c = *retry.front();
-        absl::MutexLock lock(&episode_mu_);
-        if (retrying_calls_++ == 0) {
-          episode_ = RetryEpisode{.shard = c.shard,
-                                  .address = shards_[c.shard]->address,
-                                  .out_of_space = OutOfSpace(c),
-                                  .error = c.status.error_message(),
-                                  .since = absl::Now()};
+        std::optional<RetryEpisode> started;
+        {
+          absl::MutexLock lock(&episode_mu_);
+          if (retrying_calls_++ == 0) {
+            episode_ = RetryEpisode{
+                .shard = c.shard,
+                .address = shards_[c.shard]->address,
+                .out_of_space = OutOfSpace(c),
+                .error = why[c.shard].has_value() ? std::string(why[c.shard]->message())
+                                                  : c.status.error_message(),
+                .since = absl::Now()};
+            started = episode_;
+          }
         }
+        if (started.has_value() && options_.on_retry) options_.on_retry(*started);
       }
       if (!SleepUnlessCancelled(sleep)) continue;  // returns CANCELLED above
       backoff = std::min(backoff * 2, options_.max_backoff);
@@ -214,10 +236,16 @@ absl::Status GrpcPsClient::Run(std::vector<Call>& calls, absl::Time deadline, ui
       attempts = absl::StrFormat(" (after %d attempts over %.1f s)", c->attempts,
                                  absl::ToDoubleSeconds(absl::Now() - start));
     }
-    return absl::Status(rpc::FromGrpcCode(c->status.error_code()),
-                        absl::StrCat("PS shard ", c->shard, " (", shards_[c->shard]->address,
-                                     "): ", OutOfSpace(*c) ? "out of space: " : "",
-                                     c->status.error_message(), attempts));
+    if (OutOfSpace(*c)) {
+      return absl::Status(rpc::FromGrpcCode(c->status.error_code()),
+                          absl::StrCat("PS shard ", c->shard, " (", shards_[c->shard]->address,
+                                       "): out of space: ", c->status.error_message(), attempts));
+    }
+    absl::Status s = Retryable(c->status.error_code()) && why[c->shard].has_value()
+                         ? *why[c->shard]
+                         : Explain(*c);
+    absl::Status out(s.code(), absl::StrCat(s.message(), attempts));
+    return IsWrongEndpoint(s) ? MarkWrongEndpoint(out) : out;
   }
 }
 
@@ -267,6 +295,56 @@ bool GrpcPsClient::SleepUnlessCancelled(absl::Duration d) {
   return false;
 }
 
+absl::Status GrpcPsClient::Explain(const Call& c) {
+  const Shard& shard = *shards_[c.shard];
+  const brook::rpc::Peer peer{.address = shard.address,
+                              .expected = v1::NODE_KIND_PS,
+                              .tls = options_.tls,
+                              .channel = shard.stubs.front()->channel()};
+  const absl::Status s = brook::rpc::FromGrpcError(c.status, "the PS call", peer,
+                                                   c.wait_for_ready);
+  // The explanation starts with the address: name the shard before it.
+  absl::string_view rest = s.message();
+  std::string message = absl::ConsumePrefix(&rest, shard.address)
+                            ? absl::StrCat("PS shard ", c.shard, " (", shard.address, ")", rest)
+                            : absl::StrCat("PS shard ", c.shard, " (", shard.address, "): ", rest);
+  absl::Status out(s.code(), message);
+  return IsWrongEndpoint(s) ? MarkWrongEndpoint(out) : out;
+}
+
+absl::Status GrpcPsClient::CheckShards(absl::Duration timeout, bool shard_order) {
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    const Shard& shard = *shards_[i];
+    const brook::rpc::Peer peer{.address = shard.address,
+                                .expected = v1::NODE_KIND_PS,
+                                .tls = options_.tls,
+                                .channel = shard.stubs.front()->channel(),
+                                .probe_timeout = timeout};
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    v1::DescribeResponse node;
+    const grpc::Status s = v1::Node::NewStub(peer.channel)->Describe(&context, {}, &node);
+    const std::string name = absl::StrCat("PS shard ", i, " (", shard.address, ")");
+    // The route check would refuse every request sent there (a tool that
+    // turns it off addresses PS nodes outside their cluster).
+    if (s.ok() && shard_order && options_.check_route && node.kind() == v1::NODE_KIND_PS &&
+        node.num_shards() > 0 &&
+        (node.shard_index() != static_cast<int32_t>(i) || node.num_shards() != num_shards())) {
+      return MarkWrongEndpoint(absl::FailedPreconditionError(absl::StrCat(
+          name, " is PS shard ", node.shard_index(), " of ", node.num_shards(), ", not shard ", i,
+          " of ", num_shards(), ": list the PS addresses in shard order, all of them")));
+    }
+    if (s.ok() && node.kind() == v1::NODE_KIND_PS) continue;
+    // Not a PS, or no answer: ask what is there.
+    const absl::Status why = brook::rpc::DiagnoseEndpoint(peer);
+    if (!IsWrongEndpoint(why)) continue;  // unreachable, or starting: the calls will tell
+    absl::string_view rest = why.message();
+    absl::ConsumePrefix(&rest, shard.address);
+    return MarkWrongEndpoint(absl::Status(why.code(), absl::StrCat(name, rest)));
+  }
+  return absl::OkStatus();
+}
+
 void GrpcPsClient::SetRetryWindow(absl::Duration window) {
   retry_window_ns_.store(absl::ToInt64Nanoseconds(window), std::memory_order_relaxed);
 }
@@ -284,6 +362,10 @@ std::optional<GrpcPsClient::RetryEpisode> GrpcPsClient::retrying() const {
 
 absl::Status GrpcPsClient::WaitForReady(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
+  // Waiting for a connection hides why there is none: an address that is no
+  // PS fails now, not after the first attempt's timeout. (Shards out of
+  // order: the route check refuses the first call.)
+  RETURN_IF_ERROR(CheckShards(std::min(timeout, absl::Seconds(2)), /*shard_order=*/false));
   while (true) {
     std::vector<v1::HealthRequest> reqs(shards_.size());
     std::vector<v1::HealthResponse> resps(shards_.size());

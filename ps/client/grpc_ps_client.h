@@ -29,6 +29,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,6 +55,17 @@ class ChannelCredentials;
 }  // namespace grpc
 
 namespace brook::ps {
+
+// A transient fault that calls are retrying (GrpcPsClient::retrying()).
+struct PsRetryEpisode {
+  int32_t shard = 0;
+  std::string address;
+  bool out_of_space = false;  // the PS's disk is full; else unreachable / timing out
+  // Why the first failed attempt failed, e.g. "PS shard 0 (HOST:PORT):
+  // connection refused (nothing listens there)".
+  std::string error;
+  absl::Time since;
+};
 
 struct GrpcPsClientOptions {
   std::vector<std::string> addresses;  // host:port of shard 0..N-1
@@ -84,6 +96,10 @@ struct GrpcPsClientOptions {
   uint64_t client_id = 0;  // 0: random
   // Off: plaintext (the 127.0.0.1 default, DESIGN.md "Security").
   security::TlsOptions tls;
+  // Called when calls start retrying a fault (RetryEpisode below: the shard
+  // and why, e.g. "connection refused"), on the calling thread, so a process
+  // can log it once per episode. Must not block or call this client.
+  std::function<void(const PsRetryEpisode&)> on_retry;
 };
 
 class GrpcPsClient final : public PsClient {
@@ -99,7 +115,16 @@ class GrpcPsClient final : public PsClient {
 
   // Blocks until every shard answers Health with serving=true (waiting for
   // connections), or `timeout` passes: UNAVAILABLE / DEADLINE_EXCEEDED then.
+  // An address that is no PS (a chief, an HTTP/1 port, TLS on one side
+  // only) fails at once, as in every call (common/rpc/grpc_error.h).
   absl::Status WaitForReady(absl::Duration timeout);
+
+  // Asks every shard what it is (brook.v1.Node/Describe): the first address
+  // that is not a PS, or (with `shard_order`) a PS started as another shard
+  // index or count, is an error naming it (common/endpoint_error.h's mark);
+  // a shard that does not answer is not judged (it may be starting). OK
+  // otherwise.
+  absl::Status CheckShards(absl::Duration timeout, bool shard_order = true);
 
   absl::Status CreateTable(const TableOptions& options) override;
   absl::Status DropTable(std::string_view table) override;
@@ -144,13 +169,7 @@ class GrpcPsClient final : public PsClient {
   bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
 
   // A transient fault that calls are retrying now.
-  struct RetryEpisode {
-    int32_t shard = 0;
-    std::string address;
-    bool out_of_space = false;  // the PS's disk is full; else unreachable / timing out
-    std::string error;          // the first failed attempt's message
-    absl::Time since;
-  };
+  using RetryEpisode = PsRetryEpisode;
   // The oldest fault that calls still in progress are retrying; nullopt when
   // no call is retrying. Any thread.
   std::optional<RetryEpisode> retrying() const;
@@ -184,6 +203,9 @@ class GrpcPsClient final : public PsClient {
   // Sleeps `d` unless cancelled first (false then).
   bool SleepUnlessCancelled(absl::Duration d);
   absl::Time CallDeadline() const { return absl::Now() + retry_window(); }
+  // A failed attempt's status as the user should read it, naming the shard
+  // (common/rpc/grpc_error.h asks the address what it is).
+  absl::Status Explain(const Call& c);
   size_t KeysPerRequest(size_t dim) const;
 
   const GrpcPsClientOptions options_;

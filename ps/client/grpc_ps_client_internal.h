@@ -29,6 +29,7 @@ class Stub {
         generated_(v1::ParameterServer::NewStub(channel_)),
         pull_("/brook.v1.ParameterServer/Pull", grpc::internal::RpcMethod::NORMAL_RPC, channel_) {}
   auto* async() { return generated_->async(); }
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
   void PullRaw(grpc::ClientContext* ctx, const v1::PullRequest* req, grpc::ByteBuffer* reply,
                Done done) {
     grpc::internal::CallbackUnaryCall<v1::PullRequest, grpc::ByteBuffer,

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/rpc/node_service.h"
 #include "common/status_macros.h"
 #include "common/usable_cpus.h"
 #include "metrics/exposer.h"
@@ -98,6 +99,9 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
   // would "bind" and silently share the first one's traffic.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(s->service_.get());
+  s->node_service_ = std::make_unique<::brook::rpc::NodeService>(
+      v1::NODE_KIND_PS, options.ps.shard_index, options.ps.num_shards);
+  builder.RegisterService(s->node_service_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     s->server_.reset();

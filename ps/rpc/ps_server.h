@@ -34,6 +34,9 @@ namespace brook::metrics {
 class MetricsExposer;
 class RpcMetrics;
 }  // namespace brook::metrics
+namespace brook::rpc {
+class NodeService;
+}  // namespace brook::rpc
 
 namespace brook::ps::rpc {
 
@@ -115,6 +118,7 @@ class PsServer {
   std::unique_ptr<metrics::MetricsExposer> exposer_;
   std::unique_ptr<boost::asio::thread_pool> pool_;
   std::unique_ptr<PsService> service_;
+  std::unique_ptr<::brook::rpc::NodeService> node_service_;  // brook.v1.Node: "a PS, shard i of n"
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::thread evict_thread_;
