@@ -3,9 +3,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <iostream>
 #include <optional>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "trainer/model/metrics.h"
@@ -288,7 +290,30 @@ absl::Status Trainer::Pull(const ModelBatch& batch, std::vector<std::vector<floa
       dense.push_back({vars[v].name, absl::MakeSpan((*params)[v])});
     }
   }
-  return ps_->PullBatch(tables, dense);
+  absl::Status pulled = ps_->PullBatch(tables, dense);
+  if (RedeclareLostTables(pulled)) pulled = ps_->PullBatch(tables, dense);
+  return pulled;
+}
+
+bool Trainer::RedeclareLostTables(const absl::Status& status) {
+  // A PS that restarted empty, or rolled back to a restart point from before
+  // the job's tables existed, answers NOT_FOUND naming one (the chief logs
+  // what the job lost). Declaring them again (idempotent where they exist;
+  // initial values are a function of seed and key) lets training go on.
+  // Not for a trainer told to stop: its job may have ended and its tables
+  // been dropped on purpose.
+  if (!absl::IsNotFound(status) || stop_requested_.load(std::memory_order_relaxed)) return false;
+  if (!absl::StrContains(status.message(), "no table '") &&
+      !absl::StrContains(status.message(), "no dense variable '")) {
+    return false;
+  }
+  absl::Status declared = Setup();
+  std::cerr << "brook trainer: " << status.message()
+            << (declared.ok() ? ": the PS lost the job's tables; declared them again"
+                              : absl::StrCat(": declaring them again failed: ", declared.message()))
+            << "\n";
+  if (declared.ok()) tables_redeclared_.fetch_add(1, std::memory_order_relaxed);
+  return declared.ok();
 }
 
 absl::Status SkipSteps(input::Pipeline* pipeline, input::UnitProgress* progress, uint64_t steps,
@@ -435,6 +460,8 @@ absl::Status Trainer::Train(input::Pipeline* pipeline, input::UnitProgress* prog
       if (stream.id != 0) push_stream = {.id = stream.id, .step = stream.first_step + pushed};
       auto t0 = Clock::now();
       absl::Status st = ps_->PushBatch(tables, dense, step, scale, push_stream);
+      // Shards that applied it already acknowledge the retry as a duplicate.
+      if (RedeclareLostTables(st)) st = ps_->PushBatch(tables, dense, step, scale, push_stream);
       add(&TrainerStats::push_seconds, Since(t0));
       ++pushed;
       if (st.ok() && progress != nullptr) {
@@ -564,6 +591,7 @@ TrainerStats Trainer::stats() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
   TrainerStats s = stats_;
   s.in_flight_steps = std::max<int64_t>(0, steps_pulled_.load(std::memory_order_relaxed) - s.steps);
+  s.tables_redeclared = tables_redeclared_.load(std::memory_order_relaxed);
   if (backend_ != nullptr) s.device = backend_->device_stats();
   return s;
 }

@@ -135,6 +135,9 @@ struct TrainerStats {
   int64_t micro_batches = 0;  // batches computed (steps x accumulation_steps)
   // Steps pulled whose pushes are not all acknowledged yet (<= staleness + 1).
   int64_t in_flight_steps = 0;
+  // Times a PS answered that it lost the job's tables and they were declared
+  // again (a restart without the WAL, or a rollback from before they existed).
+  int64_t tables_redeclared = 0;
   int64_t examples = 0;
   float learning_rate_scale = 1;  // of the last push
   // Progressive AUC (each prediction made before its example's update) over
@@ -236,6 +239,9 @@ class Trainer {
   class Accumulator;
   // One PullBatch: every table's rows of `batch` into *rows (one vector per
   // table) and, when params is not null, every dense variable into *params.
+  // True when `status` says a PS lost the job's tables and Setup() declared
+  // them again: the caller retries its call once.
+  bool RedeclareLostTables(const absl::Status& status);
   absl::Status Pull(const ModelBatch& batch, std::vector<std::vector<float>>* rows,
                     std::vector<std::vector<float>>* params);
 
@@ -247,7 +253,8 @@ class Trainer {
   Backend* backend_ = nullptr;  // not owned; its device_stats() feed stats()
 
   std::atomic<bool> stop_requested_{false};
-  std::atomic<int64_t> steps_pulled_{0};  // optimizer steps whose first pull was sent
+  std::atomic<int64_t> steps_pulled_{0};
+  std::atomic<int64_t> tables_redeclared_{0};  // RedeclareLostTables  // optimizer steps whose first pull was sent
   mutable std::mutex stats_mu_;
   TrainerStats stats_;  // guarded by stats_mu_
   // train_auc's window: the examples since the last roll, and the window

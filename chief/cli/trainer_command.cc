@@ -151,6 +151,10 @@ std::shared_ptr<prometheus::Collectable> TrainerCollector(
     set.Add(set.Counter("brook_trainer_micro_batches_total",
                         "Batches computed (steps x accumulation steps)"),
             {}, static_cast<double>(s.micro_batches));
+    set.Add(set.Counter("brook_trainer_tables_redeclared_total",
+                        "Times a PS answered that it lost the job's tables (restarted without "
+                        "its WAL) and the trainer declared them again"),
+            {}, static_cast<double>(s.tables_redeclared));
     set.Add(set.Gauge("brook_trainer_in_flight_steps",
                       "Steps pulled whose pushes are not all acknowledged (bounded by staleness + 1)"),
             {}, static_cast<double>(s.in_flight_steps));

@@ -285,7 +285,8 @@ void Chief::PsRestartedLocked(size_t shard, const ps::StartupInfo& startup) {
       if (written < info.start_time) {
         text = absl::StrCat(who, point, ", from before this job started: its tables there are "
                                         "gone and what it trained into them up to step ",
-                            step, " is lost; its trainers fail on them (resubmit the job)");
+                            step, " is lost; its trainers declare them again from their "
+                                  "initializers");
       } else if (before == nullptr) {
         text = absl::StrCat(who, point, ", before this job's first checkpoint: what it pushed "
                                         "there after that time is lost (it is at step ",

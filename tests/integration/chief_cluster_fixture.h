@@ -173,6 +173,10 @@ class ChiefE2eTest : public ::testing::Test {
     return false;
   }
 
+  static bool IsFinished(const v1::JobStatus& j) {
+    return j.state() == "SUCCEEDED" || j.state() == "FAILED" || j.state() == "CANCELLED";
+  }
+
   static void ExpectEveryEpochCountsTheDataOnce(const v1::JobStatus& job, int epochs) {
     ASSERT_EQ(job.examples_per_epoch_size(), epochs) << job.DebugString();
     for (int e = 0; e < epochs; ++e) {

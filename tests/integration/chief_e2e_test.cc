@@ -418,10 +418,11 @@ TEST_F(ChiefE2eTest, PsKilledWithoutItsWalRollsBackToTheCheckpointAndTheJobRepor
   ASSERT_TRUE(again.has_value()) << error;
   ps_[1] = std::move(again->process);
 
-  ASSERT_TRUE(WaitFor("nowal", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
-                      240s))
+  // An ended job ends the wait: a FAILED one is reported at once, with why.
+  ASSERT_TRUE(WaitFor("nowal", [](const v1::JobStatus& j) { return IsFinished(j); }, 240s))
       << Job("nowal", true).DebugString();
   const v1::JobStatus s = Job("nowal");
+  ASSERT_EQ(s.state(), "SUCCEEDED") << Job("nowal", true).DebugString();
   ExpectEveryEpochCountsTheDataOnce(s, 8);
   const std::vector<std::string> rollbacks = EventsWith("nowal", "ROLLED BACK");
   ASSERT_EQ(rollbacks.size(), 1u) << Job("nowal", true).DebugString();
@@ -447,6 +448,35 @@ TEST_F(ChiefE2eTest, PsKilledWithoutItsWalRollsBackToTheCheckpointAndTheJobRepor
 // out per attempt and retry with backoff, nothing deadlocks, the trainers
 // keep their leases (they heartbeat the chief, not the PS), and after SIGCONT
 // the job completes with every example counted once.
+// A PS with no data dir killed mid-job and started again comes back empty:
+// the trainers' next calls find none of the job's tables there. They declare
+// them again (from their initializers) and the job completes, every example
+// counted once; the chief's event says what the job lost. (Seen as a rare CI
+// "hang": a --no-wal PS rolled back to a restart point taken before the
+// tables existed, the trainers failed on them and the job with them.)
+TEST_F(ChiefE2eTest, PsRestartedEmptyMidJobTheTrainersDeclareTheTablesAgainAndTheJobCompletes) {
+  StartPs(2);
+  StartChief();
+  StartTrainer("t0");
+  ASSERT_EQ(Cli({"submit", WriteJob("empty.yaml", JobYaml("empty", 0, 3, 64, 4000, 1))}).exit_code,
+            0);
+  ASSERT_TRUE(WaitFor("empty", [](const v1::JobStatus& j) { return j.examples_trained() > 4000; },
+                      60s));
+  ASSERT_TRUE(ps_[1]->Signal(SIGKILL));
+  ASSERT_TRUE(ps_[1]->Wait(10s).has_value());
+  std::string error;
+  auto again = testing::StartBrookPs(1, 2, {}, 60s, &error, ps_addresses_[1]);
+  ASSERT_TRUE(again.has_value()) << error;
+  ps_[1] = std::move(again->process);
+  ASSERT_TRUE(WaitFor("empty", [](const v1::JobStatus& j) { return IsFinished(j); }, 240s))
+      << Job("empty", true).DebugString();
+  const v1::JobStatus s = Job("empty", true);
+  ASSERT_EQ(s.state(), "SUCCEEDED") << s.DebugString();
+  ExpectEveryEpochCountsTheDataOnce(s, 3);
+  EXPECT_EQ(EventsWith("empty", "with no data dir").size(), 1u) << s.DebugString();
+  EXPECT_GE(MetricSum("trainer-t0", "brook_trainer_tables_redeclared_total"), 1) << s.DebugString();
+}
+
 // A shard corrupt past the records submit samples: under the default
 // on_corrupt: fail the job fails naming the file and the option; under
 // on_corrupt: skip it trains past the damage and the job's status, events
