@@ -70,6 +70,13 @@ absl::Status ExplainTransport(const Peer& peer) {
       return absl::UnavailableError(absl::StrCat(a, ": connected, but no reply within ",
                                                  absl::FormatDuration(peer.probe_timeout)));
     }
+    if (plain.transport == Transport::kClosed) {
+      // Not marked: a node that is stopping or starting (a PS killed and
+      // restarted mid-job) hangs up the same way, and comes back.
+      return absl::UnavailableError(absl::StrCat(
+          a, ": the connection was closed without a reply (", plain.detail,
+          "; a node restarting, or a server that is no brook node)"));
+    }
     return NoTransport(absl::StrCat(a, " does not speak brook's gRPC (",
                               TransportName(plain.transport), ": ", plain.detail, ")"));
   }

@@ -357,13 +357,32 @@ TEST_F(TrainerTest, BadAccumulationOrScheduleIsRefused) {
   EXPECT_NE(t.status().message().find("decay_steps"), std::string::npos) << t.status();
 }
 
-TEST_F(TrainerTest, APsErrorStopsTrainingWithThatError) {
+// A PS that lost a table (restarted empty, or rolled back to before it
+// existed) answers NOT_FOUND: the trainer declares its tables again and
+// trains on.
+TEST_F(TrainerTest, ATableThePsLostIsDeclaredAgainAndTrainingGoesOn) {
   Cluster cluster(1);
   auto t = MakeTrainer(cluster, "lr", 2);
   ASSERT_NE(t, nullptr);
   ASSERT_TRUE(cluster.shards[0]->DropTable("c").ok());
+  BROOK_ASSERT_OK(t->Train(Pipeline(1, 0).get()));
+  EXPECT_EQ(t->stats().tables_redeclared, 1);
+  EXPECT_GT(t->stats().steps, 0);
+}
+
+// A trainer told to stop does not bring back a table dropped under it (its
+// job may have ended and its tables been dropped on purpose): the error
+// stands.
+TEST_F(TrainerTest, AStoppedTrainerDoesNotDeclareADroppedTableAgain) {
+  Cluster cluster(1);
+  auto t = MakeTrainer(cluster, "lr", 2);
+  ASSERT_NE(t, nullptr);
+  ASSERT_TRUE(cluster.shards[0]->DropTable("c").ok());
+  t->Stop();
   absl::Status st = t->Train(Pipeline(1, 0).get());
-  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound) << st;
+  EXPECT_EQ(t->stats().tables_redeclared, 0);
+  EXPECT_TRUE(st.ok() || absl::IsNotFound(st)) << st;
+  EXPECT_EQ(cluster.shards[0]->Stats().tables.size(), 0u);
 }
 
 }  // namespace
