@@ -15,7 +15,9 @@
 //     - {name: fnlwgt, type: ignore}
 //     - {name: genres, type: categorical, separator: "|"}
 //                        # multi-valued: "Comedy|Drama" -> bytes list of 2
-//                        # (a varlen feature); empty parts are dropped
+//                        # (a varlen feature); an empty element or one equal
+//                        # to a `missing:` token is dropped, and a cell with
+//                        # no element left ("?|?", "|") is missing
 //
 // `columns:` may also be a map from name to type or to {type, separator}:
 //   columns: {age: numeric, genres: {type: categorical, separator: "|"}}

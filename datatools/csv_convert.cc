@@ -405,12 +405,21 @@ absl::Status BuildExample(const ConvertSchema& schema, const std::vector<Resolve
     } else if (col.separator.empty()) {
       (*features)[col.name].mutable_bytes_list()->add_value(value);
     } else {
-      // A list: every non-empty part, trimmed, in order.
-      auto* list = (*features)[col.name].mutable_bytes_list();
+      // A list: its elements, trimmed, in order. An empty element or one
+      // equal to a missing token is dropped ("?|b" is [b]); a cell left with
+      // none ("?|?", "|") is a missing feature, not a present empty list.
+      std::vector<std::string> parts;
       for (absl::string_view part : absl::StrSplit(value, col.separator)) {
         part = absl::StripAsciiWhitespace(part);
-        if (!part.empty()) list->add_value(std::string(part));
+        if (part.empty() || schema.IsMissing(std::string_view(part.data(), part.size()))) continue;
+        parts.emplace_back(part);
       }
+      if (parts.empty()) {
+        missing->push_back(static_cast<int>(i));
+        continue;
+      }
+      auto* list = (*features)[col.name].mutable_bytes_list();
+      for (std::string& part : parts) list->add_value(std::move(part));
     }
   }
   return absl::OkStatus();

@@ -437,6 +437,31 @@ columns:
   EXPECT_EQ(m->columns[1].separator, "|");
 }
 
+// Missing tokens apply to each element of a list column: "?|?" and "|" are
+// a missing feature (counted as such), "?|b" is [b], "A||B" is [A, B].
+TEST_F(ConvertTest, MissingTokensApplyToListElements) {
+  constexpr char kTags[] = R"(
+missing: ["?", ""]
+label: {column: y}
+columns:
+  - {name: tags, type: categorical, separator: "|"}
+)";
+  auto r = Convert("tags,y\n?|?,1\n|,0\n? | b,1\nA||B,0\n ? ,1\n", {}, kTags);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto ex = ReadAll(r->shard_paths[0]);
+  ASSERT_EQ(ex.size(), 5u);
+  EXPECT_EQ(Get(ex[0], "tags"), nullptr);
+  EXPECT_EQ(Get(ex[1], "tags"), nullptr);
+  ASSERT_NE(Get(ex[2], "tags"), nullptr);
+  EXPECT_THAT(Get(ex[2], "tags")->bytes_list().value(), ElementsAre("b"));
+  ASSERT_NE(Get(ex[3], "tags"), nullptr);
+  EXPECT_THAT(Get(ex[3], "tags")->bytes_list().value(), ElementsAre("A", "B"));
+  EXPECT_EQ(Get(ex[4], "tags"), nullptr);
+  ASSERT_EQ(r->columns.size(), 2u);
+  EXPECT_EQ(r->columns[0].name, "tags");
+  EXPECT_EQ(r->columns[0].missing, 3);
+}
+
 TEST(ConvertSchemaTest, SeparatorNeedsACategoricalColumn) {
   auto s = ConvertSchema::FromYaml(
       "label: y\ncolumns:\n  - {name: a, type: numeric, separator: \";\"}\n");
