@@ -437,6 +437,56 @@ bool IsTestRow(const std::vector<std::string>& fields, double fraction) {
   return u < fraction;
 }
 
+// What a run adds to the file system, undone when the guard is destroyed
+// unless Keep() was called: a failed run leaves no shard or spec it wrote and
+// no directory it created. A directory that existed before stays, holding
+// what it held (a shard it replaced is gone, though: it was overwritten).
+// Declare it before the ShardSets, so their temporary files are gone before
+// it removes the directories.
+class OutputGuard {
+ public:
+  explicit OutputGuard(std::string dir) : dir_(std::move(dir)) {}
+  ~OutputGuard() {
+    if (!kept_) Undo();
+  }
+  OutputGuard(const OutputGuard&) = delete;
+  OutputGuard& operator=(const OutputGuard&) = delete;
+
+  // Creates the directory and its missing parents, noting which were missing.
+  absl::Status CreateDir() {
+    std::filesystem::path p = std::filesystem::path(dir_).lexically_normal();
+    if (!p.has_filename()) p = p.parent_path();  // "out/"
+    std::error_code ec;
+    for (; !p.empty() && !std::filesystem::exists(p, ec); p = p.parent_path()) {
+      created_dirs_.push_back(p);  // deepest first
+      if (p == p.parent_path()) break;
+    }
+    std::filesystem::create_directories(dir_, ec);
+    if (ec) {
+      return absl::PermissionDeniedError(
+          absl::StrCat(dir_, ": cannot create directory: ", ec.message()));
+    }
+    return absl::OkStatus();
+  }
+  // `path` (complete or not) is this run's, to remove if the run fails.
+  void AddFile(std::string path) { files_.push_back(std::move(path)); }
+  void Keep() { kept_ = true; }
+
+ private:
+  // Best effort: the run is failing already. remove() takes only an empty
+  // directory, so nothing another writer put there is lost.
+  void Undo() {
+    std::error_code ec;
+    for (const std::string& f : files_) std::filesystem::remove(f, ec);
+    for (const std::filesystem::path& d : created_dirs_) std::filesystem::remove(d, ec);
+  }
+
+  const std::string dir_;
+  std::vector<std::filesystem::path> created_dirs_;
+  std::vector<std::string> files_;
+  bool kept_ = false;
+};
+
 // The output shards, written under ".tmp" names until Commit renames them.
 class ShardSet {
  public:
@@ -459,8 +509,9 @@ class ShardSet {
     return writers_[index % writers_.size()]->Write(record);
   }
 
-  // Closes every shard and renames it into place; fills the record counts.
-  absl::Status Commit(std::vector<int64_t>* records) {
+  // Closes every shard and renames it into place, telling *guard of each;
+  // fills the record counts.
+  absl::Status Commit(std::vector<int64_t>* records, OutputGuard* guard) {
     for (auto& w : writers_) {
       RETURN_IF_ERROR(w->Close());
       records->push_back(static_cast<int64_t>(w->records_written()));
@@ -473,6 +524,7 @@ class ShardSet {
         return absl::InternalError(
             absl::StrCat(paths_[i], ": cannot rename into place: ", ec.message()));
       }
+      guard->AddFile(paths_[i]);
     }
     tmp_paths_.clear();
     return absl::OkStatus();
@@ -518,12 +570,8 @@ absl::Status WriteFeatureSpec(const std::string& path, const ConvertSchema& sche
 }  // namespace
 
 absl::StatusOr<ConvertResult> CsvConverter::Run() {
-  std::error_code ec;
-  std::filesystem::create_directories(options_.out_dir, ec);
-  if (ec) {
-    return absl::PermissionDeniedError(
-        absl::StrCat(options_.out_dir, ": cannot create directory: ", ec.message()));
-  }
+  OutputGuard guard(options_.out_dir);
+  RETURN_IF_ERROR(guard.CreateDir());
   ShardSet shards;
   RETURN_IF_ERROR(shards.Open(options_, options_.prefix, options_.shards));
   ShardSet test_shards;
@@ -604,10 +652,10 @@ absl::StatusOr<ConvertResult> CsvConverter::Run() {
       options_.progress_bytes->store(bytes_before, std::memory_order_relaxed);
     }
   }
-  RETURN_IF_ERROR(shards.Commit(&result.shard_records));
+  RETURN_IF_ERROR(shards.Commit(&result.shard_records, &guard));
   result.shard_paths = shards.paths();
   if (options_.test_fraction > 0) {
-    RETURN_IF_ERROR(test_shards.Commit(&result.test_shard_records));
+    RETURN_IF_ERROR(test_shards.Commit(&result.test_shard_records, &guard));
     result.test_shard_paths = test_shards.paths();
   }
 
@@ -617,8 +665,10 @@ absl::StatusOr<ConvertResult> CsvConverter::Run() {
   }
   if (!options_.feature_spec_name.empty()) {
     result.feature_spec_path = absl::StrCat(options_.out_dir, "/", options_.feature_spec_name);
+    guard.AddFile(result.feature_spec_path);
     RETURN_IF_ERROR(WriteFeatureSpec(result.feature_spec_path, schema_, first_columns, options_));
   }
+  guard.Keep();
   return result;
 }
 

@@ -11,9 +11,11 @@
 // shard r % n). Round-robin rather than contiguous because inputs are often
 // sorted (by day, by user, by label): each shard is then a uniform sample of
 // the whole and the chief's work units are interchangeable. Shards are written
-// under a `.tmp` name and renamed when all are complete, so a failed run
-// leaves no file that looks finished. Output is deterministic (protobuf maps
-// serialized in key order), so the same input gives the same bytes.
+// under a `.tmp` name and renamed when all are complete, and a failed run
+// removes what it wrote (shards, spec) and the directory if it created it:
+// it leaves no file that looks finished and no empty output directory.
+// Output is deterministic (protobuf maps serialized in key order), so the
+// same input gives the same bytes.
 //
 // With test_fraction > 0, a row goes to the test shards
 // (`{test_prefix}-...`, beside the train ones) when a hash of its fields
@@ -153,7 +155,9 @@ class CsvConverter {
   ~CsvConverter();
 
   // Converts everything. A bad row is INVALID_ARGUMENT naming file, line and
-  // column (unless skip_bad_rows); write errors are passed on. Call once.
+  // column (unless skip_bad_rows); write errors are passed on. On any error
+  // the files this run wrote are removed, and out_dir (with any parents) if
+  // this run created it. Call once.
   absl::StatusOr<ConvertResult> Run();
 
  private:

@@ -3,6 +3,7 @@
 // `--check` the test split and doctored data against it.
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -236,6 +237,18 @@ TEST_F(DataConvertStatsTest, BadInputsAndBadRows) {
   CommandResult bad = Brook({"data", "convert", csv, "--schema", "adult", "--out", dir_->Join("b")});
   EXPECT_EQ(bad.exit_code, 1) << bad.output;
   EXPECT_THAT(bad.output, HasSubstr("bad.csv:4: column \"age\": \"abc\" is not a number"));
+  // A failed run leaves nothing it created: not even the directory.
+  EXPECT_FALSE(std::filesystem::exists(dir_->Join("b"))) << bad.output;
+  std::filesystem::create_directories(dir_->Join("kept"));
+  testing::WriteFileOrDie(dir_->Join("kept/README"), "mine");
+  CommandResult bad_in_old =
+      Brook({"data", "convert", csv, "--schema", "adult", "--out", dir_->Join("kept"), "--shards",
+             "3"});
+  EXPECT_EQ(bad_in_old.exit_code, 1) << bad_in_old.output;
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_->Join("kept")),
+                          std::filesystem::directory_iterator()),
+            1);
+  EXPECT_TRUE(std::filesystem::exists(dir_->Join("kept/README")));
   CommandResult skip = Brook(
       {"data", "convert", csv, "--schema", "adult", "--out", dir_->Join("b"), "--skip-bad-rows"});
   EXPECT_EQ(skip.exit_code, 0) << skip.output;

@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <set>
@@ -318,6 +319,47 @@ TEST_F(ConvertTest, SkipBadRowsCountsThem) {
   EXPECT_THAT(r->bad_row_samples[1], HasSubstr(":3: expected 4 fields, got 2"));
   EXPECT_THAT(r->bad_row_samples[2], HasSubstr(":4: label column \"income\": \"medium\""));
   EXPECT_THAT(r->bad_row_samples[3], HasSubstr("not a finite float"));
+}
+
+std::vector<std::string> Listing(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// A failed run leaves nothing it created: no shard (temporary or renamed),
+// no spec, no directory; a directory that was there stays as it was.
+TEST_F(ConvertTest, FailedRunRemovesWhatItCreated) {
+  const std::string bad = "age,job,weight,income\n1,a,1,low\nabc,b,2,high\n";
+  auto r = Convert(bad, {.out_dir = dir_.Join("new/nested/out"), .shards = 3});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("\"abc\" is not a number"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Join("new")));
+
+  const std::string old = dir_.Join("old");
+  std::filesystem::create_directories(old);
+  testing::WriteFileOrDie(old + "/notes.txt", "mine");
+  r = Convert(bad, {.out_dir = old, .shards = 2});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(Listing(old), ElementsAre("notes.txt"));
+
+  // Failing after the shards are renamed into place (the spec cannot be
+  // written) removes them too.
+  const std::string good = "age,job,weight,income\n1,a,1,low\n";
+  r = Convert(good, {.out_dir = dir_.Join("late/"), .feature_spec_name = "no/such/dir.yaml"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_FALSE(std::filesystem::exists(dir_.Join("late")));
+  r = Convert(good, {.out_dir = old, .feature_spec_name = "no/such/dir.yaml"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(Listing(old), ElementsAre("notes.txt"));
+
+  r = Convert(good, {.out_dir = old});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(Listing(old),
+              ElementsAre("feature_spec.yaml", "notes.txt", "train-00000-of-00001.tfrecord"));
 }
 
 TEST_F(ConvertTest, HeaderMismatchFailsAtOpen) {
