@@ -8,6 +8,7 @@
 
 #include "chief/cli/commands.h"
 #include "chief/cli/local_path_flags.h"
+#include "chief/cli/subcommand_groups.h"
 #include "chief/cli/unknown_words.h"
 #include "common/malloc_tuning.h"
 #include "common/mutex_tuning.h"
@@ -18,7 +19,7 @@ int main(int argc, char** argv) {
   brook::TuneMalloc();
   brook::TuneMutexes();  // common/mutex_tuning.h
   CLI::App app{"Brook: a parameter-server training cluster for recommender models"};
-  app.require_subcommand(1);
+  brook::cli::RequireSubcommand(&app);  // bare `brook` lists the commands
   app.set_version_flag("--version", brook::VersionLine());
   app.footer(
       "Exit codes: 0 ok, 1 failed, 2 usage (an unknown command or flag too: the nearest valid "
@@ -26,7 +27,7 @@ int main(int argc, char** argv) {
   int exit_code = brook::cli::kExitOk;
 
   CLI::App* data = app.add_subcommand("data", "Inspect, convert, generate, check TFRecord data and infer its feature spec");
-  data->require_subcommand(1);
+  brook::cli::RequireSubcommand(data);
   brook::cli::RegisterDataInspect(*data, &exit_code);
   brook::cli::RegisterDataGen(*data, &exit_code);
   brook::cli::RegisterDataConvert(*data, &exit_code);
@@ -34,7 +35,7 @@ int main(int argc, char** argv) {
   brook::cli::RegisterDataSpec(*data, &exit_code);
 
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks, each printed beside its ceiling");
-  bench->require_subcommand(1);
+  brook::cli::RequireSubcommand(bench);
   brook::cli::RegisterBenchTfrecord(*bench, &exit_code);
   brook::cli::RegisterBenchPs(*bench, &exit_code);
   brook::cli::RegisterBenchTrainer(*bench, &exit_code);

@@ -161,6 +161,29 @@ TEST(NewUserDataTest, DataSpecErrorsNameTheFileOffsetOrFlag) {
   ASSERT_TRUE(input::FeatureSpec::FromYamlFile(dir.Join("from-stats.yaml")).ok());
 }
 
+// A bare group names its subcommands (CLI11 alone says "A subcommand is
+// required") and exits 2; a misspelt one is still named with a suggestion.
+TEST(NewUserDataTest, BareCommandGroupsListTheirSubcommands) {
+  const CommandResult data = Brook({"data"});
+  EXPECT_EQ(data.exit_code, 2) << data.output;
+  EXPECT_THAT(data.output, HasSubstr("brook data: a subcommand is required: inspect, gen, "
+                                     "convert, stats, spec\nRun with --help"));
+  const CommandResult bench = Brook({"bench"});
+  EXPECT_EQ(bench.exit_code, 2) << bench.output;
+  EXPECT_THAT(bench.output, HasSubstr("brook bench: a subcommand is required: tfrecord, ps, "));
+  const CommandResult root = Brook({});
+  EXPECT_EQ(root.exit_code, 2) << root.output;
+  EXPECT_THAT(root.output, HasSubstr("brook: a subcommand is required: data, bench, "));
+
+  const CommandResult typo = Brook({"data", "conver"});
+  EXPECT_EQ(typo.exit_code, 2) << typo.output;
+  EXPECT_THAT(typo.output,
+              HasSubstr("brook data: unknown command 'conver'; did you mean 'convert'?"));
+  const CommandResult help = Brook({"data", "--help"});
+  EXPECT_EQ(help.exit_code, 0) << help.output;
+  EXPECT_THAT(help.output, HasSubstr("convert"));
+}
+
 TEST(NewUserDataTest, InspectListsFeaturesInNaturalOrder) {
   const CommandResult r = Brook({"data", "inspect", Sample()});
   ASSERT_EQ(r.exit_code, 0) << r.output;
