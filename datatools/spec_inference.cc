@@ -51,6 +51,22 @@ int LabelNameRank(const std::string& name) {
   return -1;
 }
 
+// "it has 3 features: a, b, c", in natural order, at most kMaxNamesListed
+// of them: the list is for a reader picking the label.
+std::string FeatureNameList(const std::vector<FeatureSchema>& features) {
+  constexpr size_t kMaxNamesListed = 100;
+  if (features.empty()) return "it has no features";
+  std::vector<std::string> names;
+  for (const FeatureSchema& f : features) names.push_back(f.name);
+  std::sort(names.begin(), names.end(), NaturalLessFn());
+  const size_t more = names.size() > kMaxNamesListed ? names.size() - kMaxNamesListed : 0;
+  names.resize(names.size() - more);
+  return absl::StrCat("it has ", features.size(),
+                      features.size() == 1 ? " feature: " : " features: ",
+                      absl::StrJoin(names, ", "),
+                      more > 0 ? absl::StrCat(", ... (", more, " more)") : "");
+}
+
 struct LabelChoice {
   size_t index;  // into schema.features
   std::string reason;
@@ -74,8 +90,9 @@ absl::StatusOr<LabelChoice> ChooseLabel(const DataSchema& schema, const DatasetS
       }
       return LabelChoice{i, "chosen with --label", false};
     }
-    return absl::InvalidArgumentError(
-        absl::StrCat("--label ", options.label, ": no such feature in the data"));
+    return absl::InvalidArgumentError(absl::StrCat("--label ", options.label,
+                                                   ": no such feature in the data; ",
+                                                   FeatureNameList(fs)));
   }
   std::optional<size_t> by_name;
   int best_rank = -1;

@@ -148,7 +148,11 @@ TEST(NewUserDataTest, DataSpecErrorsNameTheFileOffsetOrFlag) {
   const CommandResult label = Brook({"data", "spec", Sample(), "--label", "clicks", "--out",
                                      dir.Join("s.yaml")});
   EXPECT_EQ(label.exit_code, 1) << label.output;
-  EXPECT_THAT(label.output, HasSubstr("brook data spec: --label clicks: no such feature"));
+  EXPECT_THAT(label.output, HasSubstr("brook data spec: --label clicks: no such feature in the "
+                                      "data; it has 40 features: C1, C2, C3, C4, C5, C6, C7, C8, "
+                                      "C9, C10, C11,"));
+  EXPECT_THAT(label.output, HasSubstr(", C26, I1, I2, I3, I4, I5, I6, I7, I8, I9, I10, I11, I12, "
+                                      "I13, label\n"));
 
   const CommandResult no_out = Brook({"data", "spec", Sample()});
   EXPECT_EQ(no_out.exit_code, 2) << no_out.output;

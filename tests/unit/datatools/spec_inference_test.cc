@@ -120,9 +120,25 @@ TEST(SpecInferenceTest, BadLabelsAreErrorsThatSayWhatToDo) {
 
   auto absent = InferFeatureSpec(stats, {.label = "nope"});
   ASSERT_FALSE(absent.ok());
-  EXPECT_THAT(std::string(absent.status().message()), HasSubstr("--label nope: no such feature"));
+  EXPECT_THAT(std::string(absent.status().message()),
+              HasSubstr("--label nope: no such feature in the data; it has 2 features: pair, "
+                        "score"));
 
   EXPECT_FALSE(InferFeatureSpec(InferenceStatsOf({}), {}).ok());
+}
+
+TEST(SpecInferenceTest, AnAbsentLabelListsTheFeaturesInNaturalOrder) {
+  ::brook::datatools::ExampleBuilder b;  // qualified: a unity batch has a test-local one
+  b.AddFloats("x10", std::vector<float>{1});
+  b.AddFloats("x2", std::vector<float>{1});
+  b.AddFloats("click", std::vector<float>{1});
+  b.AddFloats("x1", std::vector<float>{1});
+  const DatasetStats stats = InferenceStatsOf({std::string(b.Serialize())});
+  auto absent = InferFeatureSpec(stats, {.label = "nosuch"});
+  ASSERT_FALSE(absent.ok());
+  EXPECT_EQ(absent.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(absent.status().message(),
+            "--label nosuch: no such feature in the data; it has 4 features: click, x1, x2, x10");
 }
 
 }  // namespace
