@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "ps/options.h"
+#include "storage/dir_lock.h"
 #include "storage/rocks_db.h"
 #include "storage/wal.h"
 
@@ -448,6 +449,9 @@ class ParameterServer {
   // was created. ALREADY_EXISTS for other options.
   absl::StatusOr<bool> CreateTableLocked(const TableOptions& options, bool cold_rows_exist);
   ParameterServerOptions options_;
+  // Held while the data dir is open; released after state_ (declared
+  // before it) has closed RocksDB and the WAL.
+  std::unique_ptr<storage::DirLock> data_dir_lock_;
   std::unique_ptr<State> state_;
 };
 

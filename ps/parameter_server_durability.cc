@@ -317,6 +317,9 @@ absl::Status ParameterServer::OpenDurable() {
   std::error_code ec;
   fs::create_directories(root, ec);
   if (ec) return FsError("create", dir, ec);
+  // Before anything under it is read or written: a second process there
+  // would replace the first one's RocksDB files and WAL under it.
+  ASSIGN_OR_RETURN(data_dir_lock_, storage::DirLock::Acquire(dir));
   StartupInfo& startup = state_->startup;
 
   v1::LatestCheckpoint latest;

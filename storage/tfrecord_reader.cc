@@ -200,7 +200,8 @@ class TFRecordReaderImpl final : public TFRecordReader {
     const auto b0 = static_cast<unsigned char>(window()[0]);
     const auto b1 = static_cast<unsigned char>(window()[1]);
     if (b0 == 0x1f && b1 == 0x8b)
-      return "; the file starts like a GZIP stream: read it with compression GZIP";
+      return "; the file starts like a GZIP stream: read it with compression GZIP (a job's "
+             "data.compression: gzip, or --compression gzip)";
     if ((b0 & 0x0f) == 8 && (b0 * 256 + b1) % 31 == 0) {
       return "; the file starts like a ZLIB stream: read it with compression ZLIB";
     }

@@ -112,7 +112,11 @@ absl::StatusOr<int> RunLocal(const LocalFlags& f) {
     std::ofstream(job_path) << DemoJobYaml(f.trainers, train_examples);
   }
   ASSIGN_OR_RETURN(chief::JobSpec spec, chief::JobSpec::FromYamlFile(job_path));
-  RETURN_IF_ERROR(spec.CheckData().status());
+  // What the chief would refuse, refused before any process starts.
+  if (spec.training.steps > 0) return absl::InvalidArgumentError(chief::kChiefRefusesSteps);
+  ASSIGN_OR_RETURN(std::vector<chief::JobSpec::GlobMatches> matches, spec.CheckData());
+  ASSIGN_OR_RETURN(input::DataCheckResult checked, spec.CheckDataContents(matches));
+  for (const std::string& w : checked.warnings) std::cerr << "brook local: warning: " << w << "\n";
   if (spec.trainers > f.trainers) {
     std::cerr << "brook local: the job wants " << spec.trainers << " trainers; starting "
               << f.trainers << " (--trainers)\n";

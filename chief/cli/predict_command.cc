@@ -34,6 +34,7 @@
 #include "chief/export/model_export.h"
 #include "chief/export/score_output.h"
 #include "common/status_macros.h"
+#include "trainer/input/data_check.h"
 #include <nlohmann/json.hpp>
 
 namespace brook::cli {
@@ -86,6 +87,35 @@ DataFiles(const std::vector<std::string> &data,
   return ExpandData(files);
 }
 
+// --compression over what each export's spec says (auto: from each file's
+// name), then the files checked as a job's are (input::CheckData): each a
+// TFRecord, the first records parsing under the export's feature spec.
+// Warnings go to stderr under `command`.
+absl::Status PrepareData(const std::string &command, const std::string &compression,
+                         const std::vector<std::string> &files,
+                         chief::LoadedExport *loaded) {
+  if (compression == "auto") loaded->spec.data.compression.reset();
+  if (compression == "none") loaded->spec.data.compression = storage::Compression::kNone;
+  if (compression == "gzip") loaded->spec.data.compression = storage::Compression::kGzip;
+  if (compression == "zlib") loaded->spec.data.compression = storage::Compression::kZlib;
+  ASSIGN_OR_RETURN(input::DataCheckResult checked,
+                   input::CheckData(loaded->spec.features, {{"--data", files}},
+                                    {.compression = loaded->spec.data.compression,
+                                     .skip_corrupt = loaded->spec.data.skip_corrupt}));
+  for (const std::string &w : checked.warnings) {
+    std::cerr << "brook " << command << ": warning: " << w << "\n";
+  }
+  return absl::OkStatus();
+}
+
+void AddCompressionFlag(CLI::App *cmd, std::string *compression) {
+  cmd->add_option("--compression", *compression,
+                  "Compression of the --data files: auto (from each file's "
+                  "name: .gz GZIP, .zlib ZLIB), none, gzip, zlib; default: "
+                  "what the export's job spec says")
+      ->check(CLI::IsMember({"auto", "none", "gzip", "zlib"}));
+}
+
 Json Metric(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
 
 Json ScoreJson(const chief::LoadedExport &loaded,
@@ -115,6 +145,7 @@ struct PredictFlags {
   std::vector<std::string> data;
   std::string output;
   std::string id_feature;
+  std::string compression;  // "": the export's job spec
 };
 
 int RunPredict(const PredictFlags &f) {
@@ -137,6 +168,8 @@ int RunPredict(const PredictFlags &f) {
   absl::StatusOr<std::vector<std::string>> files = DataFiles(f.data, *loaded);
   if (!files.ok())
     return Fail("predict", files.status(), kExitUsage);
+  if (absl::Status st = PrepareData("predict", f.compression, *files, &*loaded); !st.ok())
+    return Fail("predict", st, kExitUsage);
   chief::ScoreOptions options;
   std::unique_ptr<chief::ScoreWriter> writer;
   if (!f.output.empty()) {
@@ -171,6 +204,7 @@ struct EvalFlags {
   std::vector<std::string> data;
   std::string metric = "auc";
   double margin = 0.005;
+  std::string compression;  // "": each export's job spec
 };
 
 int RunEval(const EvalFlags &f) {
@@ -183,6 +217,10 @@ int RunEval(const EvalFlags &f) {
   absl::StatusOr<std::vector<std::string>> files = DataFiles(f.data, *model);
   if (!files.ok())
     return Fail("eval", files.status(), kExitUsage);
+  for (chief::LoadedExport *e : {&*model, &*baseline}) {
+    if (absl::Status st = PrepareData("eval", f.compression, *files, e); !st.ok())
+      return Fail("eval", st, kExitUsage);
+  }
   absl::StatusOr<trainer::EvalResult> m = chief::ScoreExport(*model, *files);
   if (!m.ok())
     return Fail("eval", m.status(), kExitFailed);
@@ -243,6 +281,7 @@ void RegisterPredict(CLI::App &app, int *exit_code) {
                   "A feature of each record (one value: bytes, int64 or "
                   "float) copied beside its score in --output, e.g. an "
                   "example id");
+  AddCompressionFlag(cmd, &f->compression);
   cmd->callback([f, exit_code] { *exit_code = RunPredict(*f); });
 }
 
@@ -270,6 +309,7 @@ void RegisterEval(CLI::App &app, int *exit_code) {
                   "in the metric)")
       ->check(CLI::Range(0.0, 1e9))
       ->capture_default_str();
+  AddCompressionFlag(cmd, &f->compression);
   cmd->callback([f, exit_code] { *exit_code = RunEval(*f); });
 }
 

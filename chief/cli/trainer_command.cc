@@ -87,6 +87,7 @@ struct TrainerFlags {
   std::string embedding_optimizer = "adagrad";
   bool eval_only = false;
   std::string on_corrupt = "fail";  // fail | skip (data.on_corrupt)
+  std::string compression;          // "": the job's data.compression, else auto
   std::string export_dir;           // parent of the export; with --job, its export.dir
   // --job: the spec, the files its globs match (used instead of --data /
   // --eval-data unless those are given) and the flags given explicitly.
@@ -100,6 +101,20 @@ struct TrainerFlags {
 // the flag was given (otherwise the job spec's value stands).
 bool Use(const TrainerFlags& f, const std::string& flag) {
   return !f.job_spec.has_value() || f.given.count(flag) > 0;
+}
+
+// --compression's value; nullopt for auto (from each file's name).
+std::optional<storage::Compression> CompressionOfFlag(const std::string& name) {
+  if (name == "none") return storage::Compression::kNone;
+  if (name == "gzip") return storage::Compression::kGzip;
+  if (name == "zlib") return storage::Compression::kZlib;
+  return std::nullopt;
+}
+
+// The compression the data is read with: the job's data.compression
+// (--compression already folded in) or --compression.
+std::optional<storage::Compression> DataCompression(const TrainerFlags& f) {
+  return f.job_spec.has_value() ? f.job_spec->data.compression : CompressionOfFlag(f.compression);
 }
 
 // Loads --job and writes its values into every flag not given explicitly.
@@ -122,6 +137,10 @@ absl::Status ApplyJob(TrainerFlags* f) {
   if (!keep("--max-steps")) f->max_steps = job.training.steps;
   if (!keep("--retry-seconds")) f->retry_seconds = job.training.retry_seconds;
   if (!keep("--on-corrupt")) f->on_corrupt = job.data.skip_corrupt ? "skip" : "fail";
+  if (keep("--compression")) {
+    job.data.compression = CompressionOfFlag(f->compression);
+    f->compression.clear();
+  }
   if (!keep("--export-dir")) f->export_dir = job.export_dir;
   trainer::TrainerOptions o = job.ToTrainerOptions();
   if (keep("--staleness")) o.staleness = f->options.staleness;
@@ -207,7 +226,7 @@ absl::StatusOr<std::unique_ptr<input::Pipeline>> MakePipeline(const input::Featu
   const std::vector<std::string>& files = train ? f.data_files : f.eval_files;
   if (files.empty()) o.glob = glob;
   o.files = files;
-  if (f.job_spec.has_value()) o.compression = f.job_spec->data.compression;
+  o.compression = DataCompression(f);
   o.batch_size = f.batch_size;
   o.cycle_length = f.cycle_length;
   o.parse_threads = f.parse_threads;
@@ -244,7 +263,7 @@ absl::Status CheckTrainerData(const TrainerFlags& f, const input::FeatureSpec& f
     lists.push_back({what, std::move(files)});
   }
   input::DataCheckOptions o;
-  if (f.job_spec.has_value()) o.compression = f.job_spec->data.compression;
+  o.compression = DataCompression(f);
   o.skip_corrupt = f.on_corrupt == "skip";
   ASSIGN_OR_RETURN(input::DataCheckResult r, input::CheckData(features, lists, o));
   for (const std::string& w : r.warnings) std::cerr << "brook trainer: warning: " << w << "\n";
@@ -262,6 +281,7 @@ chief::JobSpec StandaloneSpec(const TrainerFlags& f, const input::FeatureSpec& f
   if (!f.data.empty()) js.data.train = {f.data};
   if (!f.eval_data.empty()) js.data.eval = {f.eval_data};
   js.data.skip_corrupt = f.on_corrupt == "skip";
+  js.data.compression = DataCompression(f);
   js.features = features;
   js.model = model;  // with the standardize moments it trained with
   js.embedding_optimizer = options.embedding_optimizer;
@@ -297,23 +317,26 @@ class StandaloneCheckpoints {
     if (spec_.interval_seconds == 0 && spec_.interval_steps == 0) return;
     thread_ = std::thread([this, steps = std::move(steps)] {
       absl::Time last = absl::Now();
-      int64_t last_step = steps();
+      // By steps: at the first poll past each multiple of the interval, as
+      // the chief does, so a run's checkpoints fall near 1000, 2000, ...
+      const int64_t every = spec_.interval_steps;
+      auto next_multiple = [every](int64_t step) { return (step / every + 1) * every; };
+      int64_t due = every > 0 ? next_multiple(steps()) : 0;
       std::unique_lock<std::mutex> lock(mu_);
       while (!stop_) {
-        cv_.wait_for(lock, std::chrono::milliseconds(200));
+        cv_.wait_for(lock, std::chrono::milliseconds(20));
         if (stop_) break;
         const int64_t step = steps();
         const bool by_time = spec_.interval_seconds > 0 &&
                              absl::Now() - last >= absl::Seconds(spec_.interval_seconds);
-        const bool by_steps =
-            spec_.interval_steps > 0 && step - last_step >= spec_.interval_steps;
+        const bool by_steps = every > 0 && step >= due;
         if (!by_time && !by_steps) continue;
         lock.unlock();
         absl::Status s = Take(absl::StrCat("step-", step), step);
         if (!s.ok()) std::cerr << "brook trainer: " << s.message() << " (training goes on)\n";
         lock.lock();
         last = absl::Now();
-        last_step = step;
+        if (every > 0) due = next_multiple(step);
       }
     });
   }
@@ -398,7 +421,7 @@ absl::Status RunTrainer(const TrainerFlags& f) {
     input::PipelineOptions o;
     o.glob = f.data_files.empty() ? f.data : "";
     o.files = f.data_files;
-    if (f.job_spec.has_value()) o.compression = f.job_spec->data.compression;
+    o.compression = DataCompression(f);
     o.batch_size = 4096;
     o.skip_corrupt_records = o.skip_bad_examples = f.on_corrupt == "skip";
     ASSIGN_OR_RETURN(auto scan, input::Pipeline::Create(features, o));
@@ -655,6 +678,10 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
                   "data.on_corrupt)")
       ->check(CLI::IsMember({"fail", "skip"}))
       ->capture_default_str();
+  cmd->add_option("--compression", f->compression,
+                  "Compression of the data files: auto (from each file's name: .gz GZIP, .zlib "
+                  "ZLIB), none, gzip, zlib (with --job, overrides its data.compression)")
+      ->check(CLI::IsMember({"auto", "none", "gzip", "zlib"}));
   cmd->add_option("--export-dir", f->export_dir,
                   "After training, export the model (as a chief's job does) to DIR/<run id>, "
                   "for `brook predict` and init_from (with --job, its export.dir)");

@@ -199,7 +199,10 @@ absl::StatusOr<ClusterSpec> ParseTfConfig(std::string_view json) {
     return absl::InvalidArgumentError("TF_CONFIG: task.index: must be an integer >= 0");
   } else {
     const int64_t i = index->get<int64_t>();
-    if (members != nullptr && static_cast<size_t>(i) >= members->size()) {
+    // A worker's list is only Brook's to check when given: the job CLI and
+    // `brook ps` read other keys, and say themselves what they need.
+    const bool unlisted_worker = spec.task_type == "worker" && members->empty();
+    if (members != nullptr && !unlisted_worker && static_cast<size_t>(i) >= members->size()) {
       return absl::InvalidArgumentError(
           absl::StrCat("TF_CONFIG: task.index: ", i, " is out of range: cluster.",
                        type->get<std::string>(), " has ", members->size(), " entries"));

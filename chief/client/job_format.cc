@@ -212,6 +212,12 @@ std::string JobSummary(const v1::JobStatus& job, absl::Time now) {
                                           e.auc(), e.logloss(), e.accuracy(), e.calibration(),
                                           e.examples(), e.step()));
   }
+  if (job.skipped_corrupt_regions() + job.skipped_bad_examples() > 0) {
+    absl::StrAppend(&out, "  skipped:    ", job.skipped_corrupt_regions(), " corrupt regions (",
+                    job.skipped_corrupt_bytes(), " bytes), ", job.skipped_bad_examples(),
+                    " records that do not parse (data.on_corrupt: skip; `brook logs` names "
+                    "the files)\n");
+  }
   if (!job.export_dir().empty()) absl::StrAppend(&out, "  export:     ", job.export_dir(), "\n");
   if (job.checkpoints_size() > 0) {
     const v1::ChiefCheckpoint& c = job.checkpoints(job.checkpoints_size() - 1);
@@ -231,7 +237,10 @@ std::string AucLine(const v1::JobStatus& job) {
   // The trainers' progressive AUC window (trainer.cc, kAucWindow): the last
   // one or two rolls of 64K examples of the trainer that reported last.
   std::string out = absl::StrCat("train ", Metric(job.train_auc()));
-  if (job.train_auc() != 0) absl::StrAppend(&out, " (last 64K-128K examples)");
+  if (job.train_auc() != 0) {
+    absl::StrAppend(&out, job.examples_trained() < 65536 ? " (every example so far)"
+                                                         : " (last 64K-128K examples)");
+  }
   if (job.eval().done()) {
     absl::StrAppend(&out, "  eval ", Metric(job.eval().auc()), " (step ", job.eval().step(), ")");
   } else {

@@ -408,7 +408,8 @@ absl::Status JobQueue::Heartbeat(const std::string& trainer_id, absl::Time now) 
 std::vector<std::string> JobQueue::Expire(absl::Time now) {
   std::vector<std::string> expired;
   for (const auto& [seq, job] : jobs_) {
-    if (job->info.state != JobState::kRunning) continue;
+    // A finalizing job freed its trainers: their silence is not its loss.
+    if (job->info.state != JobState::kRunning || job->leases->finished()) continue;
     for (const std::string& t : job->leases->Expire(now)) {
       AddEvent(job.get(), now, absl::StrCat("trainer '", t, "' expired; its units go back"));
       Unassign(job.get(), t);

@@ -605,8 +605,26 @@ absl::Status CheckTableSettings(const JobSpec& spec, const std::map<std::string,
     if (s.ok()) continue;
     const std::string key = spec.table_settings.count(t.name) > 0 ? t.name : "default";
     const auto line = lines.find(key);
-    return FieldError(absl::StrCat("tables.", key), line == lines.end() ? 0 : line->second,
-                      std::string(s.message()));
+    // ps::TableOptions names its own fields; say the spec's instead.
+    std::string field = absl::StrCat("tables.", key);
+    std::string message(s.message());
+    for (const auto& [ps_field, spec_field] :
+         std::initializer_list<std::pair<const char*, const char*>>{
+             {"memory_budget_bytes", "memory_budget"},
+             {"admission_min_count", "admission_min_count"},
+             {"max_pending_keys", "max_pending_keys"},
+             {"ttl_steps", "ttl_steps"},
+             {"ttl_seconds", "ttl_seconds"},
+             {"gradient_clip", "gradient_clip"}}) {
+      const std::string needle = absl::StrCat(": ", ps_field, " ");
+      const size_t at = message.find(needle);
+      if (at == std::string::npos) continue;
+      absl::StrAppend(&field, ".", spec_field);
+      message = absl::StrCat(message.substr(at + needle.size()), " (for ",
+                             message.substr(0, at), ")");
+      break;
+    }
+    return FieldError(field, line == lines.end() ? 0 : line->second, message);
   }
   return absl::OkStatus();
 }

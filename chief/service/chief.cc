@@ -201,6 +201,7 @@ absl::Status Chief::SendFences() {
   absl::StatusOr<std::vector<ps::StartupInfo>> startups = ps_->FenceClients(ids);
   std::unique_lock<std::mutex> lock(mu_);
   ++fence_sends_;
+  NotePsReachabilityLocked(startups.status(), absl::Now());
   if (!startups.ok()) {
     ++fence_send_errors_;
     if (!fenced_.empty()) fence_pending_ = true;  // again at the next round
@@ -230,6 +231,42 @@ absl::Status Chief::SendFences() {
     }
   }
   return absl::OkStatus();
+}
+
+void Chief::NotePsReachabilityLocked(const absl::Status& send, absl::Time now) {
+  // Shorter blips (a PS restarting on its data dir) are the restart
+  // events' to tell.
+  constexpr absl::Duration kGrace = absl::Seconds(5);
+  std::string text;
+  if (send.ok()) {
+    if (ps_unreachable_logged_) {
+      text = absl::StrCat("the PS nodes are reachable again (after ",
+                          absl::FormatDuration(absl::Trunc(now - ps_unreachable_since_,
+                                                           absl::Seconds(1))),
+                          ")");
+    }
+    ps_unreachable_.clear();
+    ps_unreachable_logged_ = false;
+  } else {
+    if (ps_unreachable_.empty()) ps_unreachable_since_ = now;
+    ps_unreachable_ = std::string(send.message());
+    if (!ps_unreachable_logged_ && now - ps_unreachable_since_ >= kGrace) {
+      ps_unreachable_logged_ = true;
+      text = absl::StrCat(
+          "the chief cannot reach the PS nodes since ",
+          absl::FormatTime("%H:%M:%S UTC", ps_unreachable_since_, absl::UTCTimeZone()), ": ",
+          ps_unreachable_,
+          "; trainers retry it for the job's training.retry_seconds, checkpoints and exports "
+          "for up to 5 minutes");
+    }
+  }
+  if (text.empty()) return;
+  std::cerr << "brook chief: " << text << "\n";
+  for (const JobInfo& info : queue_->List()) {
+    if (info.state != JobState::kRunning && info.state != JobState::kQueued) continue;
+    queue_->LogEvent(info.id, text, now).IgnoreError();
+  }
+  SaveLocked().IgnoreError();
 }
 
 void Chief::RedropIfEndedLocked(const std::string& ps_name) {
@@ -481,6 +518,14 @@ absl::StatusOr<v1::JobStatus> Chief::SubmitJob(const v1::SubmitJobRequest& reque
     }
   }
   ASSIGN_OR_RETURN(std::string id, queue_->Submit(sub, now));
+  if (!ps_unreachable_.empty()) {
+    RETURN_IF_ERROR(queue_->LogEvent(
+        id,
+        absl::StrCat("warning: the chief cannot reach the PS nodes now: ", ps_unreachable_,
+                     "; the job's trainers retry it for training.retry_seconds (",
+                     spec.training.retry_seconds, " s) before the job fails"),
+        now));
+  }
   for (const std::string& w : data_check.warnings) {
     RETURN_IF_ERROR(queue_->LogEvent(id, absl::StrCat("warning: ", w), now));
   }

@@ -180,6 +180,9 @@ class Chief {
   // A table or dense variable `ps_name` on a PS: if it is an ended job's
   // whose tables were dropped, they are dropped again. REQUIRES: mu_
   void RedropIfEndedLocked(const std::string& ps_name);
+  // Logs on every running job that the PS nodes are unreachable from the
+  // chief (once per episode, after a grace period), or reachable again.
+  void NotePsReachabilityLocked(const absl::Status& send, absl::Time now);
 
   const ChiefOptions options_;
   ps::PsClient* const ps_;
@@ -207,6 +210,12 @@ class Chief {
   bool fence_pending_ = false;  // fenced_ changed since the last successful send
   std::condition_variable fence_cv_;
   uint64_t fence_sends_ = 0, fence_send_errors_ = 0, fenced_total_ = 0;
+  // Why the last fence send failed ("": it did not), and whether the
+  // running jobs were told (one event per episode, so a PS down is never
+  // silent in `brook logs`, whatever the trainers are doing).
+  std::string ps_unreachable_;
+  absl::Time ps_unreachable_since_;
+  bool ps_unreachable_logged_ = false;
   std::vector<uint64_t> ps_incarnations_;  // by shard; 0 = not seen yet
   uint64_t ps_restarts_ = 0, ps_rollbacks_ = 0;
 

@@ -241,12 +241,42 @@ TEST_F(PredictEvalTest, PredictRefusesBadPathsWithUsageExit) {
   EXPECT_EQ(no_match.exit_code, 2) << no_match.output;
   EXPECT_NE(no_match.output.find(glob), std::string::npos) << no_match.output;
 
-  // Scoring data that does not fit the feature spec fails while scoring.
+  // Data that is no TFRecord is refused before scoring, named (a glob that
+  // picks up a text file beside the shards).
   testing::WriteFileOrDie(dir_->Join("junk.tfrecord"),
                           "this is not a TFRecord file");
   auto junk = RunCommand({BrookBinary(), "predict", "--model", Export("good"),
                           "--data", dir_->Join("junk.tfrecord")});
-  EXPECT_EQ(junk.exit_code, 1) << junk.output;
+  EXPECT_EQ(junk.exit_code, 2) << junk.output;
+  EXPECT_NE(junk.output.find(dir_->Join("junk.tfrecord") +
+                             ", which is not a TFRecord file"),
+            std::string::npos)
+      << junk.output;
+}
+
+// A GZIP file whose name does not say so: the error says how to read it,
+// and --compression gzip does.
+TEST_F(PredictEvalTest, PredictReadsAGzipFileWithoutGzNameWithCompressionGzip) {
+  const std::string shard = dir_->Join("test/test-00000-of-00002.tfrecord");
+  const std::string hidden = dir_->Join("hidden-gzip.data");
+  auto zipped = RunCommand({"bash", "-c", "gzip -c " + shard + " > " + hidden});
+  ASSERT_EQ(zipped.exit_code, 0) << zipped.output;
+  auto plain = RunCommand({BrookBinary(), "predict", "--model", Export("good"),
+                           "--data", hidden});
+  EXPECT_EQ(plain.exit_code, 2) << plain.output;
+  EXPECT_NE(plain.output.find("--compression gzip"), std::string::npos)
+      << plain.output;
+  auto told = RunCommand({BrookBinary(), "predict", "--model", Export("good"),
+                          "--data", hidden, "--compression", "gzip"});
+  ASSERT_EQ(told.exit_code, 0) << told.output;
+  auto direct = RunCommand({BrookBinary(), "predict", "--model",
+                            Export("good"), "--data", shard});
+  ASSERT_EQ(direct.exit_code, 0) << direct.output;
+  // The same records, the same scores.
+  const auto auc_of = [](const std::string &out) {
+    return out.substr(out.find("\"auc\""), 30);
+  };
+  EXPECT_EQ(auc_of(told.output), auc_of(direct.output));
 }
 
 // The test split again, each record with an "example_id" ("row-N", N its

@@ -55,6 +55,28 @@ std::optional<testing::PsProcess> StartDurable(const std::string& data_dir, std:
   return testing::StartBrookPs(index, shards, {"--data-dir", data_dir}, milliseconds(20000), error);
 }
 
+// One data dir serves one process: a second `brook ps` on it is refused
+// naming the dir and the holder, and the first one's files are untouched.
+TEST(PsDurabilityTest, ASecondPsOnTheSameDataDirIsRefused) {
+  testing::TempDir dir;
+  std::string error;
+  auto ps = StartDurable(dir.Join("data"), &error);
+  ASSERT_TRUE(ps.has_value()) << error;
+  auto second = testing::RunCommand({testing::BrookBinary(), "ps", "--listen", "127.0.0.1:0",
+                                     "--shard-index", "0", "--num-shards", "1", "--data-dir",
+                                     dir.Join("data")},
+                                    60);
+  EXPECT_NE(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find(dir.Join("data") + " is in use by another process (pid "),
+            std::string::npos)
+      << second.output;
+  EXPECT_EQ(second.output.find("listening on"), std::string::npos) << second.output;
+  // The first still serves.
+  auto client = Connect({ps->address});
+  ASSERT_NE(client, nullptr);
+  BROOK_ASSERT_OK(client->CreateTable(testing::CounterTable("counter", 1)));
+}
+
 TEST(PsDurabilityTest, KillNineDuringPushesLosesNoAcknowledgedPush) {
   testing::TempDir dir;
   std::string error;

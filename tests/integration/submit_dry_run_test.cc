@@ -160,6 +160,15 @@ TEST_F(SubmitDryRunTest, AStepBoundedSpecIsRefusedByTheDryRunAsTheChiefWould) {
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("brook trainer --job"), std::string::npos) << r.output;
+  // `brook local` refuses it before it starts a process.
+  auto local = RunCommand({BrookBinary(), "local", dir_->Join("steps.yaml"), "--ps", "1",
+                           "--trainers", "1", "--work-dir", dir_->Join("local-steps")},
+                          120);
+  EXPECT_EQ(local.exit_code, 2) << local.output;
+  EXPECT_NE(local.output.find("training.steps: a chief runs jobs bounded by training.epochs"),
+            std::string::npos)
+      << local.output;
+  EXPECT_EQ(local.output.find("chief listening"), std::string::npos) << local.output;
 }
 
 // data/train/* picks up the feature_spec.yaml `brook data convert` wrote

@@ -66,6 +66,15 @@ TEST(ParseTfConfigTest, EvaluatorTaskIsAccepted) {
   EXPECT_EQ(spec->task_type, "evaluator");
 }
 
+// The job CLI under a worker task needs only cluster.chief.
+TEST(ParseTfConfigTest, AWorkerTaskWithoutAWorkerListIsAccepted) {
+  absl::StatusOr<ClusterSpec> spec = ParseTfConfig(
+      R"({"cluster": {"chief": ["c:2222"]}, "task": {"type": "worker", "index": 0}})");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->chief, "c:2222");
+  EXPECT_EQ(spec->task_type, "worker");
+}
+
 TEST(ParseTfConfigTest, ErrorsNameTheField) {
   struct Case {
     const char* json;

@@ -171,6 +171,16 @@ TEST(JobSummaryTest, FinishedJobShowsEvalExportAndMessage) {
   EXPECT_EQ(summary.back(), '\n');
 }
 
+TEST(JobSummaryTest, SkippedDataIsShownWhenThereIsSome) {
+  v1::JobStatus job = RunningJob();
+  EXPECT_THAT(JobSummary(job, kNow), Not(HasSubstr("skipped:")));
+  job.set_skipped_corrupt_regions(3);
+  job.set_skipped_corrupt_bytes(1605);
+  EXPECT_THAT(JobSummary(job, kNow),
+              HasSubstr("skipped:    3 corrupt regions (1605 bytes), 0 records that do not parse "
+                        "(data.on_corrupt: skip;"));
+}
+
 TEST(JobSummaryTest, RunningJobShowsEtaAndTrainers) {
   const std::string summary = JobSummary(RunningJob(), kNow);
   EXPECT_THAT(summary,
@@ -189,6 +199,10 @@ TEST(AucLineTest, LabelsEachAucAndSaysWhichIsMissing) {
   job.set_train_auc(0);  // not reported yet
   EXPECT_EQ(AucLine(job), "train -  eval 0.8643 (step 4000)");
   EXPECT_THAT(ProgressLine(job, kNow), HasSubstr("AUC train - eval 0.8643 |"));
+  // Before a window's worth of examples the AUC is over every one so far.
+  job.set_train_auc(0.7);
+  job.set_examples_trained(7250);
+  EXPECT_EQ(AucLine(job), "train 0.7000 (every example so far)  eval 0.8643 (step 4000)");
 }
 
 TEST(RenderTableTest, ColumnsAlign) {

@@ -193,6 +193,10 @@ TEST(JobQueueTest, JobFinalizesWhenItsLeasesFinishFreesTrainersThenSucceeds) {
   q->Schedule(kT0 + absl::Seconds(1));
   EXPECT_EQ(q->Get(after)->state, JobState::kQueued);
   EXPECT_EQ(q->JobOfTrainer("t1"), std::nullopt);
+  // A finalization longer than the lease duration (10 s; the idle pool's
+  // timeout is 30 s): the freed trainers are not the job's to expire.
+  EXPECT_TRUE(q->Expire(kT0 + absl::Seconds(20)).empty());
+  EXPECT_EQ(q->Get(job)->progress->expired_trainers, 0u);
   ASSERT_TRUE(q->Finish(job, "exported", kT0 + absl::Seconds(1)).ok());
   info = q->Get(job);
   EXPECT_EQ(info->state, JobState::kSucceeded);
