@@ -201,7 +201,7 @@ absl::Status Chief::SendFences() {
   absl::StatusOr<std::vector<ps::StartupInfo>> startups = ps_->FenceClients(ids);
   std::unique_lock<std::mutex> lock(mu_);
   ++fence_sends_;
-  NotePsReachabilityLocked(startups.status(), absl::Now());
+  last_fence_error_ = startups.ok() ? "" : std::string(startups.status().message());
   if (!startups.ok()) {
     ++fence_send_errors_;
     if (!fenced_.empty()) fence_pending_ = true;  // again at the next round
@@ -233,12 +233,12 @@ absl::Status Chief::SendFences() {
   return absl::OkStatus();
 }
 
-void Chief::NotePsReachabilityLocked(const absl::Status& send, absl::Time now) {
+void Chief::NotePsReachabilityLocked(const std::string& fault, absl::Time now) {
   // Shorter blips (a PS restarting on its data dir) are the restart
   // events' to tell.
   constexpr absl::Duration kGrace = absl::Seconds(5);
   std::string text;
-  if (send.ok()) {
+  if (fault.empty()) {
     if (ps_unreachable_logged_) {
       text = absl::StrCat("the PS nodes are reachable again (after ",
                           absl::FormatDuration(absl::Trunc(now - ps_unreachable_since_,
@@ -249,7 +249,7 @@ void Chief::NotePsReachabilityLocked(const absl::Status& send, absl::Time now) {
     ps_unreachable_logged_ = false;
   } else {
     if (ps_unreachable_.empty()) ps_unreachable_since_ = now;
-    ps_unreachable_ = std::string(send.message());
+    ps_unreachable_ = fault;
     if (!ps_unreachable_logged_ && now - ps_unreachable_since_ >= kGrace) {
       ps_unreachable_logged_ = true;
       text = absl::StrCat(
@@ -737,7 +737,11 @@ void Chief::Enqueue(Task task) {
 }
 
 void Chief::Tick(absl::Time now) {
+  // Asked outside mu_: the PS client has its own lock.
+  std::string fault = options_.ps_fault ? options_.ps_fault() : std::string();
   std::lock_guard<std::mutex> lock(mu_);
+  if (fault.empty()) fault = last_fence_error_;
+  NotePsReachabilityLocked(fault, now);
   for (const std::string& t : queue_->Expire(now)) {
     ++expired_trainers_;
     FenceTrainerLocked(t);

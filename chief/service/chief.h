@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -59,6 +60,10 @@ struct ChiefOptions {
   absl::Duration lease_duration = absl::Seconds(10);
   int max_running_jobs = 1;
   absl::Duration tick = absl::Milliseconds(200);
+  // What the chief's PS client is retrying now ("": nothing), e.g. a PS
+  // refusing connections: the jobs' events say so (not set: fence sends
+  // alone tell).
+  std::function<std::string()> ps_fault;
   // What AcquireWork tells a trainer with nothing to do.
   absl::Duration retry_after = absl::Milliseconds(300);
   // Start the housekeeping, worker and fencing threads (off: tests call
@@ -182,7 +187,7 @@ class Chief {
   void RedropIfEndedLocked(const std::string& ps_name);
   // Logs on every running job that the PS nodes are unreachable from the
   // chief (once per episode, after a grace period), or reachable again.
-  void NotePsReachabilityLocked(const absl::Status& send, absl::Time now);
+  void NotePsReachabilityLocked(const std::string& fault, absl::Time now);
 
   const ChiefOptions options_;
   ps::PsClient* const ps_;
@@ -214,6 +219,7 @@ class Chief {
   // running jobs were told (one event per episode, so a PS down is never
   // silent in `brook logs`, whatever the trainers are doing).
   std::string ps_unreachable_;
+  std::string last_fence_error_;  // "": the last fence send succeeded
   absl::Time ps_unreachable_since_;
   bool ps_unreachable_logged_ = false;
   std::vector<uint64_t> ps_incarnations_;  // by shard; 0 = not seen yet

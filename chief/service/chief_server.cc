@@ -178,7 +178,14 @@ absl::StatusOr<std::unique_ptr<ChiefServer>> ChiefServer::Start(const ChiefServe
     po.tls = options.tls;
     ASSIGN_OR_RETURN(s->ps_, ps::GrpcPsClient::Create(po));
   }
-  ASSIGN_OR_RETURN(s->chief_, Chief::Open(options.chief, s->ps_.get()));
+  ChiefOptions chief_options = options.chief;
+  if (s->ps_ != nullptr) {
+    chief_options.ps_fault = [ps = s->ps_.get()]() -> std::string {
+      const std::optional<ps::GrpcPsClient::RetryEpisode> e = ps->retrying();
+      return e.has_value() ? e->error : std::string();
+    };
+  }
+  ASSIGN_OR_RETURN(s->chief_, Chief::Open(chief_options, s->ps_.get()));
   s->rpc_metrics_ = std::make_unique<metrics::RpcMetrics>(*s->registry_, "brook_chief", MethodNames());
   s->collector_ = std::make_shared<metrics::FunctionCollector>(
       [c = s->chief_.get()] { return c->CollectMetrics(); });

@@ -761,13 +761,18 @@ TEST_F(ChiefE2eTest, PsUnreachableFromTheStartFailsTheJobAndTheChiefStillStopsOn
   StartChief();
   StartTrainer("t0");
   std::string yaml = JobYaml("nops", 0, 1, 64, 4000, 1);
-  yaml = absl::StrReplaceAll(yaml, {{"seed: 1}", "seed: 1, retry_seconds: 5}"},
+  // 15 s: long enough for the chief's own event about the PS (after 5 s).
+  yaml = absl::StrReplaceAll(yaml, {{"seed: 1}", "seed: 1, retry_seconds: 15}"},
                                     {"interval_seconds: 600", "interval_seconds: 1"}});
   ASSERT_EQ(Cli({"submit", WriteJob("nops.yaml", yaml)}).exit_code, 0);
   ASSERT_TRUE(WaitFor("nops", [](const v1::JobStatus& j) { return j.state() == "FAILED"; }, 60s))
       << Job("nops", true).DebugString();
   EXPECT_NE(Job("nops").message().find("PS shard 0 (127.0.0.1:1)"), std::string::npos)
       << Job("nops").message();
+  // Not silent while it lasted: the chief said in the job's events that it
+  // cannot reach the PS.
+  EXPECT_GE(EventsWith("nops", "the chief cannot reach the PS nodes").size(), 1u)
+      << Job("nops", true).DebugString();
 
   ASSERT_TRUE(chief_->Signal(SIGTERM));
   const auto stopped = std::chrono::steady_clock::now();

@@ -259,7 +259,7 @@ TEST_F(PredictEvalTest, PredictRefusesBadPathsWithUsageExit) {
 TEST_F(PredictEvalTest, PredictReadsAGzipFileWithoutGzNameWithCompressionGzip) {
   const std::string shard = dir_->Join("test/test-00000-of-00002.tfrecord");
   const std::string hidden = dir_->Join("hidden-gzip.data");
-  auto zipped = RunCommand({"bash", "-c", "gzip -c " + shard + " > " + hidden});
+  auto zipped = RunCommand({"/bin/sh", "-c", "gzip -c " + shard + " > " + hidden});
   ASSERT_EQ(zipped.exit_code, 0) << zipped.output;
   auto plain = RunCommand({BrookBinary(), "predict", "--model", Export("good"),
                            "--data", hidden});

@@ -31,8 +31,8 @@ std::string Sniff(const std::string& path, storage::Compression compression) {
   head.resize(*n);
   if (head.size() >= 2 && static_cast<unsigned char>(head[0]) == 0x1f &&
       static_cast<unsigned char>(head[1]) == 0x8b && compression != storage::Compression::kGzip) {
-    return "; it starts like a GZIP file: set data.compression: gzip (brook trainer reads a "
-           "\".gz\" name as GZIP)";
+    return "; it starts like a GZIP file: read it as GZIP (a job spec's data.compression: "
+           "gzip, or --compression gzip; a \".gz\" name is read as GZIP)";
   }
   bool text = !head.empty();
   for (char c : head) text = text && (c == '\n' || c == '\t' || c == '\r' || (c >= 32 && c < 127));
