@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <set>
 #include <string_view>
 #include <utility>
 
@@ -968,6 +969,17 @@ absl::Status Chief::InitializeJob(const std::string& job_id) {
 absl::Status Chief::Checkpoint(const std::string& job_id, const JobSpec& spec, int64_t step,
                                const std::string& name) {
   const std::string dir = absl::StrCat(spec.checkpoint.dir, "/", job_id, "/", name);
+  {
+    // DIR/<job id>/ is this job's alone: a step dir there that no recorded
+    // checkpoint names is what a chief or PS killed mid-checkpoint left.
+    // It would refuse this one ("exists"); it is no one's to keep.
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(JobInfo info, queue_->Get(job_id));
+    const bool recorded = std::any_of(info.checkpoints.begin(), info.checkpoints.end(),
+                                      [&](const JobCheckpoint& c) { return c.dir == dir; });
+    std::error_code ec;
+    if (!recorded) std::filesystem::remove_all(dir, ec);
+  }
   ps::CheckpointOptions o;
   o.dir = dir;
   o.table_prefix = TablePrefix(job_id);  // this job's tables only (issue 23)
@@ -985,12 +997,21 @@ absl::Status Chief::Checkpoint(const std::string& job_id, const JobSpec& spec, i
     if (part.created_unix_micros > 0) now = std::min(now, absl::FromUnixMicros(part.created_unix_micros));
   }
   RETURN_IF_ERROR(queue_->AddCheckpoint(job_id, dir, step, now));
-  // Keep the newest `keep`; older ones are deleted (they stay listed).
+  // Keep the newest `keep`; older ones are deleted (they stay listed), and
+  // so is anything else in the job's checkpoint dir (a killed attempt's).
   ASSIGN_OR_RETURN(JobInfo info, queue_->Get(job_id));
   const int n = static_cast<int>(info.checkpoints.size());
-  for (int i = 0; i + spec.checkpoint.keep < n; ++i) {
-    std::error_code ec;
-    std::filesystem::remove_all(info.checkpoints[static_cast<size_t>(i)].dir, ec);
+  std::set<std::string> kept;
+  for (int i = std::max(0, n - spec.checkpoint.keep); i < n; ++i) {
+    kept.insert(std::filesystem::path(info.checkpoints[static_cast<size_t>(i)].dir).filename());
+  }
+  std::error_code ec;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(absl::StrCat(spec.checkpoint.dir, "/", job_id), ec)) {
+    if (kept.count(entry.path().filename().string()) == 0) {
+      std::error_code removed;
+      std::filesystem::remove_all(entry.path(), removed);
+    }
   }
   return SaveLocked();
 }

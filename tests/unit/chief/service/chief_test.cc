@@ -293,6 +293,45 @@ TEST_F(ChiefTest, CheckpointsAndEvaluationsDueAtEveryTickTakeTurns) {
   EXPECT_EQ(evals, 3) << s.DebugString();
 }
 
+// A chief (or PS) killed mid-checkpoint leaves a step dir no recorded
+// checkpoint names: the next checkpoint of that step is not refused by it,
+// and such leftovers do not outlive `keep`.
+TEST_F(ChiefTest, AKilledCheckpointsLeftoverNeitherBlocksTheRetryNorOutlivesKeep) {
+  ps::ParameterServer shard{ps::ParameterServerOptions{}};
+  ps::LocalPsClient ps({&shard});
+  auto c = Open(&ps);
+  const std::string spec =
+      Spec("orphan") + absl::StrCat("checkpoint: {dir: ", dir_.Join("ckpt"),
+                                    ", interval_seconds: 0, interval_steps: 4, keep: 1}\n");
+  auto job = c->SubmitJob(Submit(spec));
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string job_dir = dir_.Join("ckpt") + "/" + job->id();
+  // What a killed attempt left: the step the first checkpoint will take, and
+  // another one.
+  for (const char* leftover : {"step-5/shard-00000-of-00001", "step-3/shard-00000-of-00001"}) {
+    std::filesystem::create_directories(job_dir + "/" + leftover);
+  }
+  RegisterTrainer(c.get(), "t0");
+  auto w = c->AcquireWork(Acquire("t0"));
+  ASSERT_TRUE(w.ok() && !w->job_id().empty()) << w.status();
+  for (uint64_t k = 1; k <= 2; ++k) {
+    v1::CompleteWorkRequest r = Report("t0", *w, k, false);
+    r.set_examples(1);
+    r.set_steps(5 * k);
+    ASSERT_TRUE(c->CompleteWork(r).ok());
+    c->Tick(absl::Now());
+    c->RunPendingWork();
+  }
+  const v1::JobStatus s = Get(c.get(), job->id());
+  ASSERT_EQ(s.checkpoints_size(), 2) << s.DebugString();
+  EXPECT_EQ(s.checkpoints(0).dir(), job_dir + "/step-5");
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(job_dir)) {
+    left.push_back(e.path().filename().string());
+  }
+  EXPECT_EQ(left, std::vector<std::string>{"step-10"});  // keep: 1
+}
+
 TEST_F(ChiefTest, ExpiredOrReRegisteredTrainersPsClientIdsAreFencedOnEveryPs) {
   ps::ParameterServerOptions po;
   po.num_shards = 2;
