@@ -23,6 +23,7 @@
 #include "chief/client/cluster_spec.h"
 #include "chief/client/job_format.h"
 #include "chief/export/init_from.h"
+#include "chief/export/output_dirs.h"
 #include "chief/job/job_spec.h"
 
 namespace brook::cli {
@@ -104,6 +105,12 @@ int RunSubmit(const SubmitFlags& f) {
   }
   for (const std::string& w : contents->warnings) {
     std::cerr << "brook submit: warning: " << w << "\n";
+  }
+  // As the chief checks them at submit (without making them: a dry run
+  // changes nothing).
+  if (absl::Status s = chief::CheckOutputDirs(*spec, /*create=*/false); !s.ok()) {
+    std::cerr << "brook submit: " << f.job << ": " << s.message() << "\n";
+    return kExitUsage;
   }
   if (!spec->init_from.path.empty()) {
     // The chief checks it again at submit: it reads the same paths.

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "chief/export/init_from.h"
 #include "chief/export/model_export.h"
+#include "chief/export/output_dirs.h"
 #include "common/random_id.h"
 #include "common/status_macros.h"
 #include "metrics/collector.h"
@@ -87,40 +88,6 @@ absl::Status ComputeMoments(const std::vector<std::string>& files, JobSpec* spec
   return moments.Apply(&spec->model);
 }
 
-// export.dir and checkpoint.dir are parents (the job writes DIR/<job id>/):
-// one that is itself an export or a checkpoint belongs to another run.
-absl::Status CheckNotAnotherRun(const JobSpec& spec) {
-  // Made (or found) now: a directory the chief cannot write would otherwise
-  // fail the job only at its end, after all its training.
-  for (const auto& [field, dir] : {std::pair<const char*, std::string>{"export.dir", spec.export_dir},
-                                   {"checkpoint.dir", spec.checkpoint.dir}}) {
-    if (dir.empty()) continue;
-    std::error_code made;
-    std::filesystem::create_directories(dir, made);
-    if (made || !std::filesystem::is_directory(dir, made) || ::access(dir.c_str(), W_OK) != 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          field, ": ", dir, " is not a directory the chief can write",
-          made ? absl::StrCat(" (", made.message(), ")") : std::string()));
-    }
-  }
-  std::error_code ec;
-  if (!spec.export_dir.empty() &&
-      std::filesystem::exists(absl::StrCat(spec.export_dir, "/", kExportManifestName), ec)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "export.dir: ", spec.export_dir, " is itself an export (it has ", kExportManifestName,
-        "); a job exports to DIR/<job id>/: give the directory to put exports in"));
-  }
-  if (spec.checkpoint.dir.empty()) return absl::OkStatus();
-  for (const auto& e : std::filesystem::directory_iterator(spec.checkpoint.dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (absl::StartsWith(name, "shard-") || name == "LATEST" || name == "MANIFEST") {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "checkpoint.dir: ", spec.checkpoint.dir, " is itself a checkpoint (it has ", name,
-          "); a job checkpoints to DIR/<job id>/: give the directory to put checkpoints in"));
-    }
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace
 
@@ -508,7 +475,7 @@ absl::StatusOr<v1::JobStatus> Chief::SubmitJob(const v1::SubmitJobRequest& reque
     if (!queue_->Get(sub.id).ok()) break;
     if (attempt == 8) return absl::InternalError("no unused job id after 8 tries");
   }
-  RETURN_IF_ERROR(CheckNotAnotherRun(spec));
+  RETURN_IF_ERROR(CheckOutputDirs(spec, /*create=*/true));
   for (const std::string& parent : {spec.checkpoint.dir, spec.export_dir}) {
     if (parent.empty()) continue;
     const std::string dir = absl::StrCat(parent, "/", sub.id);

@@ -149,6 +149,24 @@ TEST_F(SubmitDryRunTest, TrainerWithoutAJobExportsToExportDir) {
   EXPECT_EQ(predict.exit_code, 0) << predict.output;
 }
 
+// The dry run checks the output dirs as the chief does, making none.
+TEST_F(SubmitDryRunTest, AnExportDirInsideAnotherRunsExportIsRefusedByTheDryRun) {
+  const std::string old_export = dir_->Join("old-export");
+  std::filesystem::create_directories(old_export + "/tables");
+  testing::WriteFileOrDie(old_export + "/manifest.json", "{}");
+  const std::string inside = absl::StrReplaceAll(
+      job_, {{"export: {dir: /tmp/brook/adult-wide-deep/export}",
+              "export: {dir: " + old_export + "/sub}"}});
+  ASSERT_NE(inside, job_);
+  testing::WriteFileOrDie(dir_->Join("inside.yaml"), inside);
+  auto r = RunCommand({BrookBinary(), "submit", dir_->Join("inside.yaml"), "--dry-run"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("export.dir: " + old_export + "/sub is inside an export, " + old_export),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(old_export + "/sub"));
+}
+
 // A chief refuses training.steps; the dry run says so too, in its words.
 TEST_F(SubmitDryRunTest, AStepBoundedSpecIsRefusedByTheDryRunAsTheChiefWould) {
   const std::string steps = absl::StrReplaceAll(job_, {{"epochs: 4", "steps: 100"}});

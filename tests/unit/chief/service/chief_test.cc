@@ -250,6 +250,29 @@ TEST_F(ChiefTest, ASubmitIntoAnotherRunsExportOrCheckpointIsRefusedNamingIt) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(refused.status().message().find("checkpoint.dir: /proc/brook-ckpt"), std::string::npos)
       << refused.status();
+  // Inside another run's export (its tables/, a sub dir) or checkpoint, or
+  // one dir for both: refused too.
+  std::filesystem::create_directories(old_export + "/tables/shard-00000-of-00001");
+  testing::WriteFileOrDie(old_export + "/tables/shard-00000-of-00001/MANIFEST", "x");
+  for (const std::string& inside :
+       {old_export + "/sub", old_export + "/tables/shard-00000-of-00001/rocksdb"}) {
+    refused = c->SubmitJob(Submit(Spec("into") + "export: {dir: " + inside + "}\n"));
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << inside;
+    // The nearest: the export itself, or the checkpoint in its tables/.
+    EXPECT_NE(refused.status().message().find(" is inside a"), std::string::npos)
+        << refused.status();
+    EXPECT_NE(refused.status().message().find(", " + old_export), std::string::npos)
+        << refused.status();
+  }
+  testing::WriteFileOrDie(old_ckpt + "/shard-00000-of-00001/MANIFEST", "x");
+  refused = c->SubmitJob(Submit(Spec("into") + "checkpoint: {dir: " + old_ckpt + "/x}\n"));
+  EXPECT_NE(refused.status().message().find("is inside a checkpoint"), std::string::npos)
+      << refused.status();
+  const std::string both = dir_.Join("both");
+  refused = c->SubmitJob(Submit(Spec("into") + "export: {dir: " + both + "}\ncheckpoint: {dir: " +
+                                both + "}\n"));
+  EXPECT_NE(refused.status().message().find("is export.dir too"), std::string::npos)
+      << refused.status();
   EXPECT_TRUE(c->ListJobs()->jobs().empty());
   // Their parents are fine.
   EXPECT_TRUE(c->SubmitJob(Submit(Spec("into") + "export: {dir: " + dir_.Join("exports") + "}\n"))
