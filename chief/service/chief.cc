@@ -224,8 +224,8 @@ void Chief::NotePsReachabilityLocked(const std::string& fault, absl::Time now) {
           "the chief cannot reach the PS nodes since ",
           absl::FormatTime("%H:%M:%S UTC", ps_unreachable_since_, absl::UTCTimeZone()), ": ",
           ps_unreachable_,
-          "; trainers retry it for the job's training.retry_seconds, checkpoints and exports "
-          "for up to 5 minutes");
+          "; trainers, checkpoints and exports retry it for the job's "
+          "training.retry_seconds");
     }
   }
   if (text.empty()) return;
@@ -855,6 +855,18 @@ void Chief::RunFirstTask(std::unique_lock<std::mutex>& lock) {
 }
 
 void Chief::RunTask(const Task& task) {
+  if (options_.set_ps_admin_retry_window) {
+    // The job's own window for its checkpoints, evals and exports, as its
+    // trainers have for their pushes.
+    absl::Duration window = absl::Seconds(JobTrainingSpec::kDefaultRetrySeconds);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (absl::StatusOr<JobInfo> info = queue_->Get(task.job_id); info.ok()) {
+      if (absl::StatusOr<std::shared_ptr<const JobSpec>> spec = SpecLocked(*info); spec.ok()) {
+        window = absl::Seconds((*spec)->training.retry_seconds);
+      }
+    }
+    options_.set_ps_admin_retry_window(window);
+  }
   absl::Status s;
   if (task.kind == Task::kFinalize) {
     s = Finalize(task.job_id);

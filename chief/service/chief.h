@@ -64,6 +64,11 @@ struct ChiefOptions {
   // refusing connections: the jobs' events say so (not set: fence sends
   // alone tell).
   std::function<std::string()> ps_fault;
+  // Sets how long the PS client's checkpoint, export and restore calls
+  // retry an unreachable PS: the chief sets the job's training.retry_seconds
+  // before each of its tasks (they run one at a time). Not set: the
+  // client's own window.
+  std::function<void(absl::Duration)> set_ps_admin_retry_window;
   // What AcquireWork tells a trainer with nothing to do.
   absl::Duration retry_after = absl::Milliseconds(300);
   // Start the housekeeping, worker and fencing threads (off: tests call

@@ -184,6 +184,9 @@ absl::StatusOr<std::unique_ptr<ChiefServer>> ChiefServer::Start(const ChiefServe
       const std::optional<ps::GrpcPsClient::RetryEpisode> e = ps->retrying();
       return e.has_value() ? e->error : std::string();
     };
+    chief_options.set_ps_admin_retry_window = [ps = s->ps_.get()](absl::Duration window) {
+      ps->SetAdminRetryWindow(window);
+    };
   }
   ASSIGN_OR_RETURN(s->chief_, Chief::Open(chief_options, s->ps_.get()));
   s->rpc_metrics_ = std::make_unique<metrics::RpcMetrics>(*s->registry_, "brook_chief", MethodNames());

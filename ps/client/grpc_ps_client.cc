@@ -145,7 +145,8 @@ GrpcPsClient::GrpcPsClient(const GrpcPsClientOptions& options,
     : PsClient(static_cast<int32_t>(shards.size()), options.client_id),
       options_(options),
       shards_(std::move(shards)),
-      retry_window_ns_(absl::ToInt64Nanoseconds(options.deadline)) {}
+      retry_window_ns_(absl::ToInt64Nanoseconds(options.deadline)),
+      admin_retry_window_ns_(absl::ToInt64Nanoseconds(options.admin_retry_window)) {}
 
 GrpcPsClient::~GrpcPsClient() = default;
 
@@ -343,6 +344,10 @@ absl::Status GrpcPsClient::CheckShards(absl::Duration timeout, bool shard_order)
     return MarkWrongEndpoint(absl::Status(why.code(), absl::StrCat(name, rest)));
   }
   return absl::OkStatus();
+}
+
+void GrpcPsClient::SetAdminRetryWindow(absl::Duration window) {
+  admin_retry_window_ns_.store(absl::ToInt64Nanoseconds(window), std::memory_order_relaxed);
 }
 
 void GrpcPsClient::SetRetryWindow(absl::Duration window) {
@@ -668,7 +673,7 @@ absl::StatusOr<std::vector<CheckpointInfo>> GrpcPsClient::Checkpoint(
   // One attempt may take the whole budget: a checkpoint or restore that is
   // cut short and retried would only start over.
   RETURN_IF_ERROR(Run(calls, absl::Now() + options_.admin_deadline, 0, options_.admin_deadline,
-                      absl::Now() + options_.admin_retry_window));
+                      absl::Now() + absl::Nanoseconds(admin_retry_window_ns_.load(std::memory_order_relaxed))));
   std::vector<CheckpointInfo> out;
   for (const v1::CheckpointResponse& r : resps) out.push_back(rpc::FromProto(r.checkpoint()));
   return out;
@@ -690,7 +695,7 @@ absl::Status GrpcPsClient::RestoreOnEveryShard(const v1::RestoreRequest& req,
   // changes anything, and one retried after a lost answer imports the same
   // rows again (idempotent).
   return Run(calls, absl::Now() + options_.admin_deadline, 0, options_.admin_deadline,
-             absl::Now() + options_.admin_retry_window);
+             absl::Now() + absl::Nanoseconds(admin_retry_window_ns_.load(std::memory_order_relaxed)));
 }
 
 absl::StatusOr<std::vector<RestoreInfo>> GrpcPsClient::Restore(const std::string& dir) {

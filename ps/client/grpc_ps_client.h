@@ -160,6 +160,10 @@ class GrpcPsClient final : public PsClient {
   // on, e.g. a job's training.retry_seconds. Any thread.
   void SetRetryWindow(absl::Duration window);
   absl::Duration retry_window() const;
+  // How long Checkpoint / Restore calls that start from now on retry a PS
+  // that refuses them transiently (options.admin_retry_window at first),
+  // e.g. the job's training.retry_seconds for the chief's calls for a job.
+  void SetAdminRetryWindow(absl::Duration window);
 
   // Ends every call in progress with CANCELLED within ~50 ms (attempts in
   // flight are cancelled, backoffs cut short), and every later call at
@@ -213,6 +217,7 @@ class GrpcPsClient final : public PsClient {
   DenseDirectory dense_;
   std::atomic<uint64_t> retries_{0};
   std::atomic<int64_t> retry_window_ns_;
+  std::atomic<int64_t> admin_retry_window_ns_;
   std::atomic<bool> cancelled_{false};
 
   mutable absl::Mutex episode_mu_;

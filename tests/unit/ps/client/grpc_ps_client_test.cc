@@ -524,3 +524,30 @@ TEST(GrpcPsClientTest, WaitForReadySeesADrainingServerAsNotServing) {
 
 }  // namespace
 }  // namespace brook::ps
+
+namespace brook::ps {
+namespace {
+
+// The chief gives a job's checkpoints and exports the job's retry window:
+// a checkpoint of a PS that refuses connections gives up after it, not after
+// the client's default (minutes).
+TEST(GrpcPsClientTest, SetAdminRetryWindowBoundsACheckpointOfAnUnreachablePs) {
+  GrpcPsClientOptions o;
+  o.addresses = {"127.0.0.1:1"};  // nothing listens on port 1
+  o.initial_backoff = absl::Milliseconds(5);
+  o.max_backoff = absl::Milliseconds(50);
+  absl::StatusOr<std::unique_ptr<GrpcPsClient>> client = GrpcPsClient::Create(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  (*client)->SetAdminRetryWindow(absl::Milliseconds(500));
+  brook::testing::TempDir dir;
+  CheckpointOptions c;
+  c.dir = dir.Join("ckpt");
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::vector<CheckpointInfo>> done = (*client)->Checkpoint(c);
+  EXPECT_FALSE(done.ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+  EXPECT_NE(done.status().message().find("127.0.0.1:1"), std::string::npos) << done.status();
+}
+
+}  // namespace
+}  // namespace brook::ps
