@@ -20,86 +20,25 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "chief/export/model_export.h"
 #include "ps/client/grpc_ps_client.h"
-#include "ps/parameter_server.h"
+#include "tests/cluster/exported_model.h"
 #include "tests/integration/chief_cluster_fixture.h"
 
 namespace brook {
 namespace {
 
-// Every embedding row (weights, then optimizer slots) and dense variable of
-// an export, by the model's names (not the job's PS names).
-struct ExportedModel {
-  int64_t step = 0;
-  std::map<std::string, std::map<uint64_t, std::vector<float>>> rows;
-  std::map<std::string, std::vector<float>> dense;
-};
+using testing::ExportedModel;
 
 ExportedModel LoadModel(const std::string& dir) {
-  ExportedModel model;
-  absl::StatusOr<chief::LoadedExport> loaded = chief::ReadExport(dir);
-  EXPECT_TRUE(loaded.ok()) << loaded.status();
-  if (!loaded.ok()) return model;
-  model.step = loaded->manifest.step;
-  ps::ParameterServer ps{ps::ParameterServerOptions{}};
-  absl::StatusOr<ps::RestoreInfo> restored = ps.Restore(absl::StrCat(dir, "/tables"));
-  EXPECT_TRUE(restored.ok()) << restored.status();
-  // The export holds its own job's tables only, whatever else the PS held.
-  const ps::ServerStats held = ps.Stats();
-  for (const ps::TableStats& t : held.tables) {
-    EXPECT_TRUE(absl::StartsWith(t.name, loaded->manifest.table_prefix)) << dir << ": " << t.name;
-  }
-  for (const ps::DenseStats& d : held.dense) {
-    EXPECT_TRUE(absl::StartsWith(d.name, loaded->manifest.table_prefix)) << dir << ": " << d.name;
-  }
-  EXPECT_EQ(held.tables.size(), loaded->manifest.tables.size()) << dir;
-  for (const chief::ExportedTable& t : loaded->manifest.tables) {
-    auto& rows = model.rows[t.name];
-    EXPECT_TRUE(ps.ScanTable(t.ps_name, [&](uint64_t key, absl::Span<const float> w,
-                                            absl::Span<const float> slots) {
-                    std::vector<float>& row = rows[key];
-                    row.assign(w.begin(), w.end());
-                    row.insert(row.end(), slots.begin(), slots.end());
-                  }).ok())
-        << t.ps_name;
-  }
-  for (const chief::ExportedDense& d : loaded->manifest.dense) {
-    int64_t n = 1;
-    for (int64_t s : d.shape) n *= s;
-    std::vector<float>& v = model.dense[d.name];
-    v.resize(static_cast<size_t>(n));
-    EXPECT_TRUE(ps.PullDense(d.ps_name, absl::MakeSpan(v)).ok()) << d.ps_name;
-  }
-  return model;
+  absl::StatusOr<ExportedModel> model = testing::LoadExportedModel(dir);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? *std::move(model) : ExportedModel{};
 }
 
 // Bit for bit: the same rows, every float's bits equal.
 void ExpectSameModel(const ExportedModel& want, const ExportedModel& got, const std::string& what) {
-  EXPECT_EQ(want.step, got.step) << what;
-  ASSERT_EQ(want.rows.size(), got.rows.size()) << what;
-  size_t rows = 0, differing = 0;
-  for (const auto& [table, want_rows] : want.rows) {
-    auto it = got.rows.find(table);
-    ASSERT_NE(it, got.rows.end()) << what << ": table " << table;
-    EXPECT_EQ(want_rows.size(), it->second.size()) << what << ": rows of " << table;
-    for (const auto& [key, row] : want_rows) {
-      ++rows;
-      auto g = it->second.find(key);
-      if (g == it->second.end() || g->second.size() != row.size() ||
-          std::memcmp(g->second.data(), row.data(), row.size() * sizeof(float)) != 0) {
-        ++differing;
-      }
-    }
-  }
-  EXPECT_GT(rows, 100u) << what;
-  EXPECT_EQ(differing, 0u) << what << ": " << differing << " of " << rows << " rows differ";
-  ASSERT_EQ(want.dense.size(), got.dense.size()) << what;
-  for (const auto& [name, v] : want.dense) {
-    const std::vector<float>& g = got.dense.at(name);
-    EXPECT_TRUE(g.size() == v.size() && std::memcmp(g.data(), v.data(), v.size() * 4) == 0)
-        << what << ": dense " << name;
-  }
+  EXPECT_GT(want.row_count(), 100u) << what;
+  EXPECT_EQ(testing::DiffExportedModels(want, got), "") << what;
 }
 
 class JobDeterminismTest : public ChiefE2eTest {
