@@ -11,7 +11,7 @@ PACKAGES=(
   libbenchmark-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   libzstd-dev libsnappy-dev liblz4-dev libbz2-dev libabsl-dev libspdlog-dev
   libeigen3-dev
-  python3 python3-numpy python3-sklearn prometheus openssl
+  python3 python3-numpy python3-sklearn prometheus openssl iproute2 nftables
 )
 
 missing=()

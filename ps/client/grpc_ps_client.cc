@@ -236,6 +236,11 @@ absl::Status GrpcPsClient::Run(std::vector<Call>& calls, absl::Time deadline, ui
     if (c->attempts > 1) {
       attempts = absl::StrFormat(" (after %d attempts over %.1f s)", c->attempts,
                                  absl::ToDoubleSeconds(absl::Now() - start));
+    } else if (failed == nullptr) {
+      // One attempt that outlasted the retry window (a silent PS: a
+      // partition): say that the window, not the attempt, ran out.
+      attempts = absl::StrFormat(" (no reply within the %.1f s retry window)",
+                                 absl::ToDoubleSeconds(absl::Now() - start));
     }
     if (OutOfSpace(*c)) {
       return absl::Status(rpc::FromGrpcCode(c->status.error_code()),

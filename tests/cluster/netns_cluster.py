@@ -115,11 +115,17 @@ def sweep_stale():
 class Node:
     def __init__(self, cluster, name, index):
         self.name = name
-        self.ns = f"{PREFIX}{cluster.pid}-{name}"
-        self.ip = f"{SUBNET}.{index}"
         self.port_name = f"v{name}"  # its veth's end in the switch
-        self.address = f"{self.ip}:{PORT}"
-        self.metrics = f"{self.ip}:{METRICS_PORT}"
+        if cluster.loopback:  # every node in one namespace, on 127.0.0.1
+            self.ns = f"{PREFIX}{cluster.pid}-lo"
+            self.ip = "127.0.0.1"
+            self.address = f"{self.ip}:{PORT + index}"
+            self.metrics = f"{self.ip}:{METRICS_PORT + index}"
+        else:
+            self.ns = f"{PREFIX}{cluster.pid}-{name}"
+            self.ip = f"{SUBNET}.{index}"
+            self.address = f"{self.ip}:{PORT}"
+            self.metrics = f"{self.ip}:{METRICS_PORT}"
         self.data_dir = os.path.join(cluster.workdir, name)
         self.process = None
         self.log_path = None
@@ -130,9 +136,13 @@ class Cluster:
 
     `n_ps` PS shards, `n_trainers` trainers, a chief and a client. `tls`:
     mutual TLS with a certificate for every node address and a bearer token
-    (a PS on a non-loopback address must have one or the other)."""
+    (a PS on a non-loopback address must have one or the other).
+    `loopback`: the same processes, all in one namespace on 127.0.0.1 (the
+    baseline the benchmark compares links with); no faults then."""
 
-    def __init__(self, brook, workdir, n_ps=2, n_trainers=2, tls=True, lease_seconds=10):
+    def __init__(self, brook, workdir, n_ps=2, n_trainers=2, tls=True, lease_seconds=10,
+                 loopback=False):
+        self.loopback = loopback
         self.brook = os.path.abspath(brook)
         self.workdir = os.path.abspath(workdir)
         self.pid = os.getpid()
@@ -153,12 +163,20 @@ class Cluster:
         sweep_stale()
         os.makedirs(self.workdir, exist_ok=True)
         self._up = True
+        if self.loopback:
+            self.switch = self.chief.ns
         run("ip", "netns", "add", self.switch)
         self._reaper = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "reap", "--pid", str(self.pid)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)
         run("ip", "-n", self.switch, "link", "set", "lo", "up")
+        if self.loopback:
+            for node in self.nodes:
+                os.makedirs(node.data_dir, exist_ok=True)
+            if self.tls:
+                self._make_credentials()
+            return self
         run("ip", "-n", self.switch, "link", "add", "br0", "type", "bridge")
         run("ip", "-n", self.switch, "link", "set", "br0", "up")
         for node in self.nodes:
@@ -184,7 +202,7 @@ class Cluster:
             return
         for node in self.nodes:
             self.stop(node, timeout=3)
-        _delete_namespaces([n.ns for n in self.nodes] + [self.switch])
+        _delete_namespaces(sorted({n.ns for n in self.nodes} | {self.switch}))
         if self._reaper is not None:
             self._reaper.kill()
             self._reaper.wait()
@@ -251,7 +269,7 @@ class Cluster:
     def _make_credentials(self):
         d = os.path.join(self.workdir, "pki")
         os.makedirs(d, exist_ok=True)
-        sans = ",".join(f"IP:{n.ip}" for n in self.nodes)
+        sans = ",".join(sorted({f"IP:{n.ip}" for n in self.nodes}))
         key = "openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out"
         script = (
             f"{key} ca.key && openssl req -x509 -new -key ca.key -sha256 -days 2 "
@@ -387,6 +405,12 @@ class Cluster:
             if line.startswith(name + " ") or line.startswith(name + "{"):
                 total += float(line.rsplit(" ", 1)[1])
         return total
+
+
+def link_bytes(node):
+    """(received, sent) bytes on the node's link so far."""
+    stats = json.loads(run("ip", "-n", node.ns, "-s", "-j", "link", "show", "eth0").stdout)[0]
+    return stats["stats64"]["rx"]["bytes"], stats["stats64"]["tx"]["bytes"]
 
 
 def _rate_bits(rate):

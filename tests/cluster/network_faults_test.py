@@ -207,8 +207,9 @@ export: {{dir: {self.workdir}/export}}
         job = self.run_job("ps-cut-long", False, disturb, retry_seconds=6)
         check(job["state"] == "FAILED", f"job {job['state']}: {job['message']}")
         msg = job["message"]
-        check(c.ps[1].address in msg and "shard 1" in msg,
-              f"the failure does not name PS shard 1 ({c.ps[1].address}): {msg}")
+        check(c.ps[1].address in msg and "shard 1" in msg and "retry window" in msg,
+              f"the failure does not name PS shard 1 ({c.ps[1].address}) and the retry "
+              f"window: {msg}")
         print(f"    FAILED: {msg[:200]}")
 
     def test_zombie_trainer_cut_off_from_the_chief(self):

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Examples/s of the demo model on a cluster of hosts, by link and size.
+
+For 1, 2 and 4 PS shards, a cluster of network namespaces (netns_cluster.py,
+mutual TLS and a token, as in the fault tests) with 4 trainer processes runs
+the `brook local` demo's model (DeepFM, dim 8, [128, 64], batch 256,
+staleness 2) with 1, 2 and 4 trainers over links shaped to 10 Gbit/s and
+1 Gbit/s (tc tbf), and the same processes all on 127.0.0.1 in one namespace.
+Per run: examples/s of the training phase (job start to "all epochs
+trained"), the trainers' bytes on the wire each way per example (their
+links' counters), the busiest link's rate (a PS's, mostly), and how busy the machine's CPUs were (/proc/stat), which
+says whether the CPU or the emulated link bounds a run.
+
+Usage (root): python3 tests/cluster/cluster_bench.py --brook build/chief/brook
+  [--train 200000] [--ps 1,2,4] [--trainers 1,2,4] [--json OUT.json]
+Prints a Markdown table (BENCHMARKS.md "Multi-host cluster").
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import netns_cluster as nc  # noqa: E402
+
+
+def cpu_ticks():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]
+    return sum(v) - idle, sum(v)
+
+
+def event_time(events, text):
+    for line in events.splitlines():
+        if text in line:
+            stamp = line.split()[0]
+            return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
+    raise RuntimeError(f"no event '{text}' in:\n{events}")
+
+
+def job_yaml(path, data, trainers, workdir):
+    sparse = "".join(f"  - {{feature: C{i}}}\n" for i in range(1, 27))
+    dense = "".join(f"  - {{feature: I{i}, transform: log1p}}\n" for i in range(1, 14))
+    with open(path, "w") as f:
+        f.write(f"""name: bench-t{trainers}
+data: {{train: [{data}/train-*.tfrecord], eval: [{data}/test-*.tfrecord], records_per_unit: 25000}}
+features: {data}/feature_spec.yaml
+model: {{type: deepfm, embedding_dim: 8, hidden: [128, 64], activation: relu, loss: logloss}}
+sparse:
+{sparse}dense:
+{dense}optimizer:
+  embedding: {{type: adam, learning_rate: 0.003}}
+  dense: {{type: adam, learning_rate: 0.003}}
+training: {{batch_size: 256, epochs: 1, staleness: 2, seed: 1}}
+trainers: {trainers}
+""")
+
+
+def run_job(cluster, spec, trainers, link):
+    watched = cluster.trainers + cluster.ps
+    before = {n.name: nc.link_bytes(n) for n in watched} if link else {}
+    busy0, total0 = cpu_ticks()
+    job_id = cluster.cli("submit", spec).stdout.strip()
+    while True:
+        job = cluster.job(job_id)
+        if job["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+            break
+        time.sleep(0.2)
+    busy1, total1 = cpu_ticks()
+    if job["state"] != "SUCCEEDED":
+        raise RuntimeError(f"{job_id}: {job['state']}: {job['message']}")
+    events = cluster.cli("logs", job_id).stdout
+    seconds = event_time(events, "all 1 epochs trained") - event_time(events, "started;")
+    examples = job["examples_per_epoch"][0]
+    out = {"examples_per_second": examples / seconds, "seconds": seconds,
+           "cpu_busy": (busy1 - busy0) / max(1, total1 - total0)}
+    if link:
+        rx = tx = busiest = 0
+        for n in watched:
+            r, s = nc.link_bytes(n)
+            r, s = r - before[n.name][0], s - before[n.name][1]
+            busiest = max(busiest, r, s)
+            if n in cluster.trainers:
+                rx += r
+                tx += s
+        out["bytes_in_per_example"] = rx / examples
+        out["bytes_out_per_example"] = tx / examples
+        out["busiest_link_mbytes_per_second"] = busiest / seconds / 1e6
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--brook", default="build/chief/brook")
+    p.add_argument("--train", default="200000")
+    p.add_argument("--ps", default="1,2,4")
+    p.add_argument("--trainers", default="1,2,4")
+    p.add_argument("--json")
+    args = p.parse_args()
+    ok, why = nc.namespaces_can_be_made()
+    if not ok:
+        print(f"SKIPPED: {why}")
+        return 77
+    ps_counts = [int(x) for x in args.ps.split(",")]
+    trainer_counts = [int(x) for x in args.trainers.split(",")]
+    work = tempfile.mkdtemp(prefix="brook-cluster-bench-")
+    data = os.path.join(work, "data")
+    subprocess.run([args.brook, "data", "gen", "--out", data, "--train", args.train, "--test",
+                    "5000", "--shards", "8", "--test-shards", "1", "--seed", "7"],
+                   check=True, capture_output=True)
+    specs = {}
+    for t in trainer_counts:
+        specs[t] = os.path.join(work, f"job-t{t}.yaml")
+        job_yaml(specs[t], data, t, work)
+    results = []
+    try:
+        for n_ps in ps_counts:
+            for loopback in (True, False):
+                cluster = nc.Cluster(args.brook, os.path.join(work, f"c{n_ps}{int(loopback)}"),
+                                     n_ps=n_ps, n_trainers=max(trainer_counts), loopback=loopback)
+                with cluster:
+                    cluster.start_all()
+                    for rate in ([None] if loopback else ["10gbit", "1gbit"]):
+                        if rate:
+                            cluster.set_rate(rate)
+                        for t in trainer_counts:
+                            r = run_job(cluster, specs[t], t, link=not loopback)
+                            r.update(ps=n_ps, trainers=t, link=rate or "127.0.0.1")
+                            results.append(r)
+                            print(json.dumps(r), flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print("\n| PS | trainers | link | examples/s | vs 127.0.0.1 | bytes/example in / out "
+          "| busiest link, one way, MB/s | CPU busy |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    base = {(r["ps"], r["trainers"]): r["examples_per_second"] for r in results
+            if r["link"] == "127.0.0.1"}
+    for r in results:
+        ratio = r["examples_per_second"] / base.get((r["ps"], r["trainers"]), float("nan"))
+        wire = (f"{r['bytes_in_per_example']:.0f} / {r['bytes_out_per_example']:.0f}"
+                if "bytes_in_per_example" in r else "—")
+        mbs = (f"{r['busiest_link_mbytes_per_second']:.1f}"
+               if "busiest_link_mbytes_per_second" in r else "—")
+        print(f"| {r['ps']} | {r['trainers']} | {r['link']} | {r['examples_per_second']:.0f} "
+              f"| {ratio:.2f} | {wire} | {mbs} | {r['cpu_busy']:.0%} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
