@@ -19,12 +19,10 @@ Prints a Markdown table (BENCHMARKS.md "Multi-host cluster").
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from datetime import datetime
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -46,34 +44,12 @@ def event_time(events, text):
     raise RuntimeError(f"no event '{text}' in:\n{events}")
 
 
-def job_yaml(path, data, trainers, workdir):
-    sparse = "".join(f"  - {{feature: C{i}}}\n" for i in range(1, 27))
-    dense = "".join(f"  - {{feature: I{i}, transform: log1p}}\n" for i in range(1, 14))
-    with open(path, "w") as f:
-        f.write(f"""name: bench-t{trainers}
-data: {{train: [{data}/train-*.tfrecord], eval: [{data}/test-*.tfrecord], records_per_unit: 25000}}
-features: {data}/feature_spec.yaml
-model: {{type: deepfm, embedding_dim: 8, hidden: [128, 64], activation: relu, loss: logloss}}
-sparse:
-{sparse}dense:
-{dense}optimizer:
-  embedding: {{type: adam, learning_rate: 0.003}}
-  dense: {{type: adam, learning_rate: 0.003}}
-training: {{batch_size: 256, epochs: 1, staleness: 2, seed: 1}}
-trainers: {trainers}
-""")
-
-
 def run_job(cluster, spec, trainers, link):
     watched = cluster.trainers + cluster.ps
     before = {n.name: nc.link_bytes(n) for n in watched} if link else {}
     busy0, total0 = cpu_ticks()
     job_id = cluster.cli("submit", spec).stdout.strip()
-    while True:
-        job = cluster.job(job_id)
-        if job["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
-            break
-        time.sleep(0.2)
+    job = cluster.wait_job(job_id, timeout=1800)
     busy1, total1 = cpu_ticks()
     if job["state"] != "SUCCEEDED":
         raise RuntimeError(f"{job_id}: {job['state']}: {job['message']}")
@@ -119,7 +95,13 @@ def main():
     specs = {}
     for t in trainer_counts:
         specs[t] = os.path.join(work, f"job-t{t}.yaml")
-        job_yaml(specs[t], data, t, work)
+        nc.write_generated_job(
+            specs[t], f"bench-t{t}", data, trainers=t, records_per_unit=25000,
+            model="{type: deepfm, embedding_dim: 8, hidden: [128, 64], activation: relu, "
+                  "loss: logloss}",
+            embedding_optimizer="{type: adam, learning_rate: 0.003}",
+            dense_optimizer="{type: adam, learning_rate: 0.003}",
+            training="{batch_size: 256, epochs: 1, staleness: 2, seed: 1}")
     results = []
     try:
         for n_ps in ps_counts:

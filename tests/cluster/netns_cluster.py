@@ -129,6 +129,7 @@ class Node:
         self.data_dir = os.path.join(cluster.workdir, name)
         self.process = None
         self.log_path = None
+        self.log_start = 0  # where the running process's output starts in log_path
 
 
 class Cluster:
@@ -302,7 +303,7 @@ class Cluster:
         node.process = subprocess.Popen(
             ["ip", "netns", "exec", node.ns, self.brook] + argv, stdout=log,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-        node._log_start = os.path.getsize(node.log_path)
+        node.log_start = os.path.getsize(node.log_path)
         log.close()
         if wait_for is not None:
             self.wait_log(node, wait_for, timeout)
@@ -312,7 +313,7 @@ class Cluster:
         deadline = time.time() + timeout
         while time.time() < deadline:
             with open(node.log_path, errors="replace") as f:
-                f.seek(node._log_start)
+                f.seek(node.log_start)
                 if text in f.read():
                     return
             if node.process.poll() is not None:
@@ -390,6 +391,29 @@ class Cluster:
         except json.JSONDecodeError:
             raise RuntimeError(f"brook status {job_id}: exit {r.returncode}: {r.stderr}") from None
 
+    def wait_job(self, job_id, until=None, timeout=240, what=None):
+        """The job's status once `until(status)` holds (default: the job
+        ended). Status calls that fail (the chief may be the node cut off)
+        are retried; a job that ends first, or the timeout, raises
+        RuntimeError with the last status and the job's log."""
+        deadline = time.time() + timeout
+        job = {}
+        while time.time() < deadline:
+            try:
+                job = self.job(job_id)
+            except (RuntimeError, subprocess.TimeoutExpired):
+                time.sleep(0.5)
+                continue
+            if (until or job_ended)(job):
+                return job
+            if job_ended(job):
+                break
+            time.sleep(0.2)
+        logs = self.cli("logs", job_id, check=False, timeout=30)
+        raise RuntimeError(f"{what or 'job ' + job_id}: waited {timeout} s; last status: "
+                           f"{json.dumps(job)[:1500]}\nbrook logs {job_id}:\n"
+                           f"{logs.stdout[-3000:]}{logs.stderr[-500:]}")
+
     def metric_sum(self, node, name):
         """Sum of every sample of metric `name` on the node's /metrics, read
         from the client's namespace; None when the node does not answer."""
@@ -405,6 +429,33 @@ class Cluster:
             if line.startswith(name + " ") or line.startswith(name + "{"):
                 total += float(line.rsplit(" ", 1)[1])
         return total
+
+
+def job_ended(job):
+    return job.get("state") in ("SUCCEEDED", "FAILED", "CANCELLED")
+
+
+def write_generated_job(path, name, data, *, model, embedding_optimizer, dense_optimizer,
+                        training, trainers, records_per_unit, extra=""):
+    """A job spec over `brook data gen`'s Criteo-shaped data in `data`
+    (C1..C26 sparse, I1..I13 dense with log1p). The other arguments are the
+    YAML flow mappings of their sections, e.g. model="{type: lr, loss: logloss}"."""
+    sparse = "".join(f"  - {{feature: C{i}}}\n" for i in range(1, 27))
+    dense = "".join(f"  - {{feature: I{i}, transform: log1p}}\n" for i in range(1, 14))
+    with open(path, "w") as f:
+        f.write(f"""name: {name}
+data: {{train: [{data}/train-*.tfrecord], eval: [{data}/test-*.tfrecord], records_per_unit: {records_per_unit}}}
+features: {data}/feature_spec.yaml
+model: {model}
+sparse:
+{sparse}dense:
+{dense}optimizer:
+  embedding: {embedding_optimizer}
+  dense: {dense_optimizer}
+training: {training}
+trainers: {trainers}
+{extra}""")
+    return path
 
 
 def link_bytes(node):

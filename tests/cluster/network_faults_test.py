@@ -18,7 +18,6 @@ not root, or no ip/tc/nft), with the reason printed.
 """
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -32,7 +31,6 @@ import netns_cluster as nc  # noqa: E402
 
 TRAIN_ROWS = 100000
 AUC_TOLERANCE = 0.003
-FINISHED = ("SUCCEEDED", "FAILED", "CANCELLED")
 
 
 class Failure(Exception):
@@ -65,50 +63,27 @@ class Suite:
         # Async jobs: units of 25000 records, so a trainer is mid-unit for
         # seconds (the zombie must still be pushing when its lease expires).
         records_per_unit = 25000 if asynchronous else 5000
-        sparse = "\n".join(f"  - {{feature: C{i}}}" for i in range(1, 27))
-        dense = "\n".join(f"  - {{feature: I{i}, transform: log1p}}" for i in range(1, 14))
-        d = self.data
-        path = os.path.join(self.workdir, f"{name}.yaml")
-        with open(path, "w") as f:
-            f.write(f"""name: {name}
-data: {{train: [{d}/train-*.tfrecord], eval: [{d}/test-*.tfrecord], records_per_unit: {records_per_unit}}}
-features: {d}/feature_spec.yaml
-model: {{type: lr, loss: logloss}}
-sparse:
-{sparse}
-dense:
-{dense}
-optimizer:
-  embedding: {{type: adagrad, learning_rate: 0.05}}
-  dense: {{type: adam, learning_rate: 0.003}}
-training: {{batch_size: 64, epochs: 1, staleness: {2 if asynchronous else 0}, seed: 1, retry_seconds: {retry_seconds}}}
-trainers: {2 if asynchronous else 1}
-export: {{dir: {self.workdir}/export}}
-""")
-        return path
+        return nc.write_generated_job(
+            os.path.join(self.workdir, f"{name}.yaml"), name, self.data,
+            trainers=2 if asynchronous else 1, records_per_unit=records_per_unit,
+            model="{type: lr, loss: logloss}",
+            embedding_optimizer="{type: adagrad, learning_rate: 0.05}",
+            dense_optimizer="{type: adam, learning_rate: 0.003}",
+            training=f"{{batch_size: 64, epochs: 1, staleness: {2 if asynchronous else 0}, "
+                     f"seed: 1, retry_seconds: {retry_seconds}}}",
+            extra=f"export: {{dir: {self.workdir}/export}}\n")
 
     def submit(self, spec_path):
         return self.cluster.cli("submit", spec_path).stdout.strip()
 
     def wait(self, job_id, until, timeout=180, what="the job"):
-        deadline = time.time() + timeout
-        job = {}
-        while time.time() < deadline:
-            try:
-                job = self.cluster.job(job_id)
-            except (RuntimeError, subprocess.TimeoutExpired):
-                time.sleep(0.5)  # the chief may be the node cut off
-                continue
-            if until(job):
-                return job
-            if job.get("state") in FINISHED:
-                break
-            time.sleep(0.2)
-        raise Failure(f"{what}: waited {timeout} s; last status: "
-                      f"{json.dumps(job)[:1500]}\n{self.logs(job_id)}")
+        try:
+            return self.cluster.wait_job(job_id, until, timeout, what)
+        except RuntimeError as e:
+            raise Failure(str(e)) from None
 
     def wait_end(self, job_id, timeout=240):
-        return self.wait(job_id, lambda j: j.get("state") in FINISHED, timeout)
+        return self.wait(job_id, nc.job_ended, timeout)
 
     def wait_started(self, job_id, examples=5000):
         return self.wait(job_id, lambda j: j.get("examples_trained", 0) >= examples, 120,
