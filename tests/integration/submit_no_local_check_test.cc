@@ -155,9 +155,9 @@ TEST_F(SubmitNoLocalCheckTest, AGlobNobodySeesIsRefusedByTheChiefNamingIt) {
   const std::string job = WriteJob("nobody-sees", glob);
   auto r = Submit(job, {"--no-local-check"});
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find(absl::StrCat("the chief at ", chief_address_, " refused job nobody-sees")),
-            std::string::npos)
-      << r.output;
+  const std::string refused =
+      absl::StrCat("the chief at ", chief_address_, " refused job nobody-sees");
+  EXPECT_NE(r.output.find(refused), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(absl::StrCat("data.train[0]: \"", glob, "\" matches no file")),
             std::string::npos)
       << r.output;
