@@ -10,6 +10,14 @@
 //
 // --dry-run stops after validation and prints the canonical spec as one JSON
 // line on stdout and a one-line summary on stderr; nothing is sent.
+//
+// The data globs, output dirs and init_from are checked here only as this
+// machine sees them. --no-local-check skips those checks, for a submitter
+// that cannot see the cluster's volumes (a laptop through `kubectl
+// port-forward`): the chief checks them all again at submit where it runs,
+// so nothing unchecked reaches a trainer. The spec itself (and the feature
+// or model spec files it names, which are embedded) is still read here.
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -32,12 +40,20 @@ namespace {
 struct SubmitFlags {
   std::string job;
   bool dry_run = false;
+  bool no_local_check = false;
   std::string chief;
   std::string output = "table";
   double timeout_seconds = 10;
   security::TlsOptions tls;
   TokenFlags token;
 };
+
+// After a local check that failed for want of files: they may well exist
+// where the job runs (a volume of the chief and trainer pods).
+constexpr char kLocalCheckHint[] =
+    "brook submit: (checked on this machine; if only the cluster sees these paths, e.g. a "
+    "volume mounted in the chief and trainer pods, submit with --no-local-check: the chief "
+    "checks them where it runs)\n";
 
 // Sends the validated spec to the chief.
 int Submit(const SubmitFlags& f, const chief::JobSpec& spec) {
@@ -96,9 +112,23 @@ int RunSubmit(const SubmitFlags& f) {
     std::cerr << "brook submit: " << f.job << ": " << chief::kChiefRefusesSteps << "\n";
     return kExitUsage;
   }
+  if (f.no_local_check) {
+    if (!f.dry_run) return Submit(f, *spec);
+    std::cout << spec->CanonicalJson() << std::endl;
+    std::cerr << absl::StrFormat(
+        "brook submit: job %s is valid (spec hash %s); data, output dirs and init_from not "
+        "checked here (--no-local-check: the chief checks them at submit); dry run, nothing "
+        "submitted\n",
+        spec->name, spec->SpecHash());
+    return kExitOk;
+  }
   absl::StatusOr<std::vector<chief::JobSpec::GlobMatches>> data = spec->CheckData();
-  absl::StatusOr<input::DataCheckResult> contents =
-      data.ok() ? spec->CheckDataContents(*data) : data.status();
+  if (!data.ok()) {
+    std::cerr << "brook submit: " << f.job << ": " << data.status().message() << "\n"
+              << kLocalCheckHint;
+    return kExitUsage;
+  }
+  absl::StatusOr<input::DataCheckResult> contents = spec->CheckDataContents(*data);
   if (!contents.ok()) {
     std::cerr << "brook submit: " << f.job << ": " << contents.status().message() << "\n";
     return kExitUsage;
@@ -116,6 +146,8 @@ int RunSubmit(const SubmitFlags& f) {
     // The chief checks it again at submit: it reads the same paths.
     if (absl::Status s = chief::PlanInitFrom(*spec).status(); !s.ok()) {
       std::cerr << "brook submit: " << f.job << ": " << s.message() << "\n";
+      std::error_code ec;
+      if (!std::filesystem::exists(spec->init_from.path, ec)) std::cerr << kLocalCheckHint;
       return kExitUsage;
     }
   }
@@ -147,6 +179,10 @@ void RegisterSubmit(CLI::App& app, int* exit_code) {
   cmd->add_option("job", f->job, "Job spec YAML")->required();
   cmd->add_flag("--dry-run", f->dry_run,
                 "Only validate (spec and data globs) and print the canonical spec as JSON");
+  cmd->add_flag("--no-local-check", f->no_local_check,
+                "Do not check data globs, output dirs and init_from on this machine (they are "
+                "where the chief and trainers run, e.g. pod volumes); the chief checks them at "
+                "submit");
   cmd->add_option("--chief", f->chief,
                   "Chief HOST:PORT (default: $BROOK_CHIEF, else TF_CONFIG's cluster.chief)");
   cmd->add_option("-o,--output", f->output, "table (the job id) or json (its status)")

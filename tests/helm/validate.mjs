@@ -9,7 +9,12 @@
 //      (@kubernetes-models/prometheus-operator), then asserted on: labels,
 //      security contexts, probes, resources, GPUs, PS replicas, the headless
 //      Service, PDB, NetworkPolicies, Prometheus annotations, the TLS and
-//      token Secrets, mounts, BROOK_TLS_* / token env and checksums;
+//      token Secrets, mounts, BROOK_TLS_* / token env and checksums; the
+//      storage volumes (storage.data in the chief and trainers, read-only;
+//      storage.shared at one path in the chief and every PS; the shared PVC
+//      the chart makes) and <role>.extraVolumes / extraVolumeMounts; the PS
+//      token (BROOK_PS_TOKEN in the PS, chief and trainer pods) or, with
+//      neither token nor mutual TLS, `brook ps --allow-unauthenticated`;
 //   2b. the generated certificate is real (openssl CLI): it chains to the
 //      generated CA, its SANs cover the chief Service and (wildcard) every PS
 //      pod name of the rendered namespace, it has serverAuth and clientAuth,
@@ -19,12 +24,16 @@
 //   2c. on upgrade (`helm template --dry-run=server` against an in-process
 //      stub Kubernetes API holding the first render's Secrets) `lookup`
 //      brings back the same CA, certificate, key and token;
-//   3. bad values fail `helm template` naming the field;
+//   3. bad values fail `helm template` naming the field (storage and extra
+//      volumes included);
 //   4. NOTES.txt renders (`helm install --dry-run=client`), with how to read
-//      the token and certificates when they are on;
+//      the token and certificates when they are on, where jobs' paths go,
+//      and the loud warning when the PS is unauthenticated;
 //   5. every rendered container's args (with its ConfigMap and literal env;
 //      downward-API values substituted, TLS paths pointing at the rendered
-//      Secret's files) pass `brook ... --check-config`; the smoke data is
+//      Secret's files) pass `brook ... --check-config` (a PS given
+//      --allow-unauthenticated: without that flag while the binary lacks
+//      it; it comes with the ps-auth change); the smoke data is
 //      generated with exactly the Dockerfiles' `brook data gen` arguments and
 //      examples/smoke/job.yaml passes `brook submit --dry-run` beside it; the
 //      helm test pod's /bin/sh script (smoke job path pointed at that data)
@@ -131,6 +140,18 @@ const argValue = (args, flag) => {
   return i >= 0 ? args[i + 1] : undefined;
 };
 
+// A values file (JSON is YAML) for what --set cannot say well (lists of
+// volumes).
+let valuesFiles = 0;
+function valuesFile(obj) {
+  const file = path.join(work, `values-${valuesFiles++}.json`);
+  writeFileSync(file, JSON.stringify(obj));
+  return file;
+}
+// JSON with sorted keys (toYaml sorts them): equal values, equal strings.
+const canon = (x) => JSON.stringify(x, (k, val) => (val && typeof val === "object" && !Array.isArray(val) ? Object.fromEntries(Object.entries(val).sort()) : val));
+const dig = (obj, dotted) => dotted.split(".").reduce((o, k) => (o && typeof o === "object" ? o[k] : undefined), obj);
+
 function render(release, namespace, extra) {
   const r = helm(["template", release, CHART, "--namespace", namespace, ...extra]);
   if (r.status !== 0) throw new Error(`helm template ${extra.join(" ")} failed: ${r.stderr.trim()}`);
@@ -222,6 +243,32 @@ const variants = [
     set: { "chief.persistence.enabled": false, "ps.persistence.enabled": false, "metrics.enabled": false, "networkPolicy.enabled": false, "ps.podDisruptionBudget.enabled": false, "ps.memoryLimit": "" },
   },
   { name: "namespace ml, release brook-prod, env", release: "brook-prod", namespace: "ml", set: { "env.BROOK_PS_DEDUP_WINDOW": 4096, "chief.env.BROOK_CHIEF_LEASE_SECONDS": 30, "image.tag": "1.2.3" } },
+  {
+    name: "storage: data PVC, shared PVC made by the chart, extra volumes",
+    set: {},
+    values: {
+      storage: { data: { enabled: true, existingClaim: "training-data" }, shared: { enabled: true, size: "100Gi", storageClass: "nfs-client" } },
+      chief: { extraVolumes: [{ name: "jobs", configMap: { name: "brook-jobs" } }], extraVolumeMounts: [{ name: "jobs", mountPath: "/etc/brook/jobs", readOnly: true }] },
+      trainer: { extraVolumes: [{ name: "scratch", emptyDir: { medium: "Memory", sizeLimit: "1Gi" } }], extraVolumeMounts: [{ name: "scratch", mountPath: "/scratch" }] },
+    },
+  },
+  {
+    name: "storage: single node (hostPath data and shared), TLS and token off",
+    set: { "tls.enabled": false, "auth.enabled": false },
+    values: {
+      storage: { data: { enabled: true, hostPath: "/srv/brook/data", mountPath: "/data" }, shared: { enabled: true, hostPath: "/srv/brook/shared" } },
+      ps: { extraVolumes: [{ name: "cache", emptyDir: {} }], extraVolumeMounts: [{ name: "cache", mountPath: "/cache" }] },
+    },
+  },
+  {
+    name: "storage: existing shared claim, 3 PS, data from a subPath of it via extraVolumes",
+    set: { "ps.replicas": 3 },
+    values: {
+      storage: { shared: { enabled: true, existingClaim: "brook-rwx", mountPath: "/mnt/brook" } },
+      chief: { extraVolumeMounts: [{ name: "brook-shared", mountPath: "/mnt/data", subPath: "data", readOnly: true }] },
+      trainer: { extraVolumes: [{ name: "data", persistentVolumeClaim: { claimName: "brook-rwx", readOnly: true } }], extraVolumeMounts: [{ name: "data", mountPath: "/mnt/data", subPath: "data", readOnly: true }] },
+    },
+  },
 ];
 
 const REQUIRED_LABELS = ["app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component", "app.kubernetes.io/part-of", "app.kubernetes.io/managed-by", "app.kubernetes.io/version", "helm.sh/chart"];
@@ -234,6 +281,7 @@ for (const v of variants) {
   const sets = [
     ...Object.entries(v.set).flatMap(([k, val]) => ["--set", `${k}=${val}`]),
     ...Object.entries(v.files || {}).flatMap(([k, file]) => ["--set-file", `${k}=${file}`]),
+    ...(v.values ? ["-f", valuesFile(v.values)] : []),
   ];
   let objs;
   try {
@@ -244,7 +292,8 @@ for (const v of variants) {
     continue;
   }
   rendered.push({ v, release, namespace, objs });
-  const get = (key, dflt) => (key in v.set ? v.set[key] : v.files && key in v.files ? readFileSync(v.files[key], "utf8") : dflt);
+  const get = (key, dflt) =>
+    key in v.set ? v.set[key] : v.files && key in v.files ? readFileSync(v.files[key], "utf8") : dig(v.values, key) !== undefined ? dig(v.values, key) : dflt;
   const gpus = Number(get("trainer.gpus", 0));
   const psReplicas = Number(get("ps.replicas", 2));
   const metricsOn = get("metrics.enabled", true) !== false;
@@ -643,6 +692,94 @@ for (const v of variants) {
     return p;
   });
 
+  const dataOn = String(get("storage.data.enabled", false)) === "true";
+  const sharedOn = String(get("storage.shared.enabled", false)) === "true";
+  check(`[${v.name}] storage: ${dataOn ? "data read-only in the chief and trainers" : "no data volume"}, ${sharedOn ? "one shared volume at one path in the chief and every PS" : "no shared volume"}, extra volumes as given`, () => {
+    const p = [];
+    const roles = { chief: find(objs, "Deployment", n.chief), ps: find(objs, "StatefulSet", n.ps), trainer: find(objs, "StatefulSet", n.trainer) };
+    const sharedClaim = `${n.full}-shared`;
+    const made = sharedOn && get("storage.shared.size", "") && !get("storage.shared.existingClaim", "") && !get("storage.shared.hostPath", "");
+    const want = { "brook-data": dataOn ? ["chief", "trainer"] : [], "brook-shared": sharedOn ? ["chief", "ps"] : [] };
+    const sharedPaths = new Set();
+    for (const [vol, withIt] of Object.entries(want)) {
+      for (const [role, w] of Object.entries(roles)) {
+        const spec = w.spec.template.spec;
+        const volume = (spec.volumes || []).find((x) => x.name === vol);
+        const mount = (spec.containers[0].volumeMounts || []).find((x) => x.name === vol && !x.subPath);
+        if (!withIt.includes(role)) {
+          if (volume || mount) p.push(`${role}: has ${vol}`);
+          continue;
+        }
+        if (!volume || !mount) {
+          p.push(`${role}: no ${vol} ${volume ? "mount" : "volume"}`);
+          continue;
+        }
+        const prefix = vol === "brook-data" ? "storage.data" : "storage.shared";
+        const mountPath = get(`${prefix}.mountPath`, vol === "brook-data" ? "/brook/data" : "/brook/shared");
+        if (mount.mountPath !== mountPath) p.push(`${role}: ${vol} at ${mount.mountPath}, want ${mountPath}`);
+        if (vol === "brook-data" && mount.readOnly !== true) p.push(`${role}: the data is not mounted read-only`);
+        if (vol === "brook-shared") {
+          if (mount.readOnly) p.push(`${role}: the shared volume is read-only (the PS and chief write there)`);
+          sharedPaths.add(mount.mountPath);
+        }
+        const claim = get(`${prefix}.existingClaim`, "") || (vol === "brook-shared" && made ? sharedClaim : "");
+        const hostPath = get(`${prefix}.hostPath`, "");
+        if (claim) {
+          if (volume.persistentVolumeClaim?.claimName !== claim) p.push(`${role}: ${vol} claim ${volume.persistentVolumeClaim?.claimName}, want ${claim}`);
+          if (vol === "brook-data" && volume.persistentVolumeClaim?.readOnly !== true) p.push(`${role}: data claim not readOnly`);
+        } else if (hostPath) {
+          if (volume.hostPath?.path !== hostPath || volume.hostPath?.type !== "Directory") p.push(`${role}: ${vol} hostPath ${JSON.stringify(volume.hostPath)}, want ${hostPath} (Directory)`);
+        } else p.push(`${role}: ${vol} has neither a claim nor a hostPath`);
+      }
+    }
+    if (sharedPaths.size > 1) p.push(`the chief and the PS mount the shared volume at different paths: ${[...sharedPaths]}`);
+    const pvc = find(objs, "PersistentVolumeClaim", sharedClaim);
+    if (!!pvc !== !!made) p.push(`shared PVC ${sharedClaim} ${pvc ? "rendered" : "missing"}`);
+    if (pvc) {
+      if (!pvc.spec.accessModes.includes("ReadWriteMany")) p.push(`shared PVC access modes ${pvc.spec.accessModes}`);
+      if (pvc.spec.resources?.requests?.storage !== get("storage.shared.size")) p.push("shared PVC size");
+      if ((pvc.spec.storageClassName || "") !== get("storage.shared.storageClass", "")) p.push("shared PVC storageClassName");
+      if (pvc.metadata.annotations?.["helm.sh/resource-policy"] !== "keep") p.push("shared PVC not kept on uninstall");
+    }
+    for (const [role, w] of Object.entries(roles)) {
+      const spec = w.spec.template.spec;
+      const mounts = spec.containers[0].volumeMounts || [];
+      for (const ev of get(`${role}.extraVolumes`, [])) {
+        if (canon((spec.volumes || []).find((x) => x.name === ev.name)) !== canon(ev)) p.push(`${role}: extra volume ${ev.name} not rendered as given`);
+      }
+      for (const em of get(`${role}.extraVolumeMounts`, [])) {
+        const same = (m) => Object.entries(em).every(([k, val]) => m[k] === val) && Object.keys(m).length === Object.keys(em).length;
+        if (!mounts.some(same)) p.push(`${role}: extra mount ${em.name} at ${em.mountPath} not rendered as given`);
+      }
+      // What the API server would refuse: a mount of no volume, one path twice.
+      const names = new Set([...(spec.volumes || []), ...(w.spec.volumeClaimTemplates || []).map((t) => t.metadata)].map((x) => x.name));
+      for (const m of mounts) if (!names.has(m.name)) p.push(`${role}: mount ${m.mountPath} names no volume (${m.name})`);
+      const paths = mounts.map((m) => m.mountPath);
+      if (new Set(paths).size !== paths.length) p.push(`${role}: a mount path twice: ${paths}`);
+    }
+    return p;
+  });
+
+  const psUnauthenticated = !authOn && !(tlsOn && mutual);
+  check(`[${v.name}] PS data path: ${authOn ? "BROOK_PS_TOKEN from the token Secret in the PS, chief and trainer pods" : psUnauthenticated ? "no token, no mutual TLS: brook ps --allow-unauthenticated" : "mutual TLS, no token"}`, () => {
+    const p = [];
+    const psW = find(objs, "StatefulSet", n.ps);
+    const args = psW.spec.template.spec.containers[0].args;
+    if (args.includes("--allow-unauthenticated") !== psUnauthenticated) p.push(`--allow-unauthenticated ${psUnauthenticated ? "missing" : "given"}`);
+    for (const w of [psW, chiefW, find(objs, "StatefulSet", n.trainer)]) {
+      const ref = envOf(w).find((e) => e.name === "BROOK_PS_TOKEN");
+      if (!authOn) {
+        if (ref) p.push(`${w.metadata.name}: BROOK_PS_TOKEN while auth is off`);
+        continue;
+      }
+      const k = ref?.valueFrom?.secretKeyRef;
+      if (!k) p.push(`${w.metadata.name}: no BROOK_PS_TOKEN from a Secret`);
+      else if (k.name !== authSecretName || k.key !== authSecretKey) p.push(`${w.metadata.name}: BROOK_PS_TOKEN from ${k.name}/${k.key}, want ${authSecretName}/${authSecretKey}`);
+    }
+    if (envOf(testPod).some((e) => e.name === "BROOK_PS_TOKEN")) p.push("the helm test pod (a chief client) has BROOK_PS_TOKEN");
+    return p;
+  });
+
   check(`[${v.name}] helm test hook pod submits the image's smoke job to the chief Service and watches it`, () => {
     const t = objs.filter(isHelmTest);
     if (t.length !== 1) return [`${t.length} test hooks`];
@@ -906,9 +1043,27 @@ const bad = [
   { label: "podMonitor with serviceMonitor", set: ["--set", "metrics.podMonitor.enabled=true", "--set", "metrics.serviceMonitor.enabled=true", "--api-versions", "monitoring.coreos.com/v1/PodMonitor", "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"], want: /pick one/ },
   { label: "podMonitor without metrics", set: ["--set", "metrics.podMonitor.enabled=true", "--set", "metrics.enabled=false", "--api-versions", "monitoring.coreos.com/v1/PodMonitor"], want: /needs metrics\.enabled/ },
   { set: ["--set", "metrics.port=7000"], want: /metrics\.port/ },
+  // storage and extra volumes
+  { set: ["--set", "storage.data.enabled=true"], want: /storage\.data\.enabled needs storage\.data\.existingClaim .* or storage\.data\.hostPath/ },
+  { label: "storage.data existingClaim and hostPath", set: ["--set", "storage.data.enabled=true", "--set", "storage.data.existingClaim=d", "--set", "storage.data.hostPath=/srv/d"], want: /storage\.data\.existingClaim and storage\.data\.hostPath are exclusive/ },
+  { set: ["--set", "storage.data.hostPath=srv/data"], want: /storage\/data\/hostPath/ },
+  { set: ["--set", "storage.data.mountPath=data"], want: /storage\/data\/mountPath/ },
+  { set: ["--set", "storage.shared.enabled=true"], want: /storage\.shared\.enabled needs storage\.shared\.existingClaim .*storage\.shared\.size .*storage\.shared\.hostPath/ },
+  { label: "storage.shared existingClaim and size", set: ["--set", "storage.shared.enabled=true", "--set", "storage.shared.existingClaim=x", "--set", "storage.shared.size=10Gi"], want: /storage\.shared\.existingClaim and storage\.shared\.size are exclusive/ },
+  { set: ["--set", "storage.shared.size=lots"], want: /storage\/shared\/size/ },
+  { set: ["--set", "storage.shared.hostPath=/"], want: /storage\/shared\/hostPath/ },
+  { label: "storage.shared made ReadWriteOnce", set: ["--set", "storage.shared.enabled=true", "--set", "storage.shared.size=10Gi", "--set", "storage.shared.accessModes={ReadWriteOnce}"], want: /storage\.shared\.accessModes .*ReadWriteMany/ },
+  { label: "storage.shared.mountPath inside storage.data.mountPath", set: ["--set", "storage.data.enabled=true", "--set", "storage.data.hostPath=/srv/d", "--set", "storage.shared.enabled=true", "--set", "storage.shared.hostPath=/srv/s", "--set", "storage.shared.mountPath=/brook/data/out"], want: /storage\.data\.mountPath \/brook\/data and storage\.shared\.mountPath \/brook\/data\/out overlap/ },
+  { label: "storage.shared.mountPath over the PS data dir", set: ["--set", "storage.shared.enabled=true", "--set", "storage.shared.existingClaim=x", "--set", "storage.shared.mountPath=/var/lib/brook"], want: /storage\.shared\.mountPath \/var\/lib\/brook: .*overlap/ },
+  { label: "an extraVolumeMount naming no volume", values: { trainer: { extraVolumeMounts: [{ name: "nope", mountPath: "/x" }] } }, want: /trainer\.extraVolumeMounts\[0\] \(mountPath \/x\): no volume named "nope" in the trainer pods/ },
+  { label: "a PS mount of the data volume (only chief and trainers have it)", values: { storage: { data: { enabled: true, existingClaim: "d" } }, ps: { extraVolumeMounts: [{ name: "brook-data", mountPath: "/x" }] } }, want: /ps\.extraVolumeMounts\[0\] .*no volume named "brook-data" in the ps pods/ },
+  { label: "an extraVolume named like the chart's", values: { chief: { extraVolumes: [{ name: "state", emptyDir: {} }] } }, want: /chief\.extraVolumes\[0\]: the chief pods have a volume named "state" already/ },
+  { label: "an extraVolume without a name", values: { ps: { extraVolumes: [{ emptyDir: {} }] } }, want: /ps\/extraVolumes\/0.*name/ },
+  { label: "an extraVolumeMount over /tmp", values: { trainer: { extraVolumes: [{ name: "x", emptyDir: {} }], extraVolumeMounts: [{ name: "x", mountPath: "/tmp" }] } }, want: /trainer\.extraVolumeMounts\[0\]: mountPath \/tmp is mounted already/ },
+  { label: "a relative extraVolumeMount path", values: { ps: { extraVolumes: [{ name: "x", emptyDir: {} }], extraVolumeMounts: [{ name: "x", mountPath: "x" }] } }, want: /ps\/extraVolumeMounts\/0\/mountPath/ },
 ];
 for (const b of bad) {
-  const r = helm(["template", RELEASE, CHART, ...b.set]);
+  const r = helm(["template", RELEASE, CHART, ...(b.set || []), ...(b.values ? ["-f", valuesFile(b.values)] : [])]);
   const msg = (r.stderr || "").trim().replace(/\s+/g, " ");
   const label = b.label || b.set[1];
   if (r.status === 0) fail(`bad values ${label} rendered without error`);
@@ -920,8 +1075,10 @@ for (const b of bad) {
 // (helm 4's install takes no --api-versions, so no ServiceMonitor variant here.)
 const notesVariants = [
   { name: "defaults: generated mutual TLS and token", extra: [], tls: "rel-brook-tls", token: "rel-brook-auth", key: "token", mutual: true, serverName: false },
+  { name: "TLS, not mutual, no token: unauthenticated PS", extra: ["--set", "auth.enabled=false", "--set", "tls.mutual=false"], tls: "rel-brook-tls", token: null, mutual: false, serverName: false, psWarning: true },
+  { name: "storage on", extra: ["--set", "storage.data.enabled=true", "--set", "storage.data.existingClaim=d", "--set", "storage.data.mountPath=/data", "--set", "storage.shared.enabled=true", "--set", "storage.shared.size=1Gi"], tls: "rel-brook-tls", token: "rel-brook-auth", key: "token", mutual: true, serverName: false, storage: true },
   { name: "GPU, existing Secrets, not mutual", extra: ["--set", "trainer.gpus=1", "--set", "tls.existingSecret=my-tls", "--set", "tls.mutual=false", "--set", "auth.existingSecret=my-auth", "--set", "auth.existingSecretKey=api.token"], tls: "my-tls", token: "my-auth", key: "api\\.token", mutual: false, serverName: true },
-  { name: "TLS and token off", extra: ["--set", "tls.enabled=false", "--set", "auth.enabled=false"], tls: null, token: null },
+  { name: "TLS and token off", extra: ["--set", "tls.enabled=false", "--set", "auth.enabled=false"], tls: null, token: null, psWarning: true },
 ];
 for (const nv of notesVariants) {
   const r = helm(["install", RELEASE, CHART, "--dry-run=client", "--namespace", "ml", ...nv.extra]);
@@ -937,7 +1094,7 @@ for (const nv of notesVariants) {
   const secretLine = (name, key) => `kubectl --namespace ml get secret ${name} -o jsonpath='{.data.${key}}' | base64 -d`;
   if (nv.token) {
     if (!notes.includes(`export BROOK_TOKEN="$(${secretLine(nv.token, nv.key)})"`)) p.push("no BROOK_TOKEN line reading the token Secret");
-  } else if (/BROOK_TOKEN|get secret/.test(notes)) p.push("token or Secret lines while auth is off");
+  } else if (/BROOK_TOKEN/.test(notes) || (!nv.tls && /get secret/.test(notes))) p.push("token or Secret lines while auth is off");
   if (nv.tls) {
     if (!notes.includes(`${secretLine(nv.tls, "ca\\.crt")} > `) || !/export BROOK_TLS_CA=/.test(notes)) p.push("no CA extraction / BROOK_TLS_CA");
     const clientCert = notes.includes(`${secretLine(nv.tls, "tls\\.crt")} > `) && notes.includes(`${secretLine(nv.tls, "tls\\.key")} > `) && /BROOK_TLS_MUTUAL=true/.test(notes);
@@ -948,6 +1105,13 @@ for (const nv of notesVariants) {
     if (!/WARNING: tls\.enabled=false/.test(notes) || !/auth\.enabled=false/.test(notes)) p.push("no plaintext / no-token warning");
   }
   if (nv.tls && nv.token && /WARNING/.test(notes)) p.push("a warning with TLS and token on");
+  const psWarned = /WARNING: THE PARAMETER SERVERS ARE UNAUTHENTICATED \(brook ps\s+--allow-unauthenticated\)/.test(notes);
+  if (psWarned !== !!nv.psWarning) p.push(`unauthenticated-PS warning ${psWarned ? "without cause" : "missing"}`);
+  if (!/--no-local-check/.test(notes)) p.push("no word of brook submit --no-local-check");
+  if (nv.storage) {
+    if (!/data globs\s+under \/data/.test(notes)) p.push("no data mount path");
+    if (!notes.includes("checkpoint: {dir: /brook/shared/checkpoints}") || !notes.includes("export: {dir: /brook/shared/exports}")) p.push("no checkpoint/export dirs under the shared mount");
+  } else if (!/need storage\.shared/.test(notes)) p.push("no word that checkpoints and exports need storage.shared");
   if (p.length) fail(`NOTES.txt (${nv.name}): ${p.join("; ")}`);
   else ok(`helm install --dry-run=client renders NOTES.txt (${nv.name})`);
 }
@@ -1053,6 +1217,11 @@ if (!existsSync(BROOK)) {
   function runTestScript(s, chief, env, opts) {
     return spawnSync("/bin/sh", ["-c", localScript(s, opts), s.argv0 || "sh", chief], { encoding: "utf8", env: shEnv(env), timeout: 30000 });
   }
+  // `brook ps --allow-unauthenticated` comes with the ps-auth change; until
+  // this binary has it, a PS render carrying it is checked without it
+  // (the rest of its command still runs through --check-config).
+  const psHelp = run(["ps", "--help"], {});
+  const HAS_PS_AUTH = /--allow-unauthenticated/.test(`${psHelp.stdout}${psHelp.stderr}`);
   let checked = 0;
   for (const entry of rendered) {
     const { v, objs } = entry;
@@ -1097,8 +1266,14 @@ if (!existsSync(BROOK)) {
           const key = JSON.stringify([c.args, env]);
           if (seen.has(key)) continue;
           seen.add(key);
-          const shown = `brook ${c.args.join(" ")}`;
-          const r = run([...c.args, "--check-config"], env);
+          let args = c.args;
+          let note = "";
+          if (!HAS_PS_AUTH && args[0] === "ps" && args.includes("--allow-unauthenticated")) {
+            args = args.filter((a) => a !== "--allow-unauthenticated");
+            note = " [without --allow-unauthenticated: needs ps-auth, which this brook lacks]";
+          }
+          const shown = `brook ${args.join(" ")}${note}`;
+          const r = run([...args, "--check-config"], env);
           const envShown = Object.keys(env).filter((k) => k.startsWith("BROOK_")).length;
           if (r.status === 0 && r.stdout.includes("config ok")) ok(`[${v.name}] pod ${o.kind === "Pod" ? o.metadata.name : `${o.metadata.name}-${podIndex}`}: ${shown} --check-config (${envShown} BROOK_* vars)`);
           else fail(`[${v.name}] ${o.metadata.name}-${podIndex}/${c.name}: ${shown} --check-config exit ${r.status} ${r.signal || ""}: ${(r.stderr || "").trim()} ${(r.stdout || "").trim()}`);
@@ -1134,6 +1309,14 @@ if (!existsSync(BROOK)) {
     const r4 = run([...trainer.spec.template.spec.containers[0].args, "--check-config"], shortToken);
     if (r4.status === 2) ok(`brook trainer --check-config rejects a short BROOK_TOKEN (exit 2: ${(r4.stderr || "").trim()})`);
     else fail(`brook trainer --check-config accepted a 5-character BROOK_TOKEN (exit ${r4.status})`);
+    const open = rendered.find((x) => x.v.name === "tls and token off");
+    if (open && HAS_PS_AUTH) {
+      const ops = find(open.objs, "StatefulSet", n.ps);
+      const oc = ops.spec.template.spec.containers[0];
+      const r5 = run([...oc.args.filter((a) => a !== "--allow-unauthenticated"), "--check-config"], localize(containerEnv(open.objs, ops, oc, 0), open));
+      if (r5.status === 2) ok(`brook ps --check-config refuses 0.0.0.0 with neither token nor mutual TLS unless --allow-unauthenticated (exit 2: ${(r5.stderr || "").trim()})`);
+      else fail(`brook ps --check-config accepted an unauthenticated PS on 0.0.0.0 without --allow-unauthenticated (exit ${r5.status})`);
+    } else if (!HAS_PS_AUTH) console.log("skip: brook ps has no --allow-unauthenticated yet (needs ps-auth): its refusal is not checked");
     await liveChief(def, chief, chiefEnv);
   }
   // The default render's generated certificate and token, in the real
@@ -1188,6 +1371,7 @@ if (!existsSync(BROOK)) {
       const psC = psSet.spec.template.spec.containers[0];
       for (let i = 0; i < psSet.spec.replicas; i++) {
         const env = { ...localize(containerEnv(def.objs, psSet, psC, i), def), BROOK_PS_THREADS: "2" };
+        if ("BROOK_PS_TOKEN" in env) env.BROOK_PS_TOKEN = token;
         env.BROOK_PS_DATA_DIR = path.join(scratch, `live-ps-${i}`);
         mkdirSync(env.BROOK_PS_DATA_DIR, { recursive: true });
         const args = setFlag(setFlag([...psC.args], "--listen", "127.0.0.1:0"), "--metrics-listen", "");
@@ -1196,6 +1380,7 @@ if (!existsSync(BROOK)) {
         servers.push(s);
       }
       const env = { ...chiefEnv(), BROOK_CHIEF_TOKEN: token };
+      if ("BROOK_PS_TOKEN" in env) env.BROOK_PS_TOKEN = token;
       env.BROOK_CHIEF_STATE_DIR = path.join(scratch, "live-chief-state");
       mkdirSync(env.BROOK_CHIEF_STATE_DIR, { recursive: true });
       const psFlags = ["--ps-statefulset", "--ps-service", "--ps-namespace", "--ps-replicas", "--ps-port"];
@@ -1235,6 +1420,7 @@ if (!existsSync(BROOK)) {
       const trainerSet = find(def.objs, "StatefulSet", n.trainer);
       const trC = trainerSet.spec.template.spec.containers[0];
       const trEnv = { ...localize(containerEnv(def.objs, trainerSet, trC, 0), def), BROOK_TOKEN: token, BROOK_TRAINER_CPU_THREADS: "2" };
+      if ("BROOK_PS_TOKEN" in trEnv) trEnv.BROOK_PS_TOKEN = token;
       const trArgs = setFlag(setFlag([...trC.args], "--chief", address), "--metrics-listen", "");
       const trainer = await startServer("trainer", trArgs, trEnv, false);
       servers.push(trainer);

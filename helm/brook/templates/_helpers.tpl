@@ -229,6 +229,170 @@ BROOK_TLS_MUTUAL: {{ .Values.tls.mutual | quote }}
 {{- end }}
 {{- end }}
 
+{{/* BROOK_PS_TOKEN (auth.enabled): the token every PS RPC carries. The PS
+     requires it; the chief and the trainers send it. It is the chief's
+     token (one Secret), named explicitly for all three so none falls back
+     on a default. */}}
+{{- define "brook.psTokenEnv" -}}
+{{- if .Values.auth.enabled }}
+- name: BROOK_PS_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "brook.authSecretName" . }}
+      key: {{ include "brook.authSecretKey" . }}
+{{- end }}
+{{- end }}
+
+{{/* "true" when the PS has neither a token (auth.enabled) nor mutual TLS:
+     it then needs --allow-unauthenticated to listen on the pod's address,
+     and NOTES.txt warns. */}}
+{{- define "brook.psUnauthenticated" -}}
+{{- if not (or .Values.auth.enabled (and .Values.tls.enabled .Values.tls.mutual)) }}true{{ end }}
+{{- end }}
+
+{{/* The chart's own volumes of one role's pods, as a JSON list of
+     {name, mountPath} (storage.data: chief and trainers; storage.shared:
+     chief and every PS); call with (dict "ctx" $ "role" "chief"). */}}
+{{- define "brook.builtinMounts" -}}
+{{- $v := .ctx.Values }}
+{{- $m := list (dict "name" "tmp" "mountPath" "/tmp") }}
+{{- if $v.tls.enabled }}{{ $m = append $m (dict "name" "tls" "mountPath" $v.tls.mountPath) }}{{ end }}
+{{- if eq .role "chief" }}{{ $m = append $m (dict "name" "state" "mountPath" "/var/lib/brook/chief") }}{{ end }}
+{{- if eq .role "ps" }}{{ $m = append $m (dict "name" "data" "mountPath" "/var/lib/brook/ps") }}{{ end }}
+{{- if and $v.storage.data.enabled (has .role (list "chief" "trainer")) }}
+{{- $m = append $m (dict "name" "brook-data" "mountPath" $v.storage.data.mountPath) }}
+{{- end }}
+{{- if and $v.storage.shared.enabled (has .role (list "chief" "ps")) }}
+{{- $m = append $m (dict "name" "brook-shared" "mountPath" $v.storage.shared.mountPath) }}
+{{- end }}
+{{- toJson $m }}
+{{- end }}
+
+{{/* A role's storage volumes and its extraVolumes (the volumes list
+     entries beyond tmp/tls and the role's own state or data volume). */}}
+{{- define "brook.storageVolumes" -}}
+{{- $v := .ctx.Values }}
+{{- $data := $v.storage.data }}
+{{- $shared := $v.storage.shared }}
+{{- if and $data.enabled (has .role (list "chief" "trainer")) }}
+- name: brook-data
+  {{- if $data.existingClaim }}
+  persistentVolumeClaim:
+    claimName: {{ $data.existingClaim }}
+    readOnly: true
+  {{- else }}
+  hostPath:
+    path: {{ $data.hostPath }}
+    type: Directory
+  {{- end }}
+{{- end }}
+{{- if and $shared.enabled (has .role (list "chief" "ps")) }}
+- name: brook-shared
+  {{- if $shared.hostPath }}
+  hostPath:
+    path: {{ $shared.hostPath }}
+    type: Directory
+  {{- else }}
+  persistentVolumeClaim:
+    claimName: {{ $shared.existingClaim | default (include "brook.sharedClaimName" .ctx) }}
+  {{- end }}
+{{- end }}
+{{- with (index $v .role).extraVolumes }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "brook.storageVolumeMounts" -}}
+{{- $v := .ctx.Values }}
+{{- if and $v.storage.data.enabled (has .role (list "chief" "trainer")) }}
+- name: brook-data
+  mountPath: {{ $v.storage.data.mountPath }}
+  readOnly: true
+{{- end }}
+{{- if and $v.storage.shared.enabled (has .role (list "chief" "ps")) }}
+- name: brook-shared
+  mountPath: {{ $v.storage.shared.mountPath }}
+{{- end }}
+{{- with (index $v .role).extraVolumeMounts }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "brook.sharedClaimName" -}}
+{{ include "brook.fullname" . }}-shared
+{{- end }}
+
+{{/* Checks storage and <role>.extraVolumes / extraVolumeMounts: what the
+     schema cannot say (which of the alternatives is set, names that must
+     match, paths that must not collide). */}}
+{{- define "brook.validateStorage" -}}
+{{- $data := .Values.storage.data }}
+{{- $shared := .Values.storage.shared }}
+{{- if $data.enabled }}
+{{- if and $data.existingClaim $data.hostPath }}
+{{- fail "storage.data.existingClaim and storage.data.hostPath are exclusive: name a PVC holding the data, or a directory on the node (single-node clusters)" }}
+{{- end }}
+{{- if not (or $data.existingClaim $data.hostPath) }}
+{{- fail "storage.data.enabled needs storage.data.existingClaim (a PVC holding the training data) or storage.data.hostPath (an absolute directory on the node, single-node clusters); or leave it off and mount the data with chief.extraVolumes and trainer.extraVolumes" }}
+{{- end }}
+{{- end }}
+{{- if $shared.enabled }}
+{{- $set := list }}
+{{- range $k := list "existingClaim" "size" "hostPath" }}{{ if index $shared $k }}{{ $set = append $set (printf "storage.shared.%s" $k) }}{{ end }}{{ end }}
+{{- if gt (len $set) 1 }}
+{{- fail (printf "%s are exclusive: use an existing ReadWriteMany PVC (existingClaim), have the chart create one (size), or a directory on the node (hostPath, single-node clusters)" (join " and " $set)) }}
+{{- end }}
+{{- if eq (len $set) 0 }}
+{{- fail "storage.shared.enabled needs storage.shared.existingClaim (an existing ReadWriteMany PVC), storage.shared.size (the chart creates a ReadWriteMany PVC of that size, e.g. 100Gi) or storage.shared.hostPath (single-node clusters): checkpoints and exports go there" }}
+{{- end }}
+{{- if and $shared.size (not (has "ReadWriteMany" $shared.accessModes)) }}
+{{- fail (printf "storage.shared.accessModes %v: the chief and every PS mount the shared volume at once, from any node, so the PVC must be ReadWriteMany" $shared.accessModes) }}
+{{- end }}
+{{- end }}
+{{- $reserved := list "/tmp" "/var/lib/brook/chief" "/var/lib/brook/ps" }}
+{{- if .Values.tls.enabled }}{{ $reserved = append $reserved .Values.tls.mountPath }}{{ end }}
+{{- range $what := list (list "storage.data" $data) (list "storage.shared" $shared) }}
+{{- $s := index $what 1 }}
+{{- if $s.enabled }}
+{{- $p := trimSuffix "/" $s.mountPath }}
+{{- range $r := $reserved }}
+{{- if or (eq $p $r) (hasPrefix (printf "%s/" $p) $r) (hasPrefix (printf "%s/" $r) $p) }}
+{{- fail (printf "%s.mountPath %s: it would overlap %s, which the Brook pods mount already; pick another path" (index $what 0) $s.mountPath $r) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and $data.enabled $shared.enabled }}
+{{- $a := trimSuffix "/" $data.mountPath }}
+{{- $b := trimSuffix "/" $shared.mountPath }}
+{{- if or (eq $a $b) (hasPrefix (printf "%s/" $a) $b) (hasPrefix (printf "%s/" $b) $a) }}
+{{- fail (printf "storage.data.mountPath %s and storage.shared.mountPath %s overlap: the chief mounts both" $data.mountPath $shared.mountPath) }}
+{{- end }}
+{{- end }}
+{{- range $role := list "chief" "ps" "trainer" }}
+{{- $values := index $.Values $role }}
+{{- $builtin := include "brook.builtinMounts" (dict "ctx" $ "role" $role) | fromJsonArray }}
+{{- $names := list }}
+{{- $paths := list }}
+{{- range $builtin }}{{ $names = append $names .name }}{{ $paths = append $paths .mountPath }}{{ end }}
+{{- range $i, $vol := $values.extraVolumes }}
+{{- if has $vol.name $names }}
+{{- fail (printf "%s.extraVolumes[%d]: the %s pods have a volume named %q already (%s); rename it" $role $i $role $vol.name (join ", " $names)) }}
+{{- end }}
+{{- $names = append $names $vol.name }}
+{{- end }}
+{{- range $i, $m := $values.extraVolumeMounts }}
+{{- if not (has $m.name $names) }}
+{{- fail (printf "%s.extraVolumeMounts[%d] (mountPath %s): no volume named %q in the %s pods; add it to %s.extraVolumes (volumes there now: %s)" $role $i $m.mountPath $m.name $role $role (join ", " $names)) }}
+{{- end }}
+{{- if has (trimSuffix "/" $m.mountPath) $paths }}
+{{- fail (printf "%s.extraVolumeMounts[%d]: mountPath %s is mounted already in the %s container; pick another path" $role $i $m.mountPath $role) }}
+{{- end }}
+{{- $paths = append $paths (trimSuffix "/" $m.mountPath) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{/* Checks values that the schema cannot express. */}}
 {{- define "brook.validate" -}}
 {{- if and .Values.auth.enabled (not .Values.tls.enabled) }}
@@ -274,4 +438,5 @@ BROOK_TLS_MUTUAL: {{ .Values.tls.mutual | quote }}
 {{- if eq (int .Values.ps.port) (int .Values.metrics.port) }}
 {{- fail "ps.port and metrics.port must differ" }}
 {{- end }}
+{{- include "brook.validateStorage" . }}
 {{- end }}
