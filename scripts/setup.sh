@@ -13,9 +13,12 @@ PACKAGES=(
   libeigen3-dev
   python3 python3-numpy python3-sklearn prometheus openssl iproute2 nftables
 )
+# The container test (scripts/container_test.sh) builds the CPU image with
+# podman on a debootstrap base; runc because crun refuses hybrid cgroups.
+CONTAINER_PACKAGES=(podman runc debootstrap)
 
 missing=()
-for p in "${PACKAGES[@]}"; do
+for p in "${PACKAGES[@]}" "${CONTAINER_PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$p")
   fi
@@ -28,6 +31,8 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # podman's recommends (its network and storage helpers) are what it runs with.
+  $SUDO apt-get install -y -qq "${CONTAINER_PACKAGES[@]}" >/dev/null
 else
   echo "setup: all packages present"
 fi
