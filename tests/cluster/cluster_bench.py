@@ -8,8 +8,10 @@ staleness 2) with 1, 2 and 4 trainers over links shaped to 10 Gbit/s and
 1 Gbit/s (tc tbf), and the same processes all on 127.0.0.1 in one namespace.
 Per run: examples/s of the training phase (job start to "all epochs
 trained"), the trainers' bytes on the wire each way per example (their
-links' counters), the busiest link's rate (a PS's, mostly), and how busy the machine's CPUs were (/proc/stat), which
-says whether the CPU or the emulated link bounds a run.
+links' counters), the highest one-second rate on any link one way (a PS's,
+mostly), the CPU the cluster's processes used (cores, from /proc/PID/stat)
+and how busy the machine's CPUs were (/proc/stat): together they say whether
+the CPU or the emulated link bounds a run.
 
 Usage (root): python3 tests/cluster/cluster_bench.py --brook build/chief/brook
   [--train 200000] [--ps 1,2,4] [--trainers 1,2,4] [--json OUT.json]
@@ -23,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from datetime import datetime
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -44,32 +47,58 @@ def event_time(events, text):
     raise RuntimeError(f"no event '{text}' in:\n{events}")
 
 
+def process_cpu_seconds(pids):
+    """User + system CPU seconds used so far by the processes `pids`."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        except (FileNotFoundError, IndexError, ValueError):
+            pass
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def run_job(cluster, spec, trainers, link):
     watched = cluster.trainers + cluster.ps
+    pids = [n.process.pid for n in cluster.nodes if n.process and n.process.poll() is None]
+    cpu0, (busy0, total0), start = process_cpu_seconds(pids), cpu_ticks(), time.time()
     before = {n.name: nc.link_bytes(n) for n in watched} if link else {}
-    busy0, total0 = cpu_ticks()
     job_id = cluster.cli("submit", spec).stdout.strip()
-    job = cluster.wait_job(job_id, timeout=1800)
-    busy1, total1 = cpu_ticks()
+    # Polled once a second: each poll is a `brook status` process, and
+    # polling faster would cost the CPU being measured.
+    peak, last, last_t = 0.0, dict(before), time.time()
+    while True:
+        time.sleep(1)
+        if link:
+            now, now_t = {n.name: nc.link_bytes(n) for n in watched}, time.time()
+            for n in watched:
+                rate = max(now[n.name][0] - last[n.name][0], now[n.name][1] - last[n.name][1])
+                peak = max(peak, rate / (now_t - last_t))
+            last, last_t = now, now_t
+        job = cluster.job(job_id)
+        if nc.job_ended(job):
+            break
+    wall = time.time() - start
+    cpu1, (busy1, total1) = process_cpu_seconds(pids), cpu_ticks()
     if job["state"] != "SUCCEEDED":
         raise RuntimeError(f"{job_id}: {job['state']}: {job['message']}")
     events = cluster.cli("logs", job_id).stdout
     seconds = event_time(events, "all 1 epochs trained") - event_time(events, "started;")
     examples = job["examples_per_epoch"][0]
     out = {"examples_per_second": examples / seconds, "seconds": seconds,
-           "cpu_busy": (busy1 - busy0) / max(1, total1 - total0)}
+           "cluster_cpu_cores": (cpu1 - cpu0) / wall,
+           "machine_cpu_busy": (busy1 - busy0) / max(1, total1 - total0)}
     if link:
-        rx = tx = busiest = 0
-        for n in watched:
+        rx = tx = 0
+        for n in cluster.trainers:
             r, s = nc.link_bytes(n)
-            r, s = r - before[n.name][0], s - before[n.name][1]
-            busiest = max(busiest, r, s)
-            if n in cluster.trainers:
-                rx += r
-                tx += s
+            rx += r - before[n.name][0]
+            tx += s - before[n.name][1]
         out["bytes_in_per_example"] = rx / examples
         out["bytes_out_per_example"] = tx / examples
-        out["busiest_link_mbytes_per_second"] = busiest / seconds / 1e6
+        out["peak_link_mbytes_per_second"] = peak / 1e6
     return out
 
 
@@ -120,19 +149,21 @@ def main():
                             print(json.dumps(r), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print("\n| PS | trainers | link | examples/s | vs 127.0.0.1 | bytes/example in / out "
-          "| busiest link, one way, MB/s | CPU busy |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    cores = os.cpu_count()
+    print(f"\n| PS | trainers | link | examples/s | vs 127.0.0.1 | bytes/example in / out "
+          f"| peak link, one way, MB/s | cluster CPU, cores of {cores} | machine CPU busy |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     base = {(r["ps"], r["trainers"]): r["examples_per_second"] for r in results
             if r["link"] == "127.0.0.1"}
     for r in results:
         ratio = r["examples_per_second"] / base.get((r["ps"], r["trainers"]), float("nan"))
         wire = (f"{r['bytes_in_per_example']:.0f} / {r['bytes_out_per_example']:.0f}"
                 if "bytes_in_per_example" in r else "—")
-        mbs = (f"{r['busiest_link_mbytes_per_second']:.1f}"
-               if "busiest_link_mbytes_per_second" in r else "—")
+        mbs = (f"{r['peak_link_mbytes_per_second']:.0f}"
+               if "peak_link_mbytes_per_second" in r else "—")
         print(f"| {r['ps']} | {r['trainers']} | {r['link']} | {r['examples_per_second']:.0f} "
-              f"| {ratio:.2f} | {wire} | {mbs} | {r['cpu_busy']:.0%} |")
+              f"| {ratio:.2f} | {wire} | {mbs} | {r['cluster_cpu_cores']:.2f} "
+              f"| {r['machine_cpu_busy']:.0%} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
