@@ -9,7 +9,8 @@ staleness 2) with 1, 2 and 4 trainers over links shaped to 10 Gbit/s and
 Per run: examples/s of the training phase (job start to "all epochs
 trained"), the trainers' bytes on the wire each way per example (their
 links' counters), the highest one-second rate on any link one way (a PS's,
-mostly), the CPU the cluster's processes used (cores, from /proc/PID/stat)
+mostly), how many packets the shapers held back (tbf overlimits: 0, the
+link's rate never bound), the CPU the cluster's processes used (cores, from /proc/PID/stat)
 and how busy the machine's CPUs were (/proc/stat): together they say whether
 the CPU or the emulated link bounds a run.
 
@@ -65,6 +66,7 @@ def run_job(cluster, spec, trainers, link):
     pids = [n.process.pid for n in cluster.nodes if n.process and n.process.poll() is None]
     cpu0, (busy0, total0), start = process_cpu_seconds(pids), cpu_ticks(), time.time()
     before = {n.name: nc.link_bytes(n) for n in watched} if link else {}
+    held0 = sum(nc.shaper_overlimits(cluster, n) for n in cluster.nodes) if link else 0
     job_id = cluster.cli("submit", spec).stdout.strip()
     # Polled once a second: each poll is a `brook status` process, and
     # polling faster would cost the CPU being measured.
@@ -99,6 +101,8 @@ def run_job(cluster, spec, trainers, link):
         out["bytes_in_per_example"] = rx / examples
         out["bytes_out_per_example"] = tx / examples
         out["peak_link_mbytes_per_second"] = peak / 1e6
+        out["shaper_overlimits"] = (
+            sum(nc.shaper_overlimits(cluster, n) for n in cluster.nodes) - held0)
     return out
 
 
@@ -108,6 +112,7 @@ def main():
     p.add_argument("--train", default="200000")
     p.add_argument("--ps", default="1,2,4")
     p.add_argument("--trainers", default="1,2,4")
+    p.add_argument("--links", default="10gbit,1gbit", help="tc rates, in the order run")
     p.add_argument("--json")
     args = p.parse_args()
     ok, why = nc.namespaces_can_be_made()
@@ -139,7 +144,7 @@ def main():
                                      n_ps=n_ps, n_trainers=max(trainer_counts), loopback=loopback)
                 with cluster:
                     cluster.start_all()
-                    for rate in ([None] if loopback else ["10gbit", "1gbit"]):
+                    for rate in ([None] if loopback else args.links.split(",")):
                         if rate:
                             cluster.set_rate(rate)
                         for t in trainer_counts:
@@ -151,8 +156,8 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
     cores = os.cpu_count()
     print(f"\n| PS | trainers | link | examples/s | vs 127.0.0.1 | bytes/example in / out "
-          f"| peak link, one way, MB/s | cluster CPU, cores of {cores} | machine CPU busy |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          f"| peak link, one way, MB/s | packets held by the shaper | cluster CPU, cores of {cores} | machine CPU busy |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     base = {(r["ps"], r["trainers"]): r["examples_per_second"] for r in results
             if r["link"] == "127.0.0.1"}
     for r in results:
@@ -162,7 +167,8 @@ def main():
         mbs = (f"{r['peak_link_mbytes_per_second']:.0f}"
                if "peak_link_mbytes_per_second" in r else "—")
         print(f"| {r['ps']} | {r['trainers']} | {r['link']} | {r['examples_per_second']:.0f} "
-              f"| {ratio:.2f} | {wire} | {mbs} | {r['cluster_cpu_cores']:.2f} "
+              f"| {ratio:.2f} | {wire} | {mbs} | {r.get('shaper_overlimits', '—')} "
+              f"| {r['cluster_cpu_cores']:.2f} "
               f"| {r['machine_cpu_busy']:.0%} |")
     if args.json:
         with open(args.json, "w") as f:

@@ -464,6 +464,17 @@ def link_bytes(node):
     return stats["stats64"]["rx"]["bytes"], stats["stats64"]["tx"]["bytes"]
 
 
+def shaper_overlimits(cluster, node):
+    """How many times the tbf shapers on the node's link (both ends) held a
+    packet back for want of tokens: 0 means the link's rate never bound."""
+    total = 0
+    for ns, dev in ((node.ns, "eth0"), (cluster.switch, node.port_name)):
+        out = run("tc", "-s", "-n", ns, "qdisc", "show", "dev", dev, check=False).stdout
+        m = re.search(r"overlimits (\d+)", out)
+        total += int(m.group(1)) if m and "tbf" in out else 0
+    return total
+
+
 def _rate_bits(rate):
     m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg]?)bit", rate)
     if not m:
