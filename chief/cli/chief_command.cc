@@ -107,7 +107,11 @@ int RunChief(ChiefFlags flags) {
             << absl::StrJoin(flags.server.chief.ps_addresses, ",")
             << (flags.server.tls.enabled() ? (flags.server.tls.mutual ? ", mutual TLS" : ", TLS")
                                            : ", plaintext")
-            << (flags.server.auth_token.empty() ? ", no token" : ", token required") << "\n";
+            << (flags.server.auth_token.empty() ? ", no token" : ", token required")
+            << (flags.server.ps_token.token.empty()
+                    ? std::string(", no PS token")
+                    : ", PS token from " + flags.server.ps_token.source)
+            << "\n";
   int sig = 0;
   sigwait(&signals, &sig);
   std::cerr << "brook chief: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", stopping\n";
