@@ -99,8 +99,9 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
   }
   GrpcPsClientOptions checked = options;
   if (!checked.token.token.empty()) {
+    if (checked.token.source.empty()) checked.token.source = "the caller";
     RETURN_IF_ERROR(security::ValidateToken(
-        checked.token.token, checked.token.source.empty() ? "the PS token" : checked.token.source));
+        checked.token.token, absl::StrCat("the PS token from ", checked.token.source)));
     for (const std::string& address : checked.addresses) {
       if (security::MaySendToken(address, checked.tls.enabled())) continue;
       // A default token (the chief's) is not worth leaking: a PS that needs
@@ -110,8 +111,8 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
         break;
       }
       return absl::InvalidArgumentError(absl::StrCat(
-          "refusing to send the PS token (", checked.token.source, ") in plaintext to ", address,
-          ": turn TLS on (--tls-ca), or reach the PS on a loopback address"));
+          "refusing to send the PS token (from ", checked.token.source, ") in plaintext to ",
+          address, ": turn TLS on (--tls-ca), or reach the PS on a loopback address"));
     }
   }
   grpc::ChannelArguments tls_args;

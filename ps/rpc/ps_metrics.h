@@ -44,7 +44,7 @@ std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServ
 
 // brook_ps_unauthenticated_requests_total, one series per method (index as
 // in `methods`), all created at 0. The counters live as long as `registry`.
-std::vector<prometheus::Counter*> NewUnauthenticatedCounters(prometheus::Registry& registry,
-                                                            const std::vector<std::string>& methods);
+std::vector<prometheus::Counter*> NewUnauthenticatedCounters(
+    prometheus::Registry& registry, const std::vector<std::string>& methods);
 
 }  // namespace brook::ps::rpc

@@ -59,7 +59,8 @@ std::optional<double> Metric(const std::string& metrics_address, const std::stri
   if (at == std::string::npos) return std::nullopt;
   const size_t start = at + needle.size();
   double v = 0;
-  if (!absl::SimpleAtod(body.substr(start, body.find('\n', start) - start), &v)) return std::nullopt;
+  const std::string value = body.substr(start, body.find('\n', start) - start);
+  if (!absl::SimpleAtod(value, &v)) return std::nullopt;
   return v;
 }
 
@@ -206,8 +207,8 @@ TEST_F(PsAuthTest, ClientsDoNotSendATokenInPlaintextOffTheMachine) {
 TEST_F(PsAuthTest, AnOpenPsOffLoopbackRefusesToStartUnlessTheRiskIsAccepted) {
   const std::string host = NonLoopbackHost();
   for (const std::string& listen : {host + ":0", std::string("0.0.0.0:0"), std::string("[::]:0")}) {
-    auto r = RunCommand({BrookBinary(), "ps", "--listen", listen, "--metrics-listen", "127.0.0.1:0"},
-                        60);
+    auto r = RunCommand(
+        {BrookBinary(), "ps", "--listen", listen, "--metrics-listen", "127.0.0.1:0"}, 60);
     EXPECT_EQ(r.exit_code, 2) << listen << ": " << r.output;
     EXPECT_THAT(r.output, HasSubstr("refusing to serve " + listen));
     EXPECT_THAT(r.output, HasSubstr("--auth-token-file"));
@@ -290,7 +291,8 @@ TEST_F(PsAuthTest, AJobRunsWithOneClusterTokenAndAWrongPsTokenFailsItNamingThePs
   auto job_yaml = [&](const std::string& name) {
     const std::string path = dir_.Join(name + ".yaml");
     testing::WriteFileOrDie(
-        path, absl::StrCat("name: ", name, "\ndata:\n  train: [", dir_.Join("train/train-*.tfrecord"),
+        path, absl::StrCat("name: ", name, "\ndata:\n  train: [",
+                           dir_.Join("train/train-*.tfrecord"),
                            "]\n  records_per_unit: 8192\nfeatures: ",
                            dir_.Join("train/feature_spec.yaml"), "\nmodel_file: ",
                            testing::SourceDir(), "/examples/adult/wide_deep.yaml\n",
@@ -336,7 +338,8 @@ TEST_F(PsAuthTest, AJobRunsWithOneClusterTokenAndAWrongPsTokenFailsItNamingThePs
   const v1::JobStatus refused = wait_job("refused");
   ASSERT_EQ(refused.state(), "FAILED") << refused.DebugString();
   EXPECT_THAT(refused.message(), HasSubstr("wrong bearer token")) << refused.DebugString();
-  EXPECT_THAT(refused.message(), ::testing::AnyOf(HasSubstr(ps[0].address), HasSubstr(ps[1].address)))
+  EXPECT_THAT(refused.message(),
+              ::testing::AnyOf(HasSubstr(ps[0].address), HasSubstr(ps[1].address)))
       << refused.DebugString();
   EXPECT_THAT(refused.message(), HasSubstr("--ps-token-file " + dir_.Join("wrong")))
       << refused.DebugString();

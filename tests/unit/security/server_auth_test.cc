@@ -13,7 +13,8 @@ TEST(ServerAuthTest, OnlyLoopbackMutualTlsOrATokenCloseAServer) {
   for (const char* loopback : {"127.0.0.1:0", "localhost:7070", "[::1]:7070", "127.1.2.3:1"}) {
     EXPECT_FALSE(OpenToNetwork(loopback, plain, false)) << loopback;
   }
-  for (const char* open : {"0.0.0.0:7070", "[::]:7070", "10.0.0.7:7070", ":7070", "brook-ps-0:7070"}) {
+  for (const char* open :
+       {"0.0.0.0:7070", "[::]:7070", "10.0.0.7:7070", ":7070", "brook-ps-0:7070"}) {
     EXPECT_TRUE(OpenToNetwork(open, plain, false)) << open;
     // TLS without client certificates lets any client in.
     EXPECT_TRUE(OpenToNetwork(open, tls, false)) << open;
