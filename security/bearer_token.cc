@@ -40,10 +40,11 @@ bool ConstantTimeEqual(std::string_view a, std::string_view b) {
 
 std::string AuthorizationValue(std::string_view token) { return absl::StrCat(Av(kBearer), Av(token)); }
 
-absl::Status CheckAuthorization(std::string_view token, std::string_view authorization) {
+absl::Status CheckAuthorization(std::string_view token, std::string_view authorization,
+                                std::string_view server, std::string_view how) {
   if (authorization.empty()) {
     return absl::UnauthenticatedError(
-        "this chief requires a bearer token: pass --token-file or set BROOK_TOKEN");
+        absl::StrCat("this ", Av(server), " requires a bearer token: ", Av(how)));
   }
   if (!absl::StartsWith(Av(authorization), Av(kBearer))) {
     return absl::UnauthenticatedError("the authorization header is not \"Bearer TOKEN\"");
@@ -121,6 +122,10 @@ bool IsLoopbackAddress(std::string_view address_in) {
     if (!absl::SimpleAtoi(o, &v) || v < 0 || v > 255) return false;
   }
   return true;
+}
+
+bool MaySendToken(std::string_view address, bool tls_enabled) {
+  return tls_enabled || IsLoopbackAddress(address);
 }
 
 }  // namespace brook::security

@@ -1,6 +1,6 @@
-// The chief's bearer token: clients send "authorization: Bearer TOKEN" on
-// every call; the chief refuses a missing or different one with
-// UNAUTHENTICATED. The comparison takes the same time wherever the first
+// Bearer tokens of the chief and the PS nodes: clients send "authorization:
+// Bearer TOKEN" on every call; the server refuses a missing or different one
+// with UNAUTHENTICATED. The comparison takes the same time wherever the first
 // difference is, so the token cannot be guessed byte by byte from timings.
 #pragma once
 
@@ -19,8 +19,24 @@ std::string AuthorizationValue(std::string_view token);
 
 // OK when `authorization` (the header's value, empty if absent) is "Bearer"
 // and exactly `token`; UNAUTHENTICATED otherwise, saying whether the token was
-// missing or wrong (never what it should have been).
-absl::Status CheckAuthorization(std::string_view token, std::string_view authorization);
+// missing or wrong (never what it should have been). `server` and `how` name
+// the server and how its clients give the token, for the missing case.
+absl::Status CheckAuthorization(std::string_view token, std::string_view authorization,
+                                std::string_view server = "chief",
+                                std::string_view how = "pass --token-file or set BROOK_TOKEN");
+
+// The token a client sends, and where it came from (for its errors).
+struct ClientToken {
+  std::string token;  // empty: none
+  // e.g. "--ps-token-file /etc/brook/token", "$BROOK_PS_TOKEN", "the chief
+  // token ($BROOK_CHIEF_TOKEN)"; empty when none.
+  std::string source;
+  // A default taken from another setting (the chief token as the PS token:
+  // one cluster token is the common case), not asked for. Such a token is
+  // left out where it would cross the network in plaintext, instead of the
+  // client refusing to start.
+  bool fallback = false;
+};
 
 // The token from a file (a Kubernetes Secret mounted as a file, or a file
 // made with `openssl rand -hex 32`): surrounding whitespace trimmed;
@@ -41,5 +57,9 @@ absl::Status ValidateToken(std::string_view token, std::string_view what);
 // [::1], unix: sockets. A token may go there without TLS; anywhere else
 // plaintext would hand it to the network, so clients refuse.
 bool IsLoopbackAddress(std::string_view address);
+
+// Whether a client may send a token to `address` over `tls`: TLS on, or
+// loopback.
+bool MaySendToken(std::string_view address, bool tls_enabled);
 
 }  // namespace brook::security

@@ -36,6 +36,7 @@ struct ChiefFlags {
   double drain_seconds = 5;
   bool listen_given = false;
   TokenFlags token;
+  TokenFlags ps_token;  // default: `token`
 };
 
 absl::Status ResolvePs(ChiefFlags* f) {
@@ -85,6 +86,13 @@ int RunChief(ChiefFlags flags) {
     return kExitUsage;
   }
   flags.server.auth_token = *token;
+  absl::StatusOr<security::ClientToken> ps_token =
+      ResolvePsClientToken(flags.ps_token, flags.token, "the chief token");
+  if (!ps_token.ok()) {
+    std::cerr << "brook chief: " << ps_token.status().message() << "\n";
+    return kExitUsage;
+  }
+  flags.server.ps_token = *ps_token;
   flags.server.chief.lease_duration = absl::Seconds(flags.lease_seconds);
   absl::StatusOr<std::unique_ptr<chief::ChiefServer>> server =
       chief::ChiefServer::Start(flags.server);
@@ -99,7 +107,11 @@ int RunChief(ChiefFlags flags) {
             << absl::StrJoin(flags.server.chief.ps_addresses, ",")
             << (flags.server.tls.enabled() ? (flags.server.tls.mutual ? ", mutual TLS" : ", TLS")
                                            : ", plaintext")
-            << (flags.server.auth_token.empty() ? ", no token" : ", token required") << "\n";
+            << (flags.server.auth_token.empty() ? ", no token" : ", token required")
+            << (flags.server.ps_token.token.empty()
+                    ? std::string(", no PS token")
+                    : ", PS token from " + flags.server.ps_token.source)
+            << "\n";
   int sig = 0;
   sigwait(&signals, &sig);
   std::cerr << "brook chief: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", stopping\n";
@@ -153,6 +165,7 @@ void RegisterChief(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   AddTlsFlags(cmd, &flags->server.tls, TlsRole::kBoth);
   AddChiefTokenFlags(cmd, &flags->token);
+  AddPsClientTokenFlags(cmd, &flags->ps_token);
   auto check_config = std::make_shared<bool>(false);
   cmd->add_flag("--check-config", *check_config,
                 "Validate the flags as the command would (state dir given, PS list resolves), "
@@ -166,6 +179,9 @@ void RegisterChief(CLI::App& app, int* exit_code) {
                            : ResolvePs(&resolved);
       if (s.ok()) s = resolved.server.tls.ValidateForServer();
       if (s.ok()) s = resolved.token.Resolve().status();
+      if (s.ok()) {
+        s = ResolvePsClientToken(resolved.ps_token, resolved.token, "the chief token").status();
+      }
       if (!s.ok()) {
         std::cerr << "brook chief: " << s.message() << "\n";
         *exit_code = kExitUsage;

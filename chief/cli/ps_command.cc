@@ -4,6 +4,9 @@
 // (tests and `brook local` parse it; ports chosen with :0 are the bound
 // ones), serves until SIGTERM or SIGINT, then drains and exits 0.
 // Every flag can also come from BROOK_PS_<FLAG> (e.g. BROOK_PS_LISTEN).
+// Off loopback a PS needs mutual TLS or a token (--auth-token-file,
+// $BROOK_PS_TOKEN), or --allow-unauthenticated: it refuses to start (exit 2)
+// rather than take writes from anyone who can reach it.
 // Under a TFJob, TF_CONFIG (task.type ps) gives the listen port, shard index
 // and shard count; flags and BROOK_PS_* override it.
 #include <pthread.h>
@@ -21,6 +24,7 @@
 #include "common/status_macros.h"
 #include "ps/options.h"
 #include "ps/rpc/ps_server.h"
+#include "security/server_auth.h"
 
 namespace brook::cli {
 namespace {
@@ -33,6 +37,7 @@ struct PsFlags {
   int rocksdb_cache_mib = 256;
   bool no_wal = false;
   std::string memory_limit;  // ParseByteSize; "" or 0: none
+  TokenFlags token;
   // Given on the command line or by BROOK_PS_*: these win over TF_CONFIG.
   bool listen_given = false, shard_index_given = false, num_shards_given = false;
 };
@@ -71,7 +76,19 @@ absl::Status ResolvePsFlags(PsFlags* f) {
     }
     f->server.ps.memory_limit_bytes = *limit;
   }
+  ASSIGN_OR_RETURN(f->server.auth_token, f->token.Resolve());
   return absl::OkStatus();
+}
+
+// "auth: bearer token", or the risk that --allow-unauthenticated accepted.
+std::string AuthLine(const ps::rpc::PsServerOptions& o) {
+  const bool has_token = !o.auth_token.empty();
+  if (security::OpenToNetwork(o.listen, o.tls, has_token)) {
+    return absl::StrCat("warning: --allow-unauthenticated: ", o.listen,
+                        " serves anyone who can reach it (no token, no mutual TLS): they can "
+                        "create, overwrite, restore and drop tables");
+  }
+  return absl::StrCat("auth: ", security::AuthMode(o.listen, o.tls, has_token));
 }
 
 int RunPs(const PsFlags& flags) {
@@ -98,6 +115,7 @@ int RunPs(const PsFlags& flags) {
   for (const std::string& note : (*server)->parameter_server()->startup().notes) {
     std::cerr << "brook ps: " << note << "\n";
   }
+  std::cerr << "brook ps: " << AuthLine(options) << "\n";
   std::cout << "brook ps listening on " << (*server)->address() << " metrics on "
             << ((*server)->metrics_port() ? (*server)->metrics_address() : "off") << std::endl;
   std::cerr << "brook ps: shard " << options.ps.shard_index << " of " << options.ps.num_shards
@@ -208,6 +226,12 @@ void RegisterPs(CLI::App& app, int* exit_code) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   AddTlsFlags(cmd, &flags->server.tls, TlsRole::kServer);
+  AddPsTokenFlags(cmd, &flags->token);
+  cmd->add_flag("--allow-unauthenticated", flags->server.allow_unauthenticated,
+                "Serve a non-loopback address with neither a token nor mutual TLS (anyone who "
+                "can reach the port may write and drop tables); without it such a PS refuses "
+                "to start")
+      ->envname("BROOK_PS_ALLOW_UNAUTHENTICATED");
   auto check_config = std::make_shared<bool>(false);
   cmd->add_flag("--check-config", *check_config,
                 "Validate the flags as the command would, print `config ok` and exit 0 (2 on an "
@@ -229,6 +253,7 @@ void RegisterPs(CLI::App& app, int* exit_code) {
         *exit_code = kExitUsage;
         return;
       }
+      std::cerr << "brook ps: " << AuthLine(options) << "\n";
       std::cout << "config ok" << std::endl;
       *exit_code = kExitOk;
       return;

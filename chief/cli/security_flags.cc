@@ -45,8 +45,16 @@ absl::StatusOr<std::string> TokenFlags::Resolve() const {
   return token;
 }
 
+std::string TokenFlags::Source() const {
+  if (!file.empty()) return absl::StrCat(flag, " ", file);
+  const char* value = env_var.empty() ? nullptr : std::getenv(env_var.c_str());
+  if (value == nullptr || *value == '\0') return "";
+  return "$" + env_var;
+}
+
 void AddClientTokenFlags(CLI::App* cmd, TokenFlags* token) {
   token->env_var = "BROOK_TOKEN";
+  token->flag = "--token-file";
   cmd->add_option("--token-file", token->file,
                   "File holding the chief's bearer token (or set $BROOK_TOKEN)")
       ->envname("BROOK_TOKEN_FILE");
@@ -54,10 +62,49 @@ void AddClientTokenFlags(CLI::App* cmd, TokenFlags* token) {
 
 void AddChiefTokenFlags(CLI::App* cmd, TokenFlags* token) {
   token->env_var = "BROOK_CHIEF_TOKEN";
+  token->flag = "--auth-token-file";
   cmd->add_option("--auth-token-file", token->file,
                   "Require this bearer token (a file; or set $BROOK_CHIEF_TOKEN) on every call "
                   "but Health: others get UNAUTHENTICATED")
       ->envname("BROOK_CHIEF_TOKEN_FILE");
+}
+
+void AddPsTokenFlags(CLI::App* cmd, TokenFlags* token) {
+  token->env_var = "BROOK_PS_TOKEN";
+  token->flag = "--auth-token-file";
+  cmd->add_option("--auth-token-file", token->file,
+                  "Require this bearer token (a file; or set $BROOK_PS_TOKEN) on every call but "
+                  "Health and Describe: others get UNAUTHENTICATED")
+      ->envname("BROOK_PS_TOKEN_FILE");
+}
+
+void AddPsClientTokenFlags(CLI::App* cmd, TokenFlags* token) {
+  token->env_var = "BROOK_PS_TOKEN";
+  token->flag = "--ps-token-file";
+  cmd->add_option("--ps-token-file", token->file,
+                  "File holding the PS nodes' bearer token (or set $BROOK_PS_TOKEN); default: "
+                  "this command's chief token")
+      ->envname("BROOK_PS_TOKEN_FILE");
+}
+
+absl::StatusOr<security::ClientToken> ResolvePsClientToken(const TokenFlags& ps,
+                                                           const TokenFlags& chief_token,
+                                                           std::string_view what) {
+  security::ClientToken out;
+  absl::StatusOr<std::string> token = ps.Resolve();
+  if (!token.ok()) return token.status();
+  if (!token->empty()) {
+    out.token = *token;
+    out.source = ps.Source();
+    return out;
+  }
+  token = chief_token.Resolve();
+  if (!token.ok()) return token.status();
+  if (token->empty()) return out;
+  out.token = *token;
+  out.source = absl::StrCat(std::string(what), " (", chief_token.Source(), ")");
+  out.fallback = true;
+  return out;
 }
 
 }  // namespace brook::cli

@@ -6,6 +6,7 @@
 // zero errors) and exits 0 only on a pass.
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <mutex>
@@ -21,6 +22,7 @@
 #include "brook/v1/chief.pb.h"
 #include "chief/cli/commands.h"
 #include "chief/cli/local_cluster.h"
+#include "chief/cli/security_flags.h"
 #include "chief/client/chief_client.h"
 #include "chief/client/job_format.h"
 #include "chief/job/job_spec.h"
@@ -169,6 +171,11 @@ absl::StatusOr<int> RunSoak(const SoakFlags& f) {
 
   ps::GrpcPsClientOptions po;
   po.addresses = cluster.ps_addresses();
+  // The PS children inherit $BROOK_PS_TOKEN(_FILE): send what they require.
+  TokenFlags ps_token{.env_var = "BROOK_PS_TOKEN", .flag = "$BROOK_PS_TOKEN_FILE"};
+  if (const char* file = std::getenv("BROOK_PS_TOKEN_FILE")) ps_token.file = file;
+  ASSIGN_OR_RETURN(po.token.token, ps_token.Resolve());
+  po.token.source = ps_token.Source();
   ASSIGN_OR_RETURN(auto ps_client, ps::GrpcPsClient::Create(po));
   RETURN_IF_ERROR(ps_client->WaitForReady(absl::Seconds(30)));
   ps::TableOptions table;

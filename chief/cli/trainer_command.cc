@@ -79,6 +79,7 @@ struct TrainerFlags {
   std::string device = "cpu";  // cpu | cuda | cuda:N
   security::TlsOptions tls;    // towards the PS nodes and the chief
   TokenFlags token;            // the chief's bearer token
+  TokenFlags ps_token;         // the PS nodes' (default: `token`)
   trainer::TrainerOptions options;
   float embedding_lr = 0.05f;
   float dense_lr = 0.001f;
@@ -443,6 +444,7 @@ absl::Status RunTrainer(const TrainerFlags& f) {
     ps::GrpcPsClientOptions o;
     o.addresses = absl::StrSplit(f.ps, ',', absl::SkipEmpty());
     o.tls = f.tls;
+    ASSIGN_OR_RETURN(o.token, ResolvePsClientToken(f.ps_token, f.token, "the chief token"));
     // Every call rides out a PS that is unreachable or out of space this long.
     o.deadline = absl::Seconds(f.retry_seconds);
     o.on_retry = [](const ps::PsRetryEpisode& e) {
@@ -609,6 +611,7 @@ absl::Status RunTrainerWorker(const TrainerFlags& f) {
   o.cpu_threads = f.cpu_threads;
   o.tls = f.tls;
   ASSIGN_OR_RETURN(o.chief_token, f.token.Resolve());
+  ASSIGN_OR_RETURN(o.ps_token, ResolvePsClientToken(f.ps_token, f.token, "the chief token"));
   if (!f.ps.empty()) o.ps_addresses = absl::StrSplit(f.ps, ',', absl::SkipEmpty());
   std::unique_ptr<metrics::MetricsExposer> exposer;
   if (!f.metrics_listen.empty()) {
@@ -751,6 +754,7 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
       ->envname("BROOK_TRAINER_METRICS_LISTEN");
   AddTlsFlags(cmd, &f->tls, TlsRole::kClient);
   AddClientTokenFlags(cmd, &f->token);
+  AddPsClientTokenFlags(cmd, &f->ps_token);
   auto check_config = std::make_shared<bool>(false);
   cmd->add_flag("--check-config", *check_config,
                 "Validate the flags as the command would, print `config ok` and exit 0 (2 on an "
@@ -775,6 +779,7 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
     if (*check_config) {
       absl::Status s = f->tls.ValidateForClient();
       if (s.ok()) s = f->token.Resolve().status();
+      if (s.ok()) s = ResolvePsClientToken(f->ps_token, f->token, "the chief token").status();
       if (!s.ok()) {
         std::cerr << "brook trainer: " << s.message() << "\n";
         *exit_code = kExitUsage;

@@ -176,6 +176,7 @@ absl::StatusOr<std::unique_ptr<ChiefServer>> ChiefServer::Start(const ChiefServe
     ps::GrpcPsClientOptions po;
     po.addresses = options.chief.ps_addresses;
     po.tls = options.tls;
+    po.token = options.ps_token;
     ASSIGN_OR_RETURN(s->ps_, ps::GrpcPsClient::Create(po));
   }
   ChiefOptions chief_options = options.chief;

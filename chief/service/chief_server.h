@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "chief/service/chief.h"
+#include "security/bearer_token.h"
 #include "security/tls.h"
 
 namespace grpc {
@@ -44,6 +45,8 @@ struct ChiefServerOptions {
   // When not empty, every call but Health must carry "authorization: Bearer
   // auth_token" (security/bearer_token.h), else UNAUTHENTICATED.
   std::string auth_token;
+  // The token the chief sends to the PS nodes (ps::GrpcPsClientOptions::token).
+  security::ClientToken ps_token;
 };
 
 class ChiefServer {

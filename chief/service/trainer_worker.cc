@@ -148,6 +148,7 @@ absl::Status TrainerWorker::Register() {
     po.client_id = ps_client_id;
     po.addresses = options_.ps_addresses;
     po.tls = options_.tls;
+    po.token = options_.ps_token;
     po.on_retry = [](const ps::PsRetryEpisode& e) {
       std::cerr << "brook trainer: " << e.error << "; retrying (training.retry_seconds)\n";
     };

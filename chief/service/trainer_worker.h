@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "security/bearer_token.h"
 #include "security/tls.h"
 #include "trainer/trainer.h"
 
@@ -59,6 +60,8 @@ struct TrainerWorkerOptions {
   // bearer token; both off by default.
   security::TlsOptions tls;
   std::string chief_token;
+  // The token sent to the PS nodes (ps::GrpcPsClientOptions::token).
+  security::ClientToken ps_token;
 };
 
 struct TrainerWorkerStats {

@@ -97,6 +97,24 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
   if (options.channels_per_shard < 1 || options.channels_per_shard > 64) {
     return absl::InvalidArgumentError("channels_per_shard must be in [1, 64]");
   }
+  GrpcPsClientOptions checked = options;
+  if (!checked.token.token.empty()) {
+    if (checked.token.source.empty()) checked.token.source = "the caller";
+    RETURN_IF_ERROR(security::ValidateToken(
+        checked.token.token, absl::StrCat("the PS token from ", checked.token.source)));
+    for (const std::string& address : checked.addresses) {
+      if (security::MaySendToken(address, checked.tls.enabled())) continue;
+      // A default token (the chief's) is not worth leaking: a PS that needs
+      // one says so, naming the flag.
+      if (checked.token.fallback) {
+        checked.token = {};
+        break;
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          "refusing to send the PS token (from ", checked.token.source, ") in plaintext to ",
+          address, ": turn TLS on (--tls-ca), or reach the PS on a loopback address"));
+    }
+  }
   grpc::ChannelArguments tls_args;
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds,
                    security::ChannelCredentials(options.tls, &tls_args));
@@ -123,7 +141,7 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
     }
     shards.push_back(std::move(shard));
   }
-  return std::unique_ptr<GrpcPsClient>(new GrpcPsClient(options, std::move(shards)));
+  return std::unique_ptr<GrpcPsClient>(new GrpcPsClient(checked, std::move(shards)));
 }
 
 absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::FromChannels(
@@ -180,6 +198,12 @@ absl::Status GrpcPsClient::Run(std::vector<Call>& calls, absl::Time deadline, ui
     const absl::Time attempt_deadline = std::min(deadline, absl::Now() + attempt);
     for (Call* c : pending) {
       c->context = std::make_unique<grpc::ClientContext>();
+      // Metadata, not call credentials: gRPC drops call credentials on a
+      // plaintext channel even to 127.0.0.1 (Create refused anywhere else).
+      if (!options_.token.token.empty()) {
+        c->context->AddMetadata(security::kAuthorizationHeader,
+                                security::AuthorizationValue(options_.token.token));
+      }
       c->context->set_deadline(absl::ToChronoTime(attempt_deadline));
       c->context->set_wait_for_ready(c->wait_for_ready);
       ++c->attempts;
@@ -314,6 +338,14 @@ absl::Status GrpcPsClient::Explain(const Call& c) {
   std::string message = absl::ConsumePrefix(&rest, shard.address)
                             ? absl::StrCat("PS shard ", c.shard, " (", shard.address, ")", rest)
                             : absl::StrCat("PS shard ", c.shard, " (", shard.address, "): ", rest);
+  if (absl::IsUnauthenticated(s)) {
+    // Say what this client sent and where the right token goes.
+    absl::StrAppend(&message, " (this client sent ",
+                    options_.token.token.empty()
+                        ? std::string("no PS token")
+                        : absl::StrCat("the PS token from ", options_.token.source),
+                    "; give the PS's token with --ps-token-file FILE or $BROOK_PS_TOKEN)");
+  }
   absl::Status out(s.code(), message);
   return IsWrongEndpoint(s) ? MarkWrongEndpoint(out) : out;
 }

@@ -15,7 +15,8 @@
 // ps/rpc/status_mapping.h kTransientTrailer) are retried with capped
 // exponential backoff and jitter until `deadline` (per call, retries
 // included: the retry window); other codes, a key limit's or a memory
-// budget's RESOURCE_EXHAUSTED among them, are returned at once. Only the
+// budget's RESOURCE_EXHAUSTED among them, are returned at once (UNAUTHENTICATED,
+// a missing or wrong PS token, too: no retry fixes it). Only the
 // failed RPCs of a fan-out are re-sent, with the same requests (a push keeps
 // its sequence, so the PS applies it once). Cancel() ends every call at once.
 //
@@ -40,6 +41,7 @@
 #include "absl/time/time.h"
 #include "ps/client/dense_directory.h"
 #include "ps/client/ps_client.h"
+#include "security/bearer_token.h"
 #include "security/tls.h"
 
 namespace brook::v1 {
@@ -96,6 +98,10 @@ struct GrpcPsClientOptions {
   uint64_t client_id = 0;  // 0: random
   // Off: plaintext (the 127.0.0.1 default, DESIGN.md "Security").
   security::TlsOptions tls;
+  // Sent as "authorization: Bearer TOKEN" on every call when the PS nodes
+  // require one (brook ps --auth-token-file). Create refuses to send it in
+  // plaintext to a non-loopback address, or (token.fallback) leaves it out.
+  security::ClientToken token;
   // Called when calls start retrying a fault (RetryEpisode below: the shard
   // and why, e.g. "connection refused"), on the calling thread, so a process
   // can log it once per episode. Must not block or call this client.

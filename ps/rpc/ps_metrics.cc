@@ -6,6 +6,8 @@
 
 #include "common/part_runner.h"
 #include "metrics/collector.h"
+#include "prometheus/counter.h"
+#include "prometheus/registry.h"
 #include "ps/parameter_server.h"
 
 namespace brook::ps::rpc {
@@ -226,6 +228,17 @@ std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServ
     }
     return set.Take();
   });
+}
+
+std::vector<prometheus::Counter*> NewUnauthenticatedCounters(
+    prometheus::Registry& registry, const std::vector<std::string>& methods) {
+  auto& family = prometheus::BuildCounter()
+                     .Name("brook_ps_unauthenticated_requests_total")
+                     .Help("PS calls refused for a missing or wrong bearer token, by method")
+                     .Register(registry);
+  std::vector<prometheus::Counter*> counters;
+  for (const std::string& m : methods) counters.push_back(&family.Add({{"method", m}}));
+  return counters;
 }
 
 }  // namespace brook::ps::rpc

@@ -14,12 +14,18 @@
 //   brook_ps_memory_limit_bytes, brook_ps_memory_used_bytes (gauges, no labels),
 //   brook_ps_memory_limit_rejections_total (counter, no labels)
 // Request counts and latencies come from metrics::RpcMetrics ("brook_ps").
+// brook_ps_unauthenticated_requests_total{method} (counter): calls refused
+// for a missing or wrong bearer token (NewUnauthenticatedCounters).
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace prometheus {
 class Collectable;
+class Counter;
+class Registry;
 }
 
 namespace brook {
@@ -35,5 +41,10 @@ namespace brook::ps::rpc {
 // the collector (unregister it, or destroy it, first).
 std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServer* ps,
                                                              const PartRunner* helpers);
+
+// brook_ps_unauthenticated_requests_total, one series per method (index as
+// in `methods`), all created at 0. The counters live as long as `registry`.
+std::vector<prometheus::Counter*> NewUnauthenticatedCounters(
+    prometheus::Registry& registry, const std::vector<std::string>& methods);
 
 }  // namespace brook::ps::rpc

@@ -15,6 +15,8 @@
 #include "prometheus/registry.h"
 #include "ps/rpc/ps_metrics.h"
 #include "ps/rpc/ps_service.h"
+#include "security/bearer_token.h"
+#include "security/server_auth.h"
 
 namespace brook::ps::rpc {
 namespace {
@@ -43,6 +45,17 @@ absl::Status PsServerOptions::Validate() const {
         absl::StrCat("max_message_bytes must be at least 1 MiB, got ", max_message_bytes));
   }
   if (absl::Status s = tls.ValidateForServer(); !s.ok()) return s;
+  if (!auth_token.empty()) {
+    if (absl::Status s = security::ValidateToken(auth_token, "the PS token"); !s.ok()) return s;
+  }
+  if (!allow_unauthenticated && security::OpenToNetwork(listen, tls, !auth_token.empty())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "refusing to serve ", listen,
+        " without authentication: anyone who can reach it could create, overwrite, restore "
+        "and drop tables. Require a token (--auth-token-file FILE or $BROOK_PS_TOKEN), turn on "
+        "mutual TLS (--tls-cert, --tls-key, --tls-ca, --tls-mutual), listen on a loopback "
+        "address, or pass --allow-unauthenticated to accept the risk"));
+  }
   if (ps.num_shards <= 0 || ps.shard_index < 0 || ps.shard_index >= ps.num_shards) {
     return absl::InvalidArgumentError(absl::StrCat(
         "shard index ", ps.shard_index, " is not in [0, num_shards=", ps.num_shards, ")"));
@@ -89,6 +102,11 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
   service_options.metrics = s->rpc_metrics_.get();
   service_options.max_reply_bytes = static_cast<uint64_t>(options.max_message_bytes);
   service_options.helpers = s->helpers_.get();
+  service_options.auth_token = options.auth_token;
+  service_options.on_unauthenticated =
+      [counters = NewUnauthenticatedCounters(*s->registry_, PsMethodNames())](PsMethod m) {
+        counters[static_cast<size_t>(m)]->Increment();
+      };
   s->service_ = std::make_unique<PsService>(s->ps_.get(), service_options);
 
   grpc::ServerBuilder builder;

@@ -69,6 +69,13 @@ struct PsServerOptions {
   // Certificates for the gRPC port; off by default (security/tls.h). The
   // metrics port stays plain HTTP: it carries counts, never keys or values.
   security::TlsOptions tls;
+  // When not empty, every call but Health (and brook.v1.Node/Describe) must
+  // carry "authorization: Bearer auth_token" (security/bearer_token.h), else
+  // UNAUTHENTICATED at once.
+  std::string auth_token;
+  // Serve a non-loopback `listen` with neither mutual TLS nor auth_token
+  // (security/server_auth.h); without it Validate() refuses that.
+  bool allow_unauthenticated = false;
   ParameterServerOptions ps;
 
   absl::Status Validate() const;
@@ -77,7 +84,8 @@ struct PsServerOptions {
 class PsServer {
  public:
   // Builds the core and binds both ports. UNAVAILABLE when an address cannot
-  // be bound, INVALID_ARGUMENT for bad options.
+  // be bound, INVALID_ARGUMENT for bad options (an unauthenticated PS open to
+  // the network among them).
   static absl::StatusOr<std::unique_ptr<PsServer>> Start(const PsServerOptions& options);
   // Shuts down with no drain time if Shutdown() was not called.
   ~PsServer();

@@ -6,6 +6,7 @@
 #include "common/transient_error.h"
 #include "metrics/rpc_metrics.h"
 #include "ps/rpc/status_mapping.h"
+#include "security/bearer_token.h"
 
 namespace brook::ps::rpc {
 
@@ -19,12 +20,40 @@ std::vector<std::string> PsMethodNames() {
 PsService::PsService(ParameterServer* ps, const PsServiceOptions& options)
     : handlers_(ps, options.max_reply_bytes, options.helpers), options_(options) {}
 
+// Health (and brook.v1.Node/Describe, served by rpc::NodeService) needs no
+// token: they change nothing and say only "a PS, shard i of n, serving",
+// which readiness probes and the clients' wrong-target checks
+// (common/rpc/grpc_error.h) must learn before they can send anything.
+absl::Status PsService::Authorize(const grpc::CallbackServerContext& ctx) const {
+  if (options_.auth_token.empty()) return absl::OkStatus();
+  const auto& metadata = ctx.client_metadata();
+  const auto it = metadata.find(security::kAuthorizationHeader);
+  const std::string_view value = it == metadata.end()
+                                     ? std::string_view()
+                                     : std::string_view(it->second.data(), it->second.size());
+  return security::CheckAuthorization(options_.auth_token, value, "PS",
+                                      "clients pass --ps-token-file or set BROOK_PS_TOKEN");
+}
+
 template <typename Req, typename Resp>
 grpc::ServerUnaryReactor* PsService::Serve(grpc::CallbackServerContext* ctx, PsMethod method,
                                            const Req* req, Resp* resp,
                                            absl::Status (PsHandlers::*handler)(const Req&, Resp*)) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const auto start = std::chrono::steady_clock::now();
+  // Refused inline, before the executor: an unauthenticated caller costs no
+  // handler thread and waits behind no queue.
+  if (absl::Status denied = Authorize(*ctx); !denied.ok()) {
+    if (options_.on_unauthenticated) options_.on_unauthenticated(method);
+    grpc::Status reply = ToGrpcStatus(denied);
+    if (options_.metrics != nullptr) {
+      options_.metrics->Record(
+          static_cast<int>(method), reply.error_code(),
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    reactor->Finish(reply);
+    return reactor;
+  }
   auto run = [this, ctx, reactor, method, req, resp, handler, start] {
     absl::Status status = serving() ? (handlers_.*handler)(*req, resp)
                                     : absl::UnavailableError("parameter server is shutting down");

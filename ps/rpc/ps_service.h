@@ -6,6 +6,10 @@
 // request except Health is posted to it, so the handler thread count is the
 // executor's; without one, handlers run inline on gRPC's callback threads.
 //
+// Authentication: with PsServiceOptions::auth_token every method but Health
+// needs "authorization: Bearer TOKEN"; a call without it, or with another,
+// is UNAUTHENTICATED before it is queued or decoded.
+//
 // Serving flag: SetServing(false) (the daemon does it when a drain starts)
 // makes every request except Health UNAVAILABLE, and Health report
 // serving=false, so clients retry elsewhere / readiness probes fail while
@@ -16,6 +20,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -62,6 +67,11 @@ struct PsServiceOptions {
   // See PsHandlers.
   uint64_t max_reply_bytes = 64ull << 20;
   PartRunner* helpers = nullptr;
+  // Required bearer token (security/bearer_token.h); empty: none.
+  std::string auth_token;
+  // Called (on the gRPC thread) for each call refused for its token, e.g. to
+  // count it. May be empty.
+  std::function<void(PsMethod)> on_unauthenticated;
 };
 
 // Pull is served on raw bytes (PsHandlers::PullRaw: rows gathered straight
@@ -122,6 +132,9 @@ class PsService final
   grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx, PsMethod method, const Req* req,
                                   Resp* resp,
                                   absl::Status (PsHandlers::*handler)(const Req&, Resp*));
+
+  // OK when the call may proceed: no token required, or the right one sent.
+  absl::Status Authorize(const grpc::CallbackServerContext& ctx) const;
 
   PsHandlers handlers_;
   const PsServiceOptions options_;

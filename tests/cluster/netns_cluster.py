@@ -137,7 +137,10 @@ class Cluster:
 
     `n_ps` PS shards, `n_trainers` trainers, a chief and a client. `tls`:
     mutual TLS with a certificate for every node address and a bearer token
-    (a PS on a non-loopback address must have one or the other).
+    (a PS on a non-loopback address must have one or the other). Without
+    `tls` the PS nodes run with --allow-unauthenticated
+    ($BROOK_PS_ALLOW_UNAUTHENTICATED): a token would travel in plaintext,
+    which Brook's clients refuse to send off the machine.
     `loopback`: the same processes, all in one namespace on 127.0.0.1 (the
     baseline the benchmark compares links with); no faults then."""
 
@@ -196,6 +199,8 @@ class Cluster:
                 "}\n"))
         if self.tls:
             self._make_credentials()
+        else:
+            self.env = {"BROOK_PS_ALLOW_UNAUTHENTICATED": "true"}
         return self
 
     def down(self):

@@ -218,8 +218,10 @@ TEST(PsTfConfigTest, ListenPortShardAndShardCountComeFromTfConfigAndFlagsWin) {
   const int port = FreePort();
   ASSERT_GT(port, 0);
   std::string error;
-  auto ps = ChildProcess::Start({"/usr/bin/env", "TF_CONFIG=" + PsTfConfig(port), BrookBinary(),
-                                 "ps", "--metrics-listen", "127.0.0.1:0"},
+  // 0.0.0.0 is no loopback address: the PS needs a token (or mutual TLS) there.
+  auto ps = ChildProcess::Start({"/usr/bin/env", "TF_CONFIG=" + PsTfConfig(port),
+                                 "BROOK_PS_TOKEN=ps-tf-config-test-token-0123", BrookBinary(), "ps",
+                                 "--metrics-listen", "127.0.0.1:0"},
                                 &error);
   ASSERT_NE(ps, nullptr) << error;
   auto line = ps->WaitForLine("brook ps listening on", 30s);

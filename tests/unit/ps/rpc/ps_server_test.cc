@@ -82,6 +82,21 @@ TEST(PsServerTest, BadOptionsAreInvalidArgument) {
   EXPECT_EQ(PsServer::Start(o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(PsServerTest, AnOpenServerOffLoopbackIsRefusedUnlessAllowed) {
+  PsServerOptions o;
+  o.listen = "0.0.0.0:0";
+  const absl::Status open = o.Validate();
+  EXPECT_EQ(open.code(), absl::StatusCode::kInvalidArgument) << open;
+  EXPECT_NE(open.message().find("--allow-unauthenticated"), std::string::npos) << open;
+  o.allow_unauthenticated = true;
+  EXPECT_TRUE(o.Validate().ok());
+  o.allow_unauthenticated = false;
+  o.auth_token = "0123456789abcdef0123";
+  EXPECT_TRUE(o.Validate().ok());
+  o.auth_token = "short";
+  EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(PsServerTest, TakenPortIsUnavailable) {
   auto first = StartOrDie();
   ASSERT_NE(first, nullptr);
