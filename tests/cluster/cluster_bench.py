@@ -17,6 +17,10 @@ the CPU or the emulated link bounds a run.
 Usage (root): python3 tests/cluster/cluster_bench.py --brook build/chief/brook
   [--train 200000] [--ps 1,2,4] [--trainers 1,2,4] [--json OUT.json]
 Prints a Markdown table (BENCHMARKS.md "Multi-host cluster").
+
+  --jobs-in-a-row N: instead, N runs of one job on one cluster on 127.0.0.1
+  (PS with data dirs): examples/s, PS CPU seconds and RSS of each; exits 1
+  when the last is slower than 0.8x the second or costs the PS 1.25x the CPU.
 """
 
 import argparse
@@ -106,6 +110,49 @@ def run_job(cluster, spec, trainers, link):
     return out
 
 
+def rss_mib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return int(f.read().split("VmRSS:")[1].split()[0]) // 1024
+    except (FileNotFoundError, IndexError):
+        return 0
+
+
+def jobs_in_a_row(args, work, spec, n_ps, trainers):
+    """One long-lived cluster on 127.0.0.1 (PS with data dirs, as in
+    production) runs the same job `args.jobs_in_a_row` times; a job must not
+    get slower, or cost its PS more CPU, for the jobs before it (their
+    tables stay `retention` on the PS). Returns the exit code."""
+    cluster = nc.Cluster(args.brook, os.path.join(work, "row"), n_ps=n_ps,
+                         n_trainers=trainers, loopback=True)
+    rows = []
+    with cluster:
+        cluster.start_all()
+        for k in range(args.jobs_in_a_row):
+            ps_pids = [n.process.pid for n in cluster.ps]
+            cpu0 = process_cpu_seconds(ps_pids)
+            r = run_job(cluster, spec, trainers, link=False)
+            r.update(job=k + 1, ps_cpu_seconds=process_cpu_seconds(ps_pids) - cpu0,
+                     ps_rss_mib=max(rss_mib(p) for p in ps_pids))
+            rows.append(r)
+            print(json.dumps(r), flush=True)
+    print(f"\n{n_ps} PS (data dirs), {trainers} trainers, one cluster, the same job "
+          f"{len(rows)} times:\n")
+    print("| job | examples/s | PS CPU seconds (all PS) | largest PS RSS, MiB |")
+    print("| --- | --- | --- | --- |")
+    for r in rows:
+        print(f"| {r['job']} | {r['examples_per_second']:.0f} | {r['ps_cpu_seconds']:.1f} "
+              f"| {r['ps_rss_mib']} |")
+    # The first job pays the cold start; compare the second with the last.
+    first, last = rows[1], rows[-1]
+    speed = last["examples_per_second"] / first["examples_per_second"]
+    cpu = last["ps_cpu_seconds"] / max(0.1, first["ps_cpu_seconds"])
+    ok = speed >= 0.8 and cpu <= 1.25
+    print(f"\nlast / second job: examples/s {speed:.2f} (bar >= 0.80), PS CPU {cpu:.2f} "
+          f"(bar <= 1.25): {'PASSED' if ok else 'FAILED'}")
+    return 0 if ok else 1
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--brook", default="build/chief/brook")
@@ -114,6 +161,9 @@ def main():
     p.add_argument("--trainers", default="1,2,4")
     p.add_argument("--links", default="10gbit,1gbit", help="tc rates, in the order run")
     p.add_argument("--json")
+    p.add_argument("--jobs-in-a-row", type=int, default=0,
+                   help="instead: N jobs one after another on one cluster on 127.0.0.1 "
+                        "(the first --ps and --trainers counts); fails when they slow down")
     args = p.parse_args()
     ok, why = nc.namespaces_can_be_made()
     if not ok:
@@ -136,6 +186,12 @@ def main():
             embedding_optimizer="{type: adam, learning_rate: 0.003}",
             dense_optimizer="{type: adam, learning_rate: 0.003}",
             training="{batch_size: 256, epochs: 1, staleness: 2, seed: 1}")
+    if args.jobs_in_a_row:
+        try:
+            return jobs_in_a_row(args, work, specs[trainer_counts[0]], ps_counts[0],
+                                 trainer_counts[0])
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     results = []
     try:
         for n_ps in ps_counts:
