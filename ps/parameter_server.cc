@@ -190,22 +190,25 @@ absl::StatusOr<bool> ParameterServer::CreateTableLocked(const TableOptions& opti
 
 absl::Status ParameterServer::DropTable(std::string_view name) {
   internal::GateReader gate(&state_->gate);
-  std::shared_ptr<Table> table;
+  std::shared_ptr<Table> table;  // freed after the lock, when the last holder lets go
   {
+    // Under the writer lock, as CreateTableLocked drops a stale family: a
+    // new table of the name created meanwhile must not lose the family it
+    // spills into to this drop.
     internal::WriterLock lock(&state_->mu);
     auto it = state_->tables.find(AbslView(name));
     if (it == state_->tables.end())
       return absl::NotFoundError(absl::StrCat("no table '", AbslView(name), "'"));
+    // The family (if it spilled) goes with the table. A request still
+    // holding the table finds RocksDB answering NOT_FOUND for it, which
+    // fails that request, and cannot create the family again (retired) for
+    // a new table of the name to find.
     table = std::move(it->second);
+    table->RetireTier();
     state_->tables.erase(it);
-  }
-  // The family (if it spilled) goes with the table; a request still holding
-  // the table finds RocksDB answering NOT_FOUND for it, which fails that
-  // request, and cannot create the family again for a new table of the name
-  // to find.
-  table->RetireTier();
-  if (state_->db != nullptr) {
-    RETURN_IF_ERROR(state_->db->DropColumnFamily(internal::TableFamily(std::string(name))));
+    if (state_->db != nullptr) {
+      RETURN_IF_ERROR(state_->db->DropColumnFamily(internal::TableFamily(std::string(name))));
+    }
   }
   return state_->LogAndSync([&](v1::WalEntry* e) { e->set_drop_table(std::string(name)); });
 }
