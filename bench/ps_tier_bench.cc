@@ -1,6 +1,8 @@
 #include "bench/ps_tier_bench.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -65,10 +67,70 @@ absl::Status Populate(ps::ParameterServer& ps, int64_t rows, int dim, int batch)
 
 const char* Pass(bool ok) { return ok ? "PASS" : "MISS"; }
 
+double RssBytes() {
+  long pages = 0, resident = 0;
+  FILE* f = fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  const int n = fscanf(f, "%ld %ld", &pages, &resident);
+  fclose(f);
+  return n == 2 ? static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+struct Churn {
+  double first_per_s = 0;  // tables created (and pushed once) a second, the first 100
+  double last_per_s = 0;   // the same, the last 100
+  double drop_per_s = 0;
+  double rss_per_table = 0;  // RSS growth over the creations, per table
+};
+
+// A long-lived PS's jobs: `tables` tables, 24 a job, each created and pushed
+// once (256 keys, under its budget: no row spills), then all dropped. A
+// durable PS once made one RocksDB column family per table, and RocksDB
+// rewrites its OPTIONS file, listing every family, on each create and drop:
+// the last 100 creations then ran many times slower than the first 100.
+absl::StatusOr<Churn> TableChurn(ps::ParameterServer& ps, int tables) {
+  constexpr int kChurnDim = 16, kChurnKeys = 256;
+  std::vector<uint64_t> keys(kChurnKeys);
+  for (int i = 0; i < kChurnKeys; ++i) keys[i] = static_cast<uint64_t>(i) * 7919;
+  const std::vector<float> grads(kChurnKeys * kChurnDim, 1e-3f);
+  auto name = [](int i) { return absl::StrCat("churn-", i / 24, "/t", i); };
+  std::vector<double> seconds(tables);
+  const double rss0 = RssBytes();
+  for (int i = 0; i < tables; ++i) {
+    ps::TableOptions t;
+    t.name = name(i);
+    t.dim = kChurnDim;
+    t.seed = static_cast<uint64_t>(i);
+    t.optimizer.kind = ps::OptimizerKind::kAdagrad;
+    t.memory_budget_bytes = uint64_t{4} * kChurnKeys * 2 * kChurnDim * sizeof(float);
+    const auto t0 = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(ps.CreateTable(t));
+    RETURN_IF_ERROR(ps.Push(t.name, keys, grads, ps::PushContext{}).status());
+    seconds[i] = Since(t0);
+  }
+  Churn c;
+  c.rss_per_table = (RssBytes() - rss0) / tables;
+  double first = 0, last = 0;
+  for (int i = 0; i < 100; ++i) {
+    first += seconds[i];
+    last += seconds[tables - 1 - i];
+  }
+  c.first_per_s = 100 / first;
+  c.last_per_s = 100 / last;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < tables; ++i) RETURN_IF_ERROR(ps.DropTable(name(i)));
+  c.drop_per_s = tables / Since(t0);
+  return c;
+}
+
 }  // namespace
 
 absl::Status RunPsTierBench(const PsTierBenchOptions& options, std::ostream& out,
                             nlohmann::json* result) {
+  if (options.churn_tables < 200) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tier bench: churn_tables must be at least 200, not ", options.churn_tables));
+  }
   if (options.rows < 10 * static_cast<int64_t>(options.batch) || options.dim <= 0 ||
       options.batch <= 0 || options.seconds <= 0) {
     return absl::InvalidArgumentError(
@@ -199,6 +261,31 @@ absl::Status RunPsTierBench(const PsTierBenchOptions& options, std::ostream& out
       "%.2f s\n",
       tiered_info.bytes / 1e9, tiered_info.seconds);
 
+  // Table churn, a durable PS (WAL on, as `brook ps --data-dir`) beside a
+  // memory-only one.
+  Churn durable_churn, mem_churn;
+  {
+    ASSIGN_OR_RETURN(std::unique_ptr<ps::ParameterServer> p,
+                     OpenPs(work.path() + "/churn", /*wal=*/true, /*fsync=*/false, rocks));
+    ASSIGN_OR_RETURN(durable_churn, TableChurn(*p, options.churn_tables));
+  }
+  {
+    ps::ParameterServer p({});
+    ASSIGN_OR_RETURN(mem_churn, TableChurn(p, options.churn_tables));
+  }
+  out << absl::StrFormat(
+      "  table churn, %d tables (24 a job, each pushed once, none spills), tables/s:\n"
+      "    %-22s %9s %9s %9s %12s\n",
+      options.churn_tables, "", "first 100", "last 100", "drops", "RSS/table");
+  const std::pair<const char*, const Churn*> churns[] = {{"data dir (WAL on)", &durable_churn},
+                                                         {"memory only", &mem_churn}};
+  for (const auto& [what, churn] : churns) {
+    const Churn& c = *churn;
+    out << absl::StrFormat("    %-22s %9.0f %9.0f %9.0f %9.1f KiB   last/first %.2f\n", what,
+                           c.first_per_s, c.last_per_s, c.drop_per_s, c.rss_per_table / 1024,
+                           c.last_per_s / c.first_per_s);
+  }
+
   if (result != nullptr) {
     *result = {{"dim", dim},
                {"rows", rows},
@@ -215,7 +302,16 @@ absl::Status RunPsTierBench(const PsTierBenchOptions& options, std::ostream& out
                {"push_wal_fsync_mrows_s", modes[2].rate},
                {"checkpoint_gb_s", mem_gb / mem_info.seconds},
                {"restore_gb_s", mem_gb / restore_s},
-               {"tiered_checkpoint_s", tiered_info.seconds}};
+               {"tiered_checkpoint_s", tiered_info.seconds},
+               {"churn_tables", options.churn_tables},
+               {"churn_data_dir_first100_tables_s", durable_churn.first_per_s},
+               {"churn_data_dir_last100_tables_s", durable_churn.last_per_s},
+               {"churn_data_dir_drops_s", durable_churn.drop_per_s},
+               {"churn_data_dir_rss_per_table_bytes", durable_churn.rss_per_table},
+               {"churn_memory_first100_tables_s", mem_churn.first_per_s},
+               {"churn_memory_last100_tables_s", mem_churn.last_per_s},
+               {"churn_memory_drops_s", mem_churn.drop_per_s},
+               {"churn_memory_rss_per_table_bytes", mem_churn.rss_per_table}};
   }
   return absl::OkStatus();
 }

@@ -2,7 +2,8 @@
 // (most rows in the RocksDB tier), in process, beside a bare RocksDB
 // MultiGet / WriteBatch of the same rows with the same options measured in
 // the same run; the WAL's cost on pushes (off / on / on with fdatasync); and
-// checkpoint and restore time per GB.
+// checkpoint and restore time per GB; and table churn: whether creating and
+// dropping tables slows as the PS holds more of them.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,10 @@ struct PsTierBenchOptions {
   uint64_t seed = 1;
   // Where the data dirs go (a fresh subdirectory is made and removed).
   std::string work_dir = "/tmp";
+  // Table churn: tables created (24 a job, each pushed once under its
+  // budget) on a data-dir PS and on a memory-only one, then dropped; the
+  // creation rate of the first 100 beside the last 100. At least 200.
+  int churn_tables = 600;
 };
 
 absl::Status RunPsTierBench(const PsTierBenchOptions& options, std::ostream& out,

@@ -157,8 +157,9 @@ absl::Status ParameterServer::CreateTable(const TableOptions& options) {
 
 absl::StatusOr<bool> ParameterServer::CreateTableLocked(const TableOptions& options,
                                                         bool cold_rows_exist) {
-  // One writer lock over check, column family and insert: two concurrent
-  // creations of a new table must not both (re)create its family.
+  // One writer lock over check, stale-family drop and insert: a concurrent
+  // creation of the same new table must not drop the family after this
+  // table has spilled into it.
   internal::WriterLock lock(&state_->mu);
   auto it = state_->tables.find(options.name);
   if (it != state_->tables.end()) {
@@ -173,9 +174,12 @@ absl::StatusOr<bool> ParameterServer::CreateTableLocked(const TableOptions& opti
     tier.cold_rows_exist = cold_rows_exist;
     if (!cold_rows_exist) {
       // A family left by a dropped table of the same name holds stale rows.
+      // Without one (the usual case) this is a map lookup: the family is
+      // created by the table's first spill, not here (TieredRowStore), as
+      // RocksDB rewrites its OPTIONS file, listing every family, on each
+      // create and drop.
       RETURN_IF_ERROR(state_->db->DropColumnFamily(tier.column_family));
     }
-    RETURN_IF_ERROR(state_->db->CreateColumnFamily(tier.column_family));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Table> table,
                    Table::Create(options, options_.now, state_->db != nullptr ? &tier : nullptr,
@@ -186,17 +190,25 @@ absl::StatusOr<bool> ParameterServer::CreateTableLocked(const TableOptions& opti
 
 absl::Status ParameterServer::DropTable(std::string_view name) {
   internal::GateReader gate(&state_->gate);
+  std::shared_ptr<Table> table;  // freed after the lock, when the last holder lets go
   {
+    // Under the writer lock, as CreateTableLocked drops a stale family: a
+    // new table of the name created meanwhile must not lose the family it
+    // spills into to this drop.
     internal::WriterLock lock(&state_->mu);
     auto it = state_->tables.find(AbslView(name));
     if (it == state_->tables.end())
       return absl::NotFoundError(absl::StrCat("no table '", AbslView(name), "'"));
+    // The family (if it spilled) goes with the table. A request still
+    // holding the table finds RocksDB answering NOT_FOUND for it, which
+    // fails that request, and cannot create the family again (retired) for
+    // a new table of the name to find.
+    table = std::move(it->second);
+    table->RetireTier();
     state_->tables.erase(it);
-  }
-  // The family goes with the table; a request still holding the table
-  // finds RocksDB answering NOT_FOUND for it, which fails that request.
-  if (state_->db != nullptr) {
-    RETURN_IF_ERROR(state_->db->DropColumnFamily(internal::TableFamily(std::string(name))));
+    if (state_->db != nullptr) {
+      RETURN_IF_ERROR(state_->db->DropColumnFamily(internal::TableFamily(std::string(name))));
+    }
   }
   return state_->LogAndSync([&](v1::WalEntry* e) { e->set_drop_table(std::string(name)); });
 }

@@ -242,6 +242,7 @@ struct TableStats {
   uint64_t cold_hits = 0;        // answered from RocksDB
   uint64_t cold_misses = 0;      // asked RocksDB, absent (new keys)
   uint64_t cold_rows = 0;        // RocksDB's estimate of the rows it holds
+  bool tier_family = false;      // its RocksDB column family exists (it spilled)
   uint64_t tier_evictions = 0;   // rows moved out of memory
   uint64_t tier_promotions = 0;  // rows brought back by pushes
   uint64_t tier_errors = 0;      // failed RocksDB reads/writes

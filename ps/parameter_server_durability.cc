@@ -573,7 +573,11 @@ absl::Status ParameterServer::ReplayWal(uint64_t from_lsn) {
         dropped_tables.insert(entry.drop_table());
         {
           internal::WriterLock lock(&state_->mu);
-          state_->tables.erase(entry.drop_table());
+          auto it = state_->tables.find(entry.drop_table());
+          if (it != state_->tables.end()) {
+            it->second->RetireTier();
+            state_->tables.erase(it);
+          }
         }
         return state_->db->DropColumnFamily(internal::TableFamily(entry.drop_table()));
       }
@@ -696,7 +700,7 @@ absl::StatusOr<CheckpointInfo> ParameterServer::CheckpointLocked(const Checkpoin
           v1::CheckpointTable* ct = t->manifest.add_tables();
           *ct->mutable_config() = internal::ToConfig(table->options());
           ct->set_rows_in_file(t->rows->rows_written() - before);
-          ct->set_has_rocksdb_rows(table->tiered());
+          ct->set_has_rocksdb_rows(table->has_cold_family());
         }
       }
       if (complete || !incremental) break;
@@ -840,6 +844,7 @@ absl::StatusOr<RestoreInfo> ParameterServer::Restore(const std::string& dir) {
       internal::WriterLock lock(&state_->mu);
       if (state_->db != nullptr) {
         for (const auto& [name, t] : state_->tables) {
+          t->RetireTier();
           RETURN_IF_ERROR(state_->db->DropColumnFamily(internal::TableFamily(name)));
         }
       }

@@ -551,6 +551,12 @@ absl::Status Table::Scan(
   });
 }
 
+bool Table::has_cold_family() const { return tier_ != nullptr && tier_->has_family(); }
+
+void Table::RetireTier() {
+  if (tier_ != nullptr) tier_->Retire();
+}
+
 size_t Table::stored_row_bytes() const {
   return sizeof(RowHeader) + static_cast<size_t>(options_.dim + slot_floats_) * sizeof(float);
 }
@@ -729,6 +735,7 @@ TableStats Table::Stats() const {
     t.cold_hits = ts.cold_hits;
     t.cold_misses = ts.cold_misses;
     t.cold_rows = ts.cold_rows;
+    t.tier_family = ts.has_family;
     t.tier_evictions = ts.evictions;
     t.tier_promotions = ts.promotions;
     t.tier_errors = ts.errors;

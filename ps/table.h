@@ -54,8 +54,10 @@ class TieredRowStore;
 // that would create a row past the budget is RESOURCE_EXHAUSTED.
 struct TableTier {
   storage::RocksDb* db = nullptr;  // borrowed; outlives the table
-  std::string column_family;       // exists
-  bool cold_rows_exist = false;    // the family already holds this table's rows
+  // Created by the table's first spill; absent until then (and then no
+  // read touches RocksDB). The caller drops a stale one first.
+  std::string column_family;
+  bool cold_rows_exist = false;  // the family exists and holds this table's rows
 };
 
 // One stripe's share of an applied push, as the write-ahead log records it:
@@ -191,6 +193,12 @@ class Table {
   // arena stride plus its index entry.
   uint64_t charged_row_bytes() const { return charge_; }
   bool tiered() const { return tier_ != nullptr; }
+  // Tiered, and its RocksDB family exists (some row was spilled).
+  bool has_cold_family() const;
+  // Before the PS drops the table's family: the table never creates it
+  // again, though a request may still hold the table
+  // (TieredRowStore::Retire). No-op when not tiered.
+  void RetireTier();
 
   // Counts a push that dedup answered with kDuplicate.
   void CountDuplicate() { duplicate_pushes_.fetch_add(1, std::memory_order_relaxed); }

@@ -1,8 +1,12 @@
 // RocksDb: a thin wrapper over RocksDB for the parameter server's cold-row
 // tier and its checkpoints. Keys are uint64 stored as 8 big-endian bytes, so
 // RocksDB's bytewise order is numeric order. Values are opaque fixed-size rows
-// (a 16-byte header + floats). Each embedding table is one column family; the
-// "default" family exists only because RocksDB requires it.
+// (a 16-byte header + floats). Each embedding table that has spilled rows is
+// one column family; the "default" family exists only because RocksDB
+// requires it. RocksDB rewrites its OPTIONS file, listing every family, on
+// each CreateColumnFamily and DropColumnFamily, so their cost grows with the
+// families the DB has: create them only when rows need one (the PS does it on
+// a table's first spill). DropColumnFamily of a missing family touches no file.
 //
 // Safe for concurrent access from multiple threads without external
 // synchronization. Column families are created and dropped under an internal

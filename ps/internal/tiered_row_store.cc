@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "ps/memory_accountant.h"
 #include "storage/rocks_db.h"
 
@@ -269,8 +270,11 @@ class TieredRowStore::TierWriter final : public RowStore::Writer {
     }
     if (victims_.empty()) return;
     if (!write_keys_.empty()) {
-      absl::Status st = store_->options_.db->Write(store_->options_.column_family, write_keys_,
-                                                   writes_.data(), vb, {});
+      absl::Status st = store_->EnsureFamily();
+      if (st.ok()) {
+        st = store_->options_.db->Write(store_->options_.column_family, write_keys_,
+                                        writes_.data(), vb, {});
+      }
       if (!st.ok()) {
         // Nothing leaves memory: the stripe runs over budget instead.
         store_->errors_.fetch_add(1, std::memory_order_relaxed);
@@ -300,11 +304,30 @@ TieredRowStore::TieredRowStore(const TieredRowStoreOptions& options)
       stripe_cap_(static_cast<uint32_t>(std::clamp<uint64_t>(
           options.max_hot_rows >> options.mem.stripe_bits, 1, MemRowStore::kMaxRowsPerStripe))),
       mem_(options.mem),
-      tiers_(new StripeTier[size_t{1} << options.mem.stripe_bits]) {
+      tiers_(new StripeTier[size_t{1} << options.mem.stripe_bits]),
+      family_ready_(options.cold_rows_exist) {
   for (int s = 0; s < mem_.num_stripes(); ++s) {
     tiers_[s].cold_possible = options.cold_rows_exist;
     tiers_[s].rng = options.seed ^ (0x5bd1e995ULL * static_cast<uint64_t>(s + 1));
   }
+}
+
+absl::Status TieredRowStore::EnsureFamily() {
+  if (family_ready_.load(std::memory_order_acquire)) return absl::OkStatus();
+  MutexLock lock(&family_mu_);
+  if (family_ready_.load(std::memory_order_relaxed)) return absl::OkStatus();
+  if (retired_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "RocksDB family ", options_.column_family, ": its table was dropped; not creating it"));
+  }
+  RETURN_IF_ERROR(options_.db->CreateColumnFamily(options_.column_family));
+  family_ready_.store(true, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+void TieredRowStore::Retire() {
+  MutexLock lock(&family_mu_);
+  retired_ = true;
 }
 
 TieredRowStore::~TieredRowStore() {
@@ -353,7 +376,8 @@ TierStats TieredRowStore::tier_stats() const {
   t.evict_writes = evict_writes_.load(std::memory_order_relaxed);
   t.promotions = promotions_.load(std::memory_order_relaxed);
   t.errors = errors_.load(std::memory_order_relaxed);
-  t.cold_rows = options_.db->ApproximateKeys(options_.column_family);
+  t.has_family = has_family();
+  t.cold_rows = t.has_family ? options_.db->ApproximateKeys(options_.column_family) : 0;
   return t;
 }
 
@@ -370,6 +394,7 @@ bool TieredRowStore::TakeCheckpointDelta(int stripe, std::vector<uint64_t>* evic
 }
 
 absl::Status TieredRowStore::ForEachCold(absl::FunctionRef<void(const RowHeader&)> fn) const {
+  if (!has_family()) return absl::OkStatus();  // never spilled: every row is in memory
   std::vector<uint64_t> row((value_bytes_ + 7) / 8);  // aligned copy
   return options_.db->ForEach(
       options_.column_family, [&](uint64_t key, std::string_view value) -> absl::Status {
@@ -386,6 +411,10 @@ absl::Status TieredRowStore::ForEachCold(absl::FunctionRef<void(const RowHeader&
 
 absl::Status TieredRowStore::ReadCold(absl::Span<const uint64_t> keys, char* rows,
                                       bool* found) const {
+  if (!has_family()) {
+    std::fill(found, found + keys.size(), false);
+    return absl::OkStatus();
+  }
   return options_.db->MultiGet(options_.column_family, keys, value_bytes_, rows, found);
 }
 

@@ -23,12 +23,20 @@
 //     the limit a stripe's push adds no more than it moves out. A stripe
 //     with nothing to evict (a new table) still takes its batch's rows: the
 //     node may pass its limit by about one batch per stripe written at once.
+//   * The table's column family is created by its first eviction write, not
+//     with the table: RocksDB rewrites its whole OPTIONS file (every family)
+//     on each CreateColumnFamily and DropColumnFamily, so a family per table
+//     made every table's creation and drop cost grow with the tables the PS
+//     held (docs/decisions.md, "Column families on first spill"). A table
+//     that never spills has no family, and nothing reads one for it.
 // Per-stripe bookkeeping for incremental checkpoints: keys evicted while
 // dirty, and keys erased (TTL), since the last TakeCheckpointDelta.
 //
 // Thread safety: as RowStore. The per-stripe tier state is guarded by the
 // arena's stripe lock (read under the shared lock, written under the
-// exclusive one). RocksDB calls run under the stripe lock.
+// exclusive one). RocksDB calls run under the stripe lock. Creating the
+// family takes family_mu_ (after a stripe lock, before RocksDb's own), so
+// stripes spilling at once create it once, and Retire() cannot pass it.
 #pragma once
 
 #include <atomic>
@@ -37,9 +45,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "ps/internal/mem_row_store.h"
+#include "ps/internal/mutex.h"
 #include "ps/row_store.h"
 
 namespace brook::storage {
@@ -57,9 +67,12 @@ struct TieredRowStoreOptions {
   // Rows kept in memory (all stripes together); at least one per stripe.
   uint64_t max_hot_rows = 0;
   storage::RocksDb* db = nullptr;  // borrowed; must outlive the store
-  std::string column_family;       // must exist
-  // The family may already hold rows (a restored or reopened table): every
-  // memory miss must look there.
+  // Created on the first eviction write (CreateColumnFamily is OK if it
+  // exists). A family left by an earlier table of the name must be dropped
+  // before the store is made, unless cold_rows_exist.
+  std::string column_family;
+  // The family exists and may already hold rows (a restored or reopened
+  // table): every memory miss must look there.
   bool cold_rows_exist = false;
   uint64_t seed = 0;  // eviction sampling
   // Borrowed (outlives the store); null: only max_hot_rows bounds memory.
@@ -76,6 +89,7 @@ struct TierStats {
   uint64_t promotions = 0;    // rows brought back into memory by a push
   uint64_t errors = 0;        // failed RocksDB reads or writes
   uint64_t cold_rows = 0;     // RocksDB's estimate of the family's keys
+  bool has_family = false;    // the family exists (a row was ever spilled)
 };
 
 class TieredRowStore final : public RowStore {
@@ -101,11 +115,21 @@ class TieredRowStore final : public RowStore {
   bool TakeCheckpointDelta(int stripe, std::vector<uint64_t>* evicted_dirty,
                            std::vector<uint64_t>* erased);
   // Calls fn on every row stored in RocksDB (including stale copies of rows
-  // now in memory: the caller skips those), in key order.
+  // now in memory: the caller skips those), in key order. None without a
+  // family.
   absl::Status ForEachCold(absl::FunctionRef<void(const RowHeader&)> fn) const;
   // Reads the stored copies of `keys` (for checkpointing evicted rows):
   // found[i], and rows[i * value_bytes()...]. Any stripe; no lock needed.
   absl::Status ReadCold(absl::Span<const uint64_t> keys, char* rows, bool* found) const;
+
+  // Whether the column family exists (created by a spill, or given with
+  // cold_rows_exist). False stays accurate only while no stripe writes.
+  bool has_family() const { return family_ready_.load(std::memory_order_acquire); }
+  // The table is being dropped: the store never creates its family again,
+  // so the caller's DropColumnFamily after this call cannot be undone by a
+  // request still holding the table (its spills then fail, counted as tier
+  // errors, and the rows stay in memory). Waits for a creation in progress.
+  void Retire();
 
  private:
   struct StripeTier;
@@ -122,11 +146,20 @@ class TieredRowStore final : public RowStore {
   bool ReadMisses(const StripeTier& tier, absl::Span<const uint64_t> keys, absl::Span<Row*> rows,
                   ColdScratch* s, bool* ok) const;
 
+  // The family, created on the first call; FAILED_PRECONDITION once retired.
+  absl::Status EnsureFamily();
+
   const TieredRowStoreOptions options_;
   const size_t value_bytes_;
   const uint32_t stripe_cap_;
   MemRowStore mem_;
   std::unique_ptr<StripeTier[]> tiers_;
+
+  // Set (release) once the family exists; read without family_mu_ on every
+  // eviction write, so only the first spills of a table take the mutex.
+  std::atomic<bool> family_ready_{false};
+  Mutex family_mu_;
+  bool retired_ ABSL_GUARDED_BY(family_mu_) = false;
 
   mutable std::atomic<uint64_t> hot_hits_{0}, cold_hits_{0}, cold_misses_{0}, errors_{0};
   std::atomic<uint64_t> evictions_{0}, evict_writes_{0}, promotions_{0};

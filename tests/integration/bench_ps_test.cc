@@ -91,11 +91,15 @@ TEST(BenchPs, TinyRunReportsPositiveRates) {
   const auto& tier = json["tier"];
   for (const char* key : {"tier_pull_mrows_s", "tier_push_mrows_s", "bare_multiget_mrows_s",
                           "bare_writebatch_mrows_s", "push_wal_off_mrows_s", "push_wal_on_mrows_s",
-                          "push_wal_fsync_mrows_s", "checkpoint_gb_s", "restore_gb_s"}) {
+                          "push_wal_fsync_mrows_s", "checkpoint_gb_s", "restore_gb_s",
+                          "churn_data_dir_first100_tables_s", "churn_data_dir_last100_tables_s",
+                          "churn_data_dir_drops_s", "churn_memory_first100_tables_s",
+                          "churn_memory_last100_tables_s", "churn_memory_drops_s"}) {
     ASSERT_TRUE(tier.contains(key)) << key << " " << json.dump(2);
     EXPECT_GT(tier[key].get<double>(), 0.0) << key;
   }
   EXPECT_NE(r.output.find("of bare MultiGet [goal >= 50%]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("table churn, 600 tables"), std::string::npos) << r.output;
   const std::string redis = json["redis"];
   if (redis == "ran") {
     for (const char* key : {"redis_mget_mrows_s", "redis_mset_mrows_s"}) {
