@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -442,6 +443,12 @@ class ParameterServer {
   // cut only). Keeps `keep_restart_points` restart points.
   absl::StatusOr<CheckpointInfo> CheckpointLocked(const CheckpointOptions& options, bool gate_held,
                                                   size_t keep_restart_points);
+  // The info of the checkpoint part at `shard_dir` when it is this request's,
+  // already written (a retry whose first reply was lost); nullopt when
+  // there is no complete part; ALREADY_EXISTS for another checkpoint's.
+  // REQUIRES: checkpoint_mu held.
+  absl::StatusOr<std::optional<CheckpointInfo>> WrittenCheckpoint(
+      const CheckpointOptions& options, const std::string& shard_dir) const;
   // Deletes restart points under <data_dir>/checkpoints but the newest
   // `keep` (and the parts they build on); returns the WAL LSN the oldest
   // kept one replays from. REQUIRES: checkpoint_mu held.

@@ -604,6 +604,36 @@ absl::Status ParameterServer::ReplayWal(uint64_t from_lsn) {
   return storage::ReplayWal(wal_dir, from_lsn, apply).status();
 }
 
+// A caller that got no reply retries its checkpoint (GrpcPsClient, the
+// chief's retry window) while the first attempt may have finished: the
+// retry gets the first attempt's answer, as a retried push is acknowledged
+// once. Any other complete part at the target is someone else's checkpoint
+// and is never overwritten.
+absl::StatusOr<std::optional<CheckpointInfo>> ParameterServer::WrittenCheckpoint(
+    const CheckpointOptions& options, const std::string& shard_dir) const {
+  absl::StatusOr<v1::CheckpointManifest> m = internal::ReadManifest(shard_dir);
+  if (!m.ok()) return std::nullopt;  // none, or half-written: (re)written below
+  const v1::CheckpointInfo& done = m->info();
+  if (m->shard_index() != options_.shard_index || m->num_shards() != options_.num_shards ||
+      done.step() != options.step || done.table_prefix() != options.table_prefix ||
+      m->shard_map_version() != options.shard_map_version) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "checkpoint ", shard_dir, " exists: it holds step ", done.step(), " of tables '",
+        done.table_prefix(), "*' (shard ", m->shard_index(), " of ", m->num_shards(),
+        "), not step ", options.step, " of '", options.table_prefix, "*'"));
+  }
+  // This process wrote it: the very answer it gave.
+  for (auto it = state_->checkpoints.rbegin(); it != state_->checkpoints.rend(); ++it) {
+    if (it->shard_dir == shard_dir) return *it;
+  }
+  // An earlier run of this shard wrote it before a restart: read the answer back.
+  CheckpointInfo info = rpc::FromProto(done);
+  ASSIGN_OR_RETURN(v1::CheckpointFile manifest, internal::HashFile(shard_dir, internal::kManifestName));
+  info.manifest_bytes = manifest.bytes();
+  info.manifest_crc32c = manifest.crc32c();
+  return info;
+}
+
 absl::StatusOr<CheckpointInfo> ParameterServer::Checkpoint(const CheckpointOptions& options) {
   std::lock_guard<std::mutex> one_at_a_time(state_->checkpoint_mu);
   return CheckpointLocked(options, /*gate_held=*/false, kKeptRestartPoints);
@@ -641,6 +671,11 @@ absl::StatusOr<CheckpointInfo> ParameterServer::CheckpointLocked(const Checkpoin
     if (st.last_copy_prefix == t.prefix) t.base_shard_dir = st.last_copy_shard_dir;
     targets.push_back(std::move(t));
   }
+  if (!options.dir.empty()) {
+    ASSIGN_OR_RETURN(std::optional<CheckpointInfo> written,
+                     WrittenCheckpoint(options, options.dir + "/" + part_name));
+    if (written.has_value()) return *written;
+  }
   bool incremental = options.incremental && !st.force_full;
   for (const PartTarget& t : targets) incremental = incremental && !t.base_shard_dir.empty();
   std::error_code ec;
@@ -649,9 +684,6 @@ absl::StatusOr<CheckpointInfo> ParameterServer::CheckpointLocked(const Checkpoin
     t.info.step = options.step;
     t.info.table_prefix = t.prefix;
     t.info.shard_dir = t.info.dir + "/" + part_name;
-    if (internal::ReadManifest(t.info.shard_dir).ok()) {
-      return absl::AlreadyExistsError(absl::StrCat("checkpoint ", t.info.shard_dir, " exists"));
-    }
     fs::remove_all(t.info.shard_dir, ec);  // a half-written attempt
     fs::create_directories(t.info.shard_dir, ec);
     if (ec) return FsError("create", t.info.shard_dir, ec);

@@ -128,4 +128,32 @@ bool MaySendToken(std::string_view address, bool tls_enabled) {
   return tls_enabled || IsLoopbackAddress(address);
 }
 
+absl::StatusOr<ClientToken> ForAddresses(ClientToken token,
+                                         const std::vector<std::string>& addresses,
+                                         bool tls_enabled, std::string_view what) {
+  const std::string what_s(what);  // absl::StrCat here takes no std::string_view
+  if (token.token.empty()) return token;
+  if (token.source.empty()) token.source = "the caller";
+  if (absl::Status s = ValidateToken(token.token, absl::StrCat(what_s, " from ", token.source));
+      !s.ok()) {
+    return s;
+  }
+  for (const std::string& address : addresses) {
+    if (MaySendToken(address, tls_enabled)) continue;
+    // A default token (another server's) is not worth leaking: a server
+    // that needs one says so, and the client's error says why none came.
+    if (token.fallback) {
+      ClientToken none;
+      none.withheld = absl::StrCat(token.source, " was not sent as ", what_s, ": ", address,
+                                   " is not a loopback address and TLS is off (turn TLS on: "
+                                   "no token is sent in plaintext off the machine)");
+      return none;
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "refusing to send ", what_s, " (from ", token.source, ") in plaintext to ", address,
+        ": turn TLS on (--tls-ca), or reach it on a loopback address"));
+  }
+  return token;
+}
+
 }  // namespace brook::security

@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -36,7 +37,19 @@ struct ClientToken {
   // left out where it would cross the network in plaintext, instead of the
   // client refusing to start.
   bool fallback = false;
+  // Set when a fallback token was left out (ForAddresses): why, for the
+  // error of a server that then wants one.
+  std::string withheld;
 };
+
+// The token to send to every one of `addresses` over `tls_enabled`: as it
+// is where each may receive it (MaySendToken); a fallback that may not is
+// left out (`withheld` says why); an asked-for one that may not is
+// INVALID_ARGUMENT naming the address and the fix. `what` names the token
+// ("the PS token").
+absl::StatusOr<ClientToken> ForAddresses(ClientToken token,
+                                         const std::vector<std::string>& addresses,
+                                         bool tls_enabled, std::string_view what);
 
 // The token from a file (a Kubernetes Secret mounted as a file, or a file
 // made with `openssl rand -hex 32`): surrounding whitespace trimmed;

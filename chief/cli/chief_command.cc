@@ -180,7 +180,8 @@ void RegisterChief(CLI::App& app, int* exit_code) {
       if (s.ok()) s = resolved.server.tls.ValidateForServer();
       if (s.ok()) s = resolved.token.Resolve().status();
       if (s.ok()) {
-        s = ResolvePsClientToken(resolved.ps_token, resolved.token, "the chief token").status();
+        s = CheckPsClientToken(resolved.ps_token, resolved.token, "the chief token",
+                               resolved.server.chief.ps_addresses, resolved.server.tls);
       }
       if (!s.ok()) {
         std::cerr << "brook chief: " << s.message() << "\n";

@@ -107,4 +107,12 @@ absl::StatusOr<security::ClientToken> ResolvePsClientToken(const TokenFlags& ps,
   return out;
 }
 
+absl::Status CheckPsClientToken(const TokenFlags& ps, const TokenFlags& chief_token,
+                                std::string_view what, const std::vector<std::string>& addresses,
+                                const security::TlsOptions& tls) {
+  absl::StatusOr<security::ClientToken> token = ResolvePsClientToken(ps, chief_token, what);
+  if (!token.ok()) return token.status();
+  return security::ForAddresses(*token, addresses, tls.enabled(), "the PS token").status();
+}
+
 }  // namespace brook::cli

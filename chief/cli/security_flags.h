@@ -54,4 +54,11 @@ absl::StatusOr<security::ClientToken> ResolvePsClientToken(const TokenFlags& ps,
                                                            const TokenFlags& chief_token,
                                                            std::string_view what);
 
+// --check-config's view of the same: resolves it and checks it may go to
+// every one of `addresses` as the PS client will (security::ForAddresses),
+// so a command that would refuse to start does not pass its check.
+absl::Status CheckPsClientToken(const TokenFlags& ps, const TokenFlags& chief_token,
+                                std::string_view what, const std::vector<std::string>& addresses,
+                                const security::TlsOptions& tls);
+
 }  // namespace brook::cli

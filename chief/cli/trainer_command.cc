@@ -779,7 +779,11 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
     if (*check_config) {
       absl::Status s = f->tls.ValidateForClient();
       if (s.ok()) s = f->token.Resolve().status();
-      if (s.ok()) s = ResolvePsClientToken(f->ps_token, f->token, "the chief token").status();
+      // With --chief the PS addresses come from the chief: checked when known.
+      if (s.ok()) {
+        s = CheckPsClientToken(f->ps_token, f->token, "the chief token",
+                               absl::StrSplit(f->ps, ',', absl::SkipEmpty()), f->tls);
+      }
       if (!s.ok()) {
         std::cerr << "brook trainer: " << s.message() << "\n";
         *exit_code = kExitUsage;

@@ -98,23 +98,8 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Create(
     return absl::InvalidArgumentError("channels_per_shard must be in [1, 64]");
   }
   GrpcPsClientOptions checked = options;
-  if (!checked.token.token.empty()) {
-    if (checked.token.source.empty()) checked.token.source = "the caller";
-    RETURN_IF_ERROR(security::ValidateToken(
-        checked.token.token, absl::StrCat("the PS token from ", checked.token.source)));
-    for (const std::string& address : checked.addresses) {
-      if (security::MaySendToken(address, checked.tls.enabled())) continue;
-      // A default token (the chief's) is not worth leaking: a PS that needs
-      // one says so, naming the flag.
-      if (checked.token.fallback) {
-        checked.token = {};
-        break;
-      }
-      return absl::InvalidArgumentError(absl::StrCat(
-          "refusing to send the PS token (from ", checked.token.source, ") in plaintext to ",
-          address, ": turn TLS on (--tls-ca), or reach the PS on a loopback address"));
-    }
-  }
+  ASSIGN_OR_RETURN(checked.token, security::ForAddresses(options.token, options.addresses,
+                                                         options.tls.enabled(), "the PS token"));
   grpc::ChannelArguments tls_args;
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds,
                    security::ChannelCredentials(options.tls, &tls_args));
@@ -340,11 +325,14 @@ absl::Status GrpcPsClient::Explain(const Call& c) {
                             : absl::StrCat("PS shard ", c.shard, " (", shard.address, "): ", rest);
   if (absl::IsUnauthenticated(s)) {
     // Say what this client sent and where the right token goes.
-    absl::StrAppend(&message, " (this client sent ",
-                    options_.token.token.empty()
-                        ? std::string("no PS token")
-                        : absl::StrCat("the PS token from ", options_.token.source),
-                    "; give the PS's token with --ps-token-file FILE or $BROOK_PS_TOKEN)");
+    if (!options_.token.withheld.empty()) {
+      absl::StrAppend(&message, " (this client sent no PS token: ", options_.token.withheld, ")");
+    } else if (options_.token.token.empty()) {
+      absl::StrAppend(&message, " (this client sent no PS token)");
+    } else {
+      absl::StrAppend(&message, " (this client sent the PS token from ", options_.token.source,
+                      "; give the PS's token with --ps-token-file FILE or $BROOK_PS_TOKEN)");
+    }
   }
   absl::Status out(s.code(), message);
   return IsWrongEndpoint(s) ? MarkWrongEndpoint(out) : out;

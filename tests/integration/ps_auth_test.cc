@@ -47,20 +47,11 @@ using namespace std::chrono_literals;
 constexpr char kToken[] = "ps-auth-test-token-8c1e4f27a9";
 constexpr char kWrongToken[] = "not-the-ps-token-0000000000";
 
-// The value of one series on a /metrics page; nullopt when absent.
+// One series' value on a /metrics page (a failed scrape fails the test).
 std::optional<double> Metric(const std::string& metrics_address, const std::string& series) {
   std::string error;
-  auto page = testing::HttpGet(metrics_address, "/metrics", 5000, &error);
-  EXPECT_TRUE(page.has_value()) << error;
-  if (!page.has_value()) return std::nullopt;
-  const std::string needle = "\n" + series + " ";
-  const std::string body = "\n" + page->body;
-  const size_t at = body.find(needle);
-  if (at == std::string::npos) return std::nullopt;
-  const size_t start = at + needle.size();
-  double v = 0;
-  const std::string value = body.substr(start, body.find('\n', start) - start);
-  if (!absl::SimpleAtod(value, &v)) return std::nullopt;
+  std::optional<double> v = testing::ScrapeMetric(metrics_address, series, &error);
+  EXPECT_TRUE(v.has_value() || error.empty()) << error;
   return v;
 }
 
@@ -150,7 +141,7 @@ TEST_F(PsAuthTest, ATokenPsRefusesCallsWithoutItAtOnceAndCountsThem) {
   EXPECT_THAT(none.message(), HasSubstr("requires a bearer token"));
   EXPECT_THAT(none.message(), HasSubstr("no PS token"));
   EXPECT_THAT(none.message(), HasSubstr("--ps-token-file"));
-  EXPECT_THAT(none.message(), HasSubstr("$BROOK_PS_TOKEN"));
+  EXPECT_THAT(none.message(), HasSubstr("BROOK_PS_TOKEN"));
   EXPECT_EQ(anonymous->retries(), 0u);
 
   auto wrong = Client(ps->address, kWrongToken, "--ps-token-file /wrong");
@@ -202,6 +193,21 @@ TEST_F(PsAuthTest, ClientsDoNotSendATokenInPlaintextOffTheMachine) {
   // needed one.
   options.token.fallback = true;
   EXPECT_TRUE(ps::GrpcPsClient::Create(options).ok());
+
+  // --check-config refuses what the command would refuse at start.
+  for (const char* role : {"trainer", "chief"}) {
+    std::vector<std::string> argv = {BrookBinary(), role, "--ps", "127.0.0.1:1,10.77.0.10:7070",
+                                     "--ps-token-file", dir_.Join("token"), "--check-config"};
+    if (std::string(role) == "trainer") {
+      argv.insert(argv.end(), {"--job", "job.yaml"});
+    } else {
+      argv.insert(argv.end(), {"--state-dir", dir_.Join("state")});
+    }
+    auto check = RunCommand(argv);
+    EXPECT_EQ(check.exit_code, 2) << role << ": " << check.output;
+    EXPECT_THAT(check.output, HasSubstr("in plaintext to 10.77.0.10:7070")) << role;
+    EXPECT_THAT(check.output, Not(HasSubstr("config ok"))) << role;
+  }
 }
 
 TEST_F(PsAuthTest, AnOpenPsOffLoopbackRefusesToStartUnlessTheRiskIsAccepted) {

@@ -58,19 +58,11 @@ uint64_t RssBytes(pid_t pid) {
   return 0;
 }
 
-// One unlabelled series' value on the PS's /metrics page.
+// One series' value on a /metrics page (a failed scrape fails the test).
 std::optional<double> Metric(const std::string& metrics_address, const std::string& series) {
   std::string error;
-  auto page = testing::HttpGet(metrics_address, "/metrics", 5000, &error);
-  EXPECT_TRUE(page.has_value()) << error;
-  if (!page.has_value()) return std::nullopt;
-  const std::string needle = "\n" + series + " ";
-  const std::string body = "\n" + page->body;
-  const size_t at = body.find(needle);
-  if (at == std::string::npos) return std::nullopt;
-  const size_t start = at + needle.size();
-  double v = 0;
-  if (!absl::SimpleAtod(body.substr(start, body.find('\n', start) - start), &v)) return std::nullopt;
+  std::optional<double> v = testing::ScrapeMetric(metrics_address, series, &error);
+  EXPECT_TRUE(v.has_value() || error.empty()) << error;
   return v;
 }
 

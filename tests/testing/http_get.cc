@@ -122,4 +122,22 @@ int PromtoolCheckMetrics(const std::string& exposition, std::string* output) {
   return r.exit_code;
 }
 
+std::optional<double> ScrapeMetric(const std::string& metrics_address, const std::string& series,
+                                   std::string* error) {
+  std::string ignored;
+  std::optional<HttpResponse> page =
+      HttpGet(metrics_address, "/metrics", 5000, error != nullptr ? error : &ignored);
+  if (!page.has_value()) return std::nullopt;
+  const std::string needle = "\n" + series + " ";
+  const std::string body = "\n" + page->body;
+  const size_t at = body.find(needle);
+  if (at == std::string::npos) return std::nullopt;
+  const size_t start = at + needle.size();
+  char* end = nullptr;
+  const std::string value = body.substr(start, body.find('\n', start) - start);
+  const double v = std::strtod(value.c_str(), &end);
+  if (end == value.c_str()) return std::nullopt;
+  return v;
+}
+
 }  // namespace brook::testing

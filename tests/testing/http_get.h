@@ -22,6 +22,12 @@ std::optional<HttpResponse> HttpGet(const std::string& host, int port, const std
 std::optional<HttpResponse> HttpGet(const std::string& address, const std::string& path,
                                     int timeout_ms, std::string* error);
 
+// The value of one series ("name" or "name{label=\"v\",...}", exactly as
+// the page writes it) on the /metrics page at `metrics_address`; nullopt
+// when the page cannot be fetched (with *error) or has no such series.
+std::optional<double> ScrapeMetric(const std::string& metrics_address, const std::string& series,
+                                   std::string* error = nullptr);
+
 // Path of `promtool` on $PATH, or empty if it is not installed.
 std::string FindPromtool();
 

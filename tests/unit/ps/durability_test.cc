@@ -787,6 +787,58 @@ TEST(CheckpointTest, ACopyWithATablePrefixHoldsOnlyThoseTablesAndDense) {
   EXPECT_EQ(DenseNames(*ps), (std::set<std::string>{"a/w", "b/w"}));
 }
 
+// A caller whose reply was lost retries its checkpoint after the first
+// attempt finished: the retry gets the first attempt's answer (also from a
+// restarted PS), never "exists"; a different checkpoint at the same place
+// is refused naming both, and the part is left as it was.
+TEST(CheckpointTest, ARetriedCheckpointGetsTheFirstAnswerAndAnotherIsRefused) {
+  testing::TempDir dir;
+  auto ps = OpenOrDie(DurableOptions(dir.Join("data")));
+  ASSERT_NE(ps, nullptr);
+  PS_ASSERT_OK(ps->CreateTable(AdamTable("j/emb", 1000)));
+  PushScript script(3000, 100, 12);
+  PS_ASSERT_OK(script.Run(*ps, "j/emb", 10));
+
+  CheckpointOptions o;
+  o.dir = dir.Join("ckpt/job/final");
+  o.table_prefix = "j/";
+  o.step = 10;
+  absl::StatusOr<CheckpointInfo> first = ps->Checkpoint(o);
+  ASSERT_TRUE(first.ok()) << first.status();
+  PS_ASSERT_OK(script.Run(*ps, "j/emb", 3));  // the model moves on meanwhile
+
+  absl::StatusOr<CheckpointInfo> again = ps->Checkpoint(o);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->shard_dir, first->shard_dir);
+  EXPECT_EQ(again->created_unix_micros, first->created_unix_micros);
+  EXPECT_EQ(again->rows, first->rows);
+  EXPECT_EQ(again->manifest_crc32c, first->manifest_crc32c);
+
+  CheckpointOptions other = o;
+  other.step = 13;
+  absl::StatusOr<CheckpointInfo> refused = ps->Checkpoint(other);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_NE(refused.status().message().find("holds step 10 of tables 'j/*'"), std::string::npos)
+      << refused.status();
+  EXPECT_NE(refused.status().message().find("not step 13"), std::string::npos) << refused.status();
+
+  // A restarted PS reads the answer back from the part it wrote before.
+  ps.reset();
+  ps = OpenOrDie(DurableOptions(dir.Join("data")));
+  ASSERT_NE(ps, nullptr);
+  absl::StatusOr<CheckpointInfo> after_restart = ps->Checkpoint(o);
+  ASSERT_TRUE(after_restart.ok()) << after_restart.status();
+  EXPECT_EQ(after_restart->created_unix_micros, first->created_unix_micros);
+  EXPECT_EQ(after_restart->step, 10);
+  EXPECT_EQ(after_restart->rows, first->rows);
+  EXPECT_EQ(after_restart->manifest_bytes, first->manifest_bytes);
+  EXPECT_EQ(after_restart->manifest_crc32c, first->manifest_crc32c);
+
+  ParameterServer restored({});
+  ASSERT_TRUE(restored.Restore(o.dir).ok());
+  EXPECT_EQ(TableNames(restored), (std::set<std::string>{"j/emb"}));
+}
+
 // A dropped table's rows leave RocksDB with it, and the drop is logged: a
 // restart (replaying the WAL over a checkpoint that still held the table)
 // does not bring it back, nor its rows into a new table of the same name.

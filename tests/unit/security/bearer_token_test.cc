@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "tests/testing/test_util.h"
 
 namespace brook::security {
@@ -70,6 +73,40 @@ TEST(BearerTokenTest, OnlyAddressesThatStayOnTheMachineAreLoopback) {
                         "0.0.0.0:7000", "[::1:7000"}) {
     EXPECT_FALSE(IsLoopbackAddress(a)) << a;
   }
+}
+
+TEST(BearerTokenTest, ATokenGoesOnlyWhereItCannotBeReadOnTheWay) {
+  const std::string token = "a-cluster-token-0123456789";
+  const std::vector<std::string> loopback = {"127.0.0.1:7000", "localhost:7001"};
+  const std::vector<std::string> remote = {"127.0.0.1:7000", "10.0.0.7:7000"};
+  ClientToken asked{.token = token, .source = "--ps-token-file /t"};
+  ClientToken fallback{.token = token, .source = "the chief token ($BROOK_TOKEN)",
+                       .fallback = true};
+
+  EXPECT_EQ(ForAddresses(asked, loopback, false, "the PS token")->token, token);
+  EXPECT_EQ(ForAddresses(asked, remote, true, "the PS token")->token, token);
+  EXPECT_EQ(ForAddresses(fallback, remote, true, "the PS token")->token, token);
+
+  // Asked for, plaintext off the machine: refused, naming where and the fix.
+  absl::StatusOr<ClientToken> refused = ForAddresses(asked, remote, false, "the PS token");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("in plaintext to 10.0.0.7:7000"), std::string::npos)
+      << refused.status();
+  EXPECT_NE(refused.status().message().find("--ps-token-file /t"), std::string::npos);
+
+  // A fallback: left out, and why is kept for the server's refusal.
+  absl::StatusOr<ClientToken> left_out = ForAddresses(fallback, remote, false, "the PS token");
+  ASSERT_TRUE(left_out.ok()) << left_out.status();
+  EXPECT_TRUE(left_out->token.empty());
+  EXPECT_NE(left_out->withheld.find("the chief token ($BROOK_TOKEN) was not sent as the PS "
+                                    "token: 10.0.0.7:7000 is not a loopback address and TLS is "
+                                    "off"),
+            std::string::npos)
+      << left_out->withheld;
+
+  EXPECT_FALSE(ForAddresses({.token = "short", .source = "$X"}, loopback, false, "the PS token")
+                   .ok());
+  EXPECT_TRUE(ForAddresses({}, remote, false, "the PS token")->token.empty());
 }
 
 }  // namespace
