@@ -224,8 +224,8 @@ void Chief::NotePsReachabilityLocked(const std::string& fault, absl::Time now) {
           "the chief cannot reach the PS nodes since ",
           absl::FormatTime("%H:%M:%S UTC", ps_unreachable_since_, absl::UTCTimeZone()), ": ",
           ps_unreachable_,
-          "; trainers, checkpoints and exports retry it for the job's "
-          "training.retry_seconds");
+          " (the chief's own call; each job's trainers, checkpoints and exports retry the PS "
+          "for that job's training.retry_seconds)");
     }
   }
   if (text.empty()) return;

@@ -239,6 +239,7 @@ std::string TrainerWorker::RetryWarning(const Job& job) const {
   if (!e.has_value() || absl::Now() - e->since < absl::Seconds(1)) return "";
   return absl::StrCat("PS shard ", e->shard, " (", e->address, ") ",
                       e->out_of_space ? "out of space: retrying pushes"
+                      : e->silent     ? "not answering: waiting on its calls"
                                       : "unreachable: retrying its calls",
                       " for up to ", job.spec.training.retry_seconds,
                       " s (training.retry_seconds): ", e->error);

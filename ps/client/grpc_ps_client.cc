@@ -193,7 +193,9 @@ absl::Status GrpcPsClient::Run(std::vector<Call>& calls, absl::Time deadline, ui
       c->context->set_wait_for_ready(c->wait_for_ready);
       ++c->attempts;
     }
-    AwaitRound(pending);
+    // Admin calls (a given `attempt`) may take minutes of work: never "silent".
+    AwaitRound(pending, attempt == options_.attempt_timeout ? options_.silent_notice
+                                                            : absl::ZeroDuration());
     if (cancelled()) return absl::CancelledError("PS client cancelled: the process is stopping");
     std::vector<Call*> retry;
     Call* failed = nullptr;
@@ -264,7 +266,7 @@ absl::Status GrpcPsClient::Run(std::vector<Call>& calls, absl::Time deadline, ui
   }
 }
 
-void GrpcPsClient::AwaitRound(const std::vector<Call*>& pending) {
+void GrpcPsClient::AwaitRound(const std::vector<Call*>& pending, absl::Duration silent_notice) {
   // Shared with the callbacks: the last one may still be unlocking it when
   // this thread returns.
   struct Round {
@@ -277,12 +279,16 @@ void GrpcPsClient::AwaitRound(const std::vector<Call*>& pending) {
     round->left = static_cast<int>(pending.size());
   }
   for (Call* c : pending) {
+    c->replied = false;
     c->issue(shards_[c->shard]->Pick(), c->context.get(), [c, round](grpc::Status s) {
       c->status = std::move(s);
       absl::MutexLock lock(&round->mu);
+      c->replied = true;
       --round->left;
     });
   }
+  const absl::Time round_start = absl::Now();
+  bool silent = false;
   // Every RPC has a deadline, so every callback runs; a Cancel() cancels
   // them so they run now.
   bool cancelled_round = false;
@@ -296,8 +302,38 @@ void GrpcPsClient::AwaitRound(const std::vector<Call*>& pending) {
       for (Call* c : pending) c->context->TryCancel();
       round->mu.Lock();
     }
+    if (!silent && silent_notice > absl::ZeroDuration() &&
+        absl::Now() - round_start >= silent_notice) {
+      silent = true;
+      const Call* waiting = pending.front();
+      for (const Call* c : pending) {
+        if (!c->replied) {
+          waiting = c;
+          break;
+        }
+      }
+      RetryEpisode episode{
+          .shard = waiting->shard,
+          .address = shards_[waiting->shard]->address,
+          .silent = true,
+          .error = absl::StrFormat(
+              "PS shard %d (%s): no reply for %.0f s (partitioned from it, or it is overloaded)",
+              waiting->shard, shards_[waiting->shard]->address,
+              absl::ToDoubleSeconds(silent_notice)),
+          .since = round_start};
+      round->mu.Unlock();
+      {
+        absl::MutexLock lock(&episode_mu_);
+        if (retrying_calls_++ == 0) episode_ = std::move(episode);
+      }
+      round->mu.Lock();
+    }
   }
   round->mu.Unlock();
+  if (silent) {
+    absl::MutexLock lock(&episode_mu_);
+    if (--retrying_calls_ == 0) episode_.reset();
+  }
 }
 
 bool GrpcPsClient::SleepUnlessCancelled(absl::Duration d) {

@@ -63,6 +63,9 @@ struct PsRetryEpisode {
   int32_t shard = 0;
   std::string address;
   bool out_of_space = false;  // the PS's disk is full; else unreachable / timing out
+  // No reply for silent_notice (a partition drops packets; nothing refuses):
+  // calls wait on their attempt rather than retry.
+  bool silent = false;
   // Why the first failed attempt failed, e.g. "PS shard 0 (HOST:PORT):
   // connection refused (nothing listens there)".
   std::string error;
@@ -82,6 +85,11 @@ struct GrpcPsClientOptions {
   absl::Duration admin_retry_window = absl::Minutes(5);
   // Budget of one attempt of one RPC: a PS that stalls longer is retried.
   absl::Duration attempt_timeout = absl::Seconds(10);
+  // A data-path call with no reply this long is a fault retrying() reports
+  // (silent): a partitioned PS refuses nothing, so without this the first
+  // word of it would be the call's failure at the end of the window.
+  // Checkpoints and restores, whose attempts take long, are exempt.
+  absl::Duration silent_notice = absl::Seconds(5);
   // Backoff before retry k is min(initial * 2^k, max) x uniform[0.5, 1).
   absl::Duration initial_backoff = absl::Milliseconds(20);
   absl::Duration max_backoff = absl::Seconds(1);
@@ -209,7 +217,9 @@ class GrpcPsClient final : public PsClient {
   absl::Status RestoreOnEveryShard(const v1::RestoreRequest& req,
                                    std::vector<v1::RestoreResponse>* resps);
   // Waits for `pending`'s callbacks; cancels them when Cancel() is called.
-  void AwaitRound(const std::vector<Call*>& pending);
+  // Past `silent_notice` (zero: never) without every reply, retrying()
+  // reports the first silent shard until the round ends.
+  void AwaitRound(const std::vector<Call*>& pending, absl::Duration silent_notice);
   // Sleeps `d` unless cancelled first (false then).
   bool SleepUnlessCancelled(absl::Duration d);
   absl::Time CallDeadline() const { return absl::Now() + retry_window(); }

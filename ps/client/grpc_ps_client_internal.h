@@ -64,6 +64,7 @@ struct GrpcPsClient::Call {
   bool wait_for_ready = false;
   std::unique_ptr<grpc::ClientContext> context;
   grpc::Status status;
+  bool replied = false;  // this attempt's callback ran (AwaitRound's lock)
   int attempts = 0;
 };
 

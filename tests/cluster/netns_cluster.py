@@ -41,6 +41,8 @@ PREFIX = "bkc"
 SUBNET = "10.77.0"
 PORT = 7000          # every node's gRPC port (its own namespace: no clashes)
 METRICS_PORT = 9100  # every node's /metrics port
+DEFAULT_BROOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build",
+                             "chief", "brook")
 
 
 def run(*args, check=True, input=None):
@@ -106,10 +108,14 @@ def _delete_namespaces(names):
 
 
 def sweep_stale():
-    """Removes the namespaces of harnesses that died without cleaning up."""
+    """Removes the namespaces of harnesses that died without cleaning up;
+    returns their names."""
+    removed = []
     for pid, names in _harness_namespaces().items():
         if pid != os.getpid() and not _pid_alive(pid):
             _delete_namespaces(names)
+            removed += names
+    return removed
 
 
 class Node:
@@ -148,6 +154,8 @@ class Cluster:
                  loopback=False):
         self.loopback = loopback
         self.brook = os.path.abspath(brook)
+        if not os.access(self.brook, os.X_OK):  # before any namespace is made
+            raise ValueError(f"--brook {brook}: no executable there (build it: scripts/build.sh)")
         self.workdir = os.path.abspath(workdir)
         self.pid = os.getpid()
         self.tls = tls
@@ -502,8 +510,13 @@ def _up_interactive(args):
     if not ok:
         print(f"netns_cluster: cannot make network namespaces here: {why}", file=sys.stderr)
         return 2
-    workdir = args.workdir or tempfile.mkdtemp(prefix="brook-netns-")
-    cluster = Cluster(args.brook, workdir, args.ps, args.trainers, tls=not args.plaintext)
+    try:
+        cluster = Cluster(args.brook, args.workdir or tempfile.mkdtemp(prefix="brook-netns-"),
+                          args.ps, args.trainers, tls=not args.plaintext)
+    except ValueError as e:
+        print(f"netns_cluster: {e}", file=sys.stderr)
+        return 2
+    workdir = cluster.workdir
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         cluster.up()
@@ -534,7 +547,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="start a cluster and wait for Ctrl-C")
-    up.add_argument("--brook", default="build/chief/brook")
+    up.add_argument("--brook", default=DEFAULT_BROOK,
+                    help=f"the brook binary (default: {DEFAULT_BROOK})")
     up.add_argument("--ps", type=int, default=2)
     up.add_argument("--trainers", type=int, default=2)
     up.add_argument("--rate", help="shape every link, e.g. 1gbit")
@@ -548,7 +562,9 @@ def main():
         _reap(args.pid)
         return 0
     if args.cmd == "sweep":
-        sweep_stale()
+        removed = sweep_stale()
+        print(f"removed {len(removed)} namespaces of dead harnesses"
+              + (f": {' '.join(sorted(removed))}" if removed else ""))
         return 0
     return _up_interactive(args)
 

@@ -349,6 +349,12 @@ BROOK_TLS_MUTUAL: {{ .Values.tls.mutual | quote }}
 {{- fail (printf "storage.shared.accessModes %v: the chief and every PS mount the shared volume at once, from any node, so the PVC must be ReadWriteMany" $shared.accessModes) }}
 {{- end }}
 {{- end }}
+{{- range $what := list (list "storage.data" $data) (list "storage.shared" $shared) }}
+{{- $s := index $what 1 }}
+{{- if and $s.hostPath (has ".." (splitList "/" $s.hostPath)) }}
+{{- fail (printf "%s.hostPath %s: a \"..\" segment (Kubernetes refuses it); give the directory itself" (index $what 0) $s.hostPath) }}
+{{- end }}
+{{- end }}
 {{- $reserved := list "/tmp" "/var/lib/brook/chief" "/var/lib/brook/ps" }}
 {{- if .Values.tls.enabled }}{{ $reserved = append $reserved .Values.tls.mountPath }}{{ end }}
 {{- range $what := list (list "storage.data" $data) (list "storage.shared" $shared) }}
@@ -385,10 +391,16 @@ BROOK_TLS_MUTUAL: {{ .Values.tls.mutual | quote }}
 {{- if not (has $m.name $names) }}
 {{- fail (printf "%s.extraVolumeMounts[%d] (mountPath %s): no volume named %q in the %s pods; add it to %s.extraVolumes (volumes there now: %s)" $role $i $m.mountPath $m.name $role $role (join ", " $names)) }}
 {{- end }}
-{{- if has (trimSuffix "/" $m.mountPath) $paths }}
+{{- $p := trimSuffix "/" $m.mountPath }}
+{{- range $q := $paths }}
+{{- if eq $p $q }}
 {{- fail (printf "%s.extraVolumeMounts[%d]: mountPath %s is mounted already in the %s container; pick another path" $role $i $m.mountPath $role) }}
 {{- end }}
-{{- $paths = append $paths (trimSuffix "/" $m.mountPath) }}
+{{- if or (hasPrefix (printf "%s/" $p) $q) (hasPrefix (printf "%s/" $q) $p) }}
+{{- fail (printf "%s.extraVolumeMounts[%d]: mountPath %s overlaps %s, mounted already in the %s container (one would hide or nest in the other); pick another path" $role $i $m.mountPath $q $role) }}
+{{- end }}
+{{- end }}
+{{- $paths = append $paths $p }}
 {{- end }}
 {{- end }}
 {{- end }}

@@ -38,6 +38,7 @@ class FlakyService final : public v1::ParameterServer::CallbackService {
     kTimeOutFirstPush,    // apply, then stall past the attempt deadline once
     kFailFirstPull,       // UNAVAILABLE without serving, once per request
     kAlwaysUnavailable,   // every call
+    kSlowPulls,           // every pull served after 800 ms (a silent PS)
   };
   FlakyService(ParameterServer* ps, Mode mode) : handlers_(ps), mode_(mode) {}
 
@@ -45,6 +46,7 @@ class FlakyService final : public v1::ParameterServer::CallbackService {
                                  v1::PullResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
     const int n = ++pull_attempts_;
+    if (mode_ == Mode::kSlowPulls) std::this_thread::sleep_for(std::chrono::milliseconds(800));
     if (mode_ == Mode::kAlwaysUnavailable || (mode_ == Mode::kFailFirstPull && n == 1)) {
       reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "injected"));
     } else {
@@ -240,6 +242,40 @@ TEST(GrpcPsClientTest, PushThatTimesOutAfterApplyingIsNotAppliedTwice) {
   EXPECT_EQ(row[0], 1.0f);
   EXPECT_GE(client->retries(), 1u);
   for (const auto& [id, n] : shard.service.attempts_by_id()) EXPECT_GE(n, 2);
+}
+
+// A partitioned PS refuses nothing: a call without a reply past
+// silent_notice is reported as a fault while it waits (the trainer's job
+// event), and the report ends with the reply.
+TEST(GrpcPsClientTest, ACallWithoutAReplyPastTheNoticeIsReportedWhileItWaits) {
+  FlakyShard shard(FlakyService::Mode::kSlowPulls);
+  ASSERT_NE(shard.server, nullptr);
+  BROOK_ASSERT_OK(shard.ps.CreateTable(CounterTable("emb", 1)));
+  GrpcPsClientOptions o;
+  o.addresses = {shard.address()};
+  o.silent_notice = absl::Milliseconds(150);
+  auto client = GrpcPsClient::Create(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_FALSE((*client)->retrying().has_value());
+  absl::Status pulled;
+  std::thread puller([&] {
+    std::vector<float> row(1);
+    pulled = (*client)->Pull("emb", std::vector<uint64_t>{7}, absl::MakeSpan(row));
+  });
+  std::optional<PsRetryEpisode> seen;
+  for (int i = 0; i < 60 && !seen.has_value(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    seen = (*client)->retrying();
+  }
+  puller.join();
+  BROOK_EXPECT_OK(pulled);
+  ASSERT_TRUE(seen.has_value()) << "no report while the pull waited";
+  EXPECT_TRUE(seen->silent);
+  EXPECT_FALSE(seen->out_of_space);
+  EXPECT_EQ(seen->address, shard.address());
+  EXPECT_NE(seen->error.find("no reply for"), std::string::npos) << seen->error;
+  EXPECT_FALSE((*client)->retrying().has_value()) << "the report outlived the reply";
+  EXPECT_EQ((*client)->retries(), 0u);  // it waited; nothing was re-sent
 }
 
 TEST(GrpcPsClientTest, UnavailablePullIsRetried) {
