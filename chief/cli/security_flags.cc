@@ -52,39 +52,39 @@ std::string TokenFlags::Source() const {
   return "$" + env_var;
 }
 
+namespace {
+
+// `flag` FILE (or $<env_var>_FILE naming the file), else $<env_var> itself.
+void AddTokenFlag(CLI::App* cmd, TokenFlags* token, const std::string& env_var,
+                  const std::string& flag, const std::string& help) {
+  token->env_var = env_var;
+  token->flag = flag;
+  cmd->add_option(flag, token->file, help)->envname(env_var + "_FILE");
+}
+
+}  // namespace
+
 void AddClientTokenFlags(CLI::App* cmd, TokenFlags* token) {
-  token->env_var = "BROOK_TOKEN";
-  token->flag = "--token-file";
-  cmd->add_option("--token-file", token->file,
-                  "File holding the chief's bearer token (or set $BROOK_TOKEN)")
-      ->envname("BROOK_TOKEN_FILE");
+  AddTokenFlag(cmd, token, "BROOK_TOKEN", "--token-file",
+               "File holding the chief's bearer token (or set $BROOK_TOKEN)");
 }
 
 void AddChiefTokenFlags(CLI::App* cmd, TokenFlags* token) {
-  token->env_var = "BROOK_CHIEF_TOKEN";
-  token->flag = "--auth-token-file";
-  cmd->add_option("--auth-token-file", token->file,
-                  "Require this bearer token (a file; or set $BROOK_CHIEF_TOKEN) on every call "
-                  "but Health: others get UNAUTHENTICATED")
-      ->envname("BROOK_CHIEF_TOKEN_FILE");
+  AddTokenFlag(cmd, token, "BROOK_CHIEF_TOKEN", "--auth-token-file",
+               "Require this bearer token (a file; or set $BROOK_CHIEF_TOKEN) on every call "
+               "but Health: others get UNAUTHENTICATED");
 }
 
 void AddPsTokenFlags(CLI::App* cmd, TokenFlags* token) {
-  token->env_var = "BROOK_PS_TOKEN";
-  token->flag = "--auth-token-file";
-  cmd->add_option("--auth-token-file", token->file,
-                  "Require this bearer token (a file; or set $BROOK_PS_TOKEN) on every call but "
-                  "Health and Describe: others get UNAUTHENTICATED")
-      ->envname("BROOK_PS_TOKEN_FILE");
+  AddTokenFlag(cmd, token, "BROOK_PS_TOKEN", "--auth-token-file",
+               "Require this bearer token (a file; or set $BROOK_PS_TOKEN) on every call but "
+               "Health and Describe: others get UNAUTHENTICATED");
 }
 
 void AddPsClientTokenFlags(CLI::App* cmd, TokenFlags* token) {
-  token->env_var = "BROOK_PS_TOKEN";
-  token->flag = "--ps-token-file";
-  cmd->add_option("--ps-token-file", token->file,
-                  "File holding the PS nodes' bearer token (or set $BROOK_PS_TOKEN); default: "
-                  "this command's chief token")
-      ->envname("BROOK_PS_TOKEN_FILE");
+  AddTokenFlag(cmd, token, "BROOK_PS_TOKEN", "--ps-token-file",
+               "File holding the PS nodes' bearer token (or set $BROOK_PS_TOKEN); default: "
+               "this command's chief token");
 }
 
 absl::StatusOr<security::ClientToken> ResolvePsClientToken(const TokenFlags& ps,

@@ -25,17 +25,8 @@ using FamilyRows = std::map<uint64_t, std::vector<float>>;
 
 constexpr int kFamilyDim = 4;
 
-// Adam, so rows carry slots; `budget_rows` rows fit in memory.
 TableOptions FamilyTable(const std::string& name, uint64_t budget_rows) {
-  TableOptions t;
-  t.name = name;
-  t.dim = kFamilyDim;
-  t.seed = 17;
-  t.initializer.kind = InitializerKind::kUniform;
-  t.optimizer.kind = OptimizerKind::kAdam;
-  t.optimizer.learning_rate = 0.05f;
-  t.memory_budget_bytes = budget_rows * (kFamilyDim * 3 + 1) * sizeof(float);
-  return t;
+  return test::AdamTable(name, kFamilyDim, 17, budget_rows);
 }
 
 ParameterServerOptions FamilyPsOptions(const std::string& dir) {

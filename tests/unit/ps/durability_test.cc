@@ -32,16 +32,7 @@ using Rows = std::map<uint64_t, std::vector<float>>;
 constexpr int kDim = 8;
 
 TableOptions AdamTable(const std::string& name, uint64_t budget_rows) {
-  TableOptions t;
-  t.name = name;
-  t.dim = kDim;
-  t.seed = 11;
-  t.initializer.kind = InitializerKind::kUniform;
-  t.optimizer.kind = OptimizerKind::kAdam;
-  t.optimizer.learning_rate = 0.05f;
-  // Adam keeps 2 x dim slots (+ its step) beside the weights.
-  t.memory_budget_bytes = budget_rows * (kDim * 3 + 1) * sizeof(float);
-  return t;
+  return test::AdamTable(name, kDim, 11, budget_rows);
 }
 
 DenseOptions Dense(const std::string& name, int64_t n) {

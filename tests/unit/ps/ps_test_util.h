@@ -56,6 +56,21 @@ inline TableOptions SgdTable(std::string name, int dim, float lr = 1.0f) {
   return t;
 }
 
+// Adam (rows carry 2 x dim slots and a step), uniform init; `budget_rows`
+// rows fit in the table's memory budget, the rest spill to RocksDB.
+inline TableOptions AdamTable(const std::string& name, int dim, uint64_t seed,
+                              uint64_t budget_rows) {
+  TableOptions t;
+  t.name = name;
+  t.dim = dim;
+  t.seed = seed;
+  t.initializer.kind = InitializerKind::kUniform;
+  t.optimizer.kind = OptimizerKind::kAdam;
+  t.optimizer.learning_rate = 0.05f;
+  t.memory_budget_bytes = budget_rows * (dim * 3 + 1) * sizeof(float);
+  return t;
+}
+
 inline std::vector<float> PullOrDie(ParameterServer& ps, const std::string& table,
                                     const std::vector<uint64_t>& keys, int dim) {
   std::vector<float> out(keys.size() * dim, -12345.0f);
