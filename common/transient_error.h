@@ -3,7 +3,7 @@
 // same code for a permanent refusal (RESOURCE_EXHAUSTED for a key limit or a
 // memory budget is final). The mark is an absl::Status payload, so it
 // survives RETURN_IF_ERROR; the PS sends it on the wire as a trailer
-// (ps/rpc/status_mapping.h), and GrpcPsClient retries such replies.
+// (common/rpc/status_mapping.h), and GrpcPsClient retries such replies.
 //
 // Header-only, absl only.
 #pragma once

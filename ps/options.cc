@@ -245,4 +245,10 @@ std::optional<OptimizerKind> OptimizerKindFromName(std::string_view name) {
   return std::nullopt;
 }
 
+absl::Status CheckLearningRateScale(float scale) {
+  if (std::isfinite(scale) && scale > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("learning_rate_scale ", scale, " must be finite and > 0"));
+}
+
 }  // namespace brook::ps

@@ -128,4 +128,8 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text);
 // Floats of optimizer state kept beside each row of `dim` weights.
 int OptimizerSlotFloats(const OptimizerOptions& o, int dim);
 
+// A push's learning_rate_scale (PushContext): INVALID_ARGUMENT unless
+// finite and > 0. The PS core and every client check it with this.
+absl::Status CheckLearningRateScale(float scale);
+
 }  // namespace brook::ps

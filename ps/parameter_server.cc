@@ -5,14 +5,16 @@
 #include <limits>
 #include <string>
 
-#include "common/absl_compat.h"
-#include "common/random_id.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "brook/v1/storage.pb.h"
+#include "common/absl_compat.h"
+#include "common/random_id.h"
 #include "common/status_macros.h"
+#include "ps/config_codec.h"
 #include "ps/internal/dense_variable.h"
 #include "ps/internal/mutex.h"
 #include "ps/internal/ps_state.h"
@@ -152,7 +154,7 @@ absl::Status ParameterServer::CreateTable(const TableOptions& options) {
   ASSIGN_OR_RETURN(bool created, CreateTableLocked(options, /*cold_rows_exist=*/false));
   if (!created) return absl::OkStatus();  // re-declared: nothing new to log
   return state_->LogAndSync(
-      [&](v1::WalEntry* e) { *e->mutable_create_table() = internal::ToConfig(options); });
+      [&](v1::WalEntry* e) { ToProto(options, e->mutable_create_table()); });
 }
 
 absl::StatusOr<bool> ParameterServer::CreateTableLocked(const TableOptions& options,
@@ -257,7 +259,7 @@ absl::StatusOr<PushOutcome> ParameterServer::Push(std::string_view table,
   if (keys.size() > options_.max_keys_per_request) {
     return TooManyKeys("table", table, keys.size(), options_.max_keys_per_request);
   }
-  RETURN_IF_ERROR(internal::CheckLearningRateScale(ctx.learning_rate_scale));
+  RETURN_IF_ERROR(CheckLearningRateScale(ctx.learning_rate_scale));
   // Every stateless check happens before the dedup claim, so a bad request
   // neither changes rows nor consumes its sequence number.
   ASSIGN_OR_RETURN(PreparedPush prepared, t->PreparePush(keys, grads));
@@ -332,7 +334,7 @@ absl::Status ParameterServer::CreateDense(const DenseOptions& options) {
     state_->dense.emplace(options.name, std::move(v));
   }
   return state_->LogAndSync(
-      [&](v1::WalEntry* e) { *e->mutable_create_dense() = internal::ToConfig(options); });
+      [&](v1::WalEntry* e) { ToProto(options, e->mutable_create_dense()); });
 }
 
 absl::Status ParameterServer::DropDense(std::string_view name) {
@@ -360,7 +362,7 @@ absl::StatusOr<PushOutcome> ParameterServer::PushDense(std::string_view name,
   if (grads.size() > options_.max_keys_per_request) {
     return TooManyKeys("dense variable", name, grads.size(), options_.max_keys_per_request);
   }
-  RETURN_IF_ERROR(internal::CheckLearningRateScale(ctx.learning_rate_scale));
+  RETURN_IF_ERROR(CheckLearningRateScale(ctx.learning_rate_scale));
   ASSIGN_OR_RETURN(uint64_t nonfinite, v->Check(grads));
   internal::GateReader gate(&state_->gate);
   bool duplicate = false;

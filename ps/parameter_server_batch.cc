@@ -74,7 +74,7 @@ absl::StatusOr<PushBatchOutcome> ParameterServer::PushBatch(absl::Span<const Tab
                                                             const PushContext& ctx) {
   // Stage 1: every check that needs no row state, for every part, before
   // anything is claimed or applied.
-  RETURN_IF_ERROR(internal::CheckLearningRateScale(ctx.learning_rate_scale));
+  RETURN_IF_ERROR(CheckLearningRateScale(ctx.learning_rate_scale));
   const uint64_t limit = options_.max_keys_per_request;
   std::vector<std::unique_ptr<internal::KeyBatch>>& batches = ThreadBatches(tables.size());
   std::vector<std::shared_ptr<Table>> found_tables(tables.size());

@@ -23,8 +23,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "brook/v1/storage.pb.h"
 #include "common/status_macros.h"
 #include "common/version.h"
+#include "ps/config_codec.h"
 #include "ps/internal/checkpoint_files.h"
 #include "ps/internal/ps_state.h"
 #include "ps/optimizer.h"
@@ -464,7 +466,7 @@ absl::Status ParameterServer::OpenDurable() {
   for (const fs::directory_entry& e : fs::directory_iterator(root, ec)) {
     absl::StatusOr<v1::CheckpointManifest> m =
         internal::ReadManifest((e.path() / part_name).string());
-    if (m.ok()) found.push_back(rpc::FromProto(m->info()));
+    if (m.ok()) found.push_back(FromProto(m->info()));
   }
   std::sort(found.begin(), found.end(), [](const CheckpointInfo& a, const CheckpointInfo& b) {
     return a.created_unix_micros < b.created_unix_micros;
@@ -565,7 +567,7 @@ absl::Status ParameterServer::ReplayWal(uint64_t from_lsn) {
         return absl::OkStatus();
       }
       case v1::WalEntry::kCreateTable: {
-        ASSIGN_OR_RETURN(TableOptions o, rpc::FromProto(entry.create_table()));
+        ASSIGN_OR_RETURN(TableOptions o, FromProto(entry.create_table()));
         dropped_tables.erase(o.name);
         return CreateTableLocked(o, /*cold_rows_exist=*/false).status();
       }
@@ -582,7 +584,7 @@ absl::Status ParameterServer::ReplayWal(uint64_t from_lsn) {
         return state_->db->DropColumnFamily(internal::TableFamily(entry.drop_table()));
       }
       case v1::WalEntry::kCreateDense: {
-        ASSIGN_OR_RETURN(DenseOptions o, rpc::FromProto(entry.create_dense()));
+        ASSIGN_OR_RETURN(DenseOptions o, FromProto(entry.create_dense()));
         dropped_dense.erase(o.name);
         ASSIGN_OR_RETURN(std::unique_ptr<internal::DenseVariable> v,
                          internal::DenseVariable::Create(o));
@@ -627,7 +629,7 @@ absl::StatusOr<std::optional<CheckpointInfo>> ParameterServer::WrittenCheckpoint
     if (it->shard_dir == shard_dir) return *it;
   }
   // An earlier run of this shard wrote it before a restart: read the answer back.
-  CheckpointInfo info = rpc::FromProto(done);
+  CheckpointInfo info = FromProto(done);
   ASSIGN_OR_RETURN(v1::CheckpointFile manifest, internal::HashFile(shard_dir, internal::kManifestName));
   info.manifest_bytes = manifest.bytes();
   info.manifest_crc32c = manifest.crc32c();
@@ -730,7 +732,7 @@ absl::StatusOr<CheckpointInfo> ParameterServer::CheckpointLocked(const Checkpoin
         complete = complete && table_complete;
         for (const auto& [t, before] : taking) {
           v1::CheckpointTable* ct = t->manifest.add_tables();
-          *ct->mutable_config() = internal::ToConfig(table->options());
+          ToProto(table->options(), ct->mutable_config());
           ct->set_rows_in_file(t->rows->rows_written() - before);
           ct->set_has_rocksdb_rows(table->has_cold_family());
         }
@@ -748,7 +750,7 @@ absl::StatusOr<CheckpointInfo> ParameterServer::CheckpointLocked(const Checkpoin
         if (!exported) v->Export(&values, &slots);
         exported = true;
         RETURN_IF_ERROR(t.rows->Dense(v->options().name, values, slots));
-        *t.manifest.add_dense() = internal::ToConfig(v->options());
+        ToProto(v->options(), t.manifest.add_dense());
       }
     }
     for (PartTarget& t : targets) {
@@ -792,7 +794,7 @@ absl::StatusOr<CheckpointInfo> ParameterServer::CheckpointLocked(const Checkpoin
     }
     info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     manifest.set_format_version(1);
-    rpc::ToProto(info, manifest.mutable_info());
+    ToProto(info, manifest.mutable_info());
     // No absolute path in a manifest: readers resolve these against where
     // the part is when it is read (checkpoint_files.h).
     manifest.mutable_info()->set_dir("..");
@@ -918,14 +920,14 @@ absl::StatusOr<RestoreInfo> ParameterServer::RestoreLocked(
   // Tables: every part lists all of them (tables live on every shard).
   absl::flat_hash_map<std::string, TableOptions> tables;
   for (const v1::CheckpointTable& ct : parts[0].tables()) {
-    ASSIGN_OR_RETURN(TableOptions o, rpc::FromProto(ct.config()));
+    ASSIGN_OR_RETURN(TableOptions o, FromProto(ct.config()));
     tables.emplace(o.name, o);
   }
   // Dense variables: each on one part; placed again for this shard count.
   std::vector<DenseOptions> dense;
   for (const v1::CheckpointManifest& p : parts) {
     for (const v1::DenseConfig& dc : p.dense()) {
-      ASSIGN_OR_RETURN(DenseOptions o, rpc::FromProto(dc));
+      ASSIGN_OR_RETURN(DenseOptions o, FromProto(dc));
       dense.push_back(o);
     }
   }
@@ -1062,12 +1064,12 @@ absl::StatusOr<CheckpointContents> ReadCheckpointContents(const std::string& dir
   out.table_prefix = parts[0].info().table_prefix();
   out.step = parts[0].info().step();
   for (const v1::CheckpointTable& ct : parts[0].tables()) {
-    ASSIGN_OR_RETURN(TableOptions o, rpc::FromProto(ct.config()));
+    ASSIGN_OR_RETURN(TableOptions o, FromProto(ct.config()));
     out.tables.push_back(std::move(o));
   }
   for (const v1::CheckpointManifest& p : parts) {
     for (const v1::DenseConfig& dc : p.dense()) {
-      ASSIGN_OR_RETURN(DenseOptions o, rpc::FromProto(dc));
+      ASSIGN_OR_RETURN(DenseOptions o, FromProto(dc));
       out.dense.push_back(std::move(o));
     }
   }
@@ -1217,7 +1219,7 @@ absl::StatusOr<ImportInfo> ParameterServer::ImportTables(const ImportOptions& op
         ASSIGN_OR_RETURN(bool created, CreateTableLocked(p.table, /*cold_rows_exist=*/false));
         if (created) {
           RETURN_IF_ERROR(state_->LogAndSync(
-              [&](v1::WalEntry* e) { *e->mutable_create_table() = internal::ToConfig(p.table); }));
+              [&](v1::WalEntry* e) { ToProto(p.table, e->mutable_create_table()); }));
         }
       }
       ASSIGN_OR_RETURN(p.target, state_->FindTable(p.to));

@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "storage/storage_stats.h"
 
 namespace rocksdb {
 class ColumnFamilyHandle;
@@ -118,17 +119,7 @@ class RocksDb {
   // compaction competes with what follows.
   absl::Status CompactAll();
 
-  struct Stats {
-    uint64_t block_cache_hits = 0;    // BLOCK_CACHE_HIT (data + index + filter)
-    uint64_t block_cache_misses = 0;  // BLOCK_CACHE_MISS
-    uint64_t bytes_read = 0;          // values returned by Get/MultiGet + iterator bytes
-    uint64_t bytes_written = 0;       // bytes of keys+values issued by Write
-    uint64_t sst_bytes = 0;           // "rocksdb.total-sst-files-size", all families
-    // "rocksdb.estimate-pending-compaction-bytes", all families: what
-    // compaction still has to rewrite; RocksDB slows then stops writes as it grows.
-    uint64_t pending_compaction_bytes = 0;
-    uint64_t stall_micros = 0;        // STALL_MICROS: writes held back by a write stall
-  };
+  using Stats = RocksDbStats;
   Stats GetStats() const;
 
   const std::string& path() const { return path_; }

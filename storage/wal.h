@@ -27,6 +27,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "storage/storage_stats.h"
 
 namespace brook::storage {
 
@@ -45,17 +46,6 @@ struct WalOptions {
   // Start a new segment file once the current one has reached this size.
   // Rotation happens between groups, so a segment can exceed it by one group.
   uint64_t segment_bytes = 64ull << 20;
-};
-
-struct WalStats {
-  uint64_t records = 0;       // records written to files since Open
-  uint64_t bytes = 0;         // bytes written to files since Open, framing included
-  uint64_t group_writes = 0;  // write() batches since Open
-  uint64_t syncs = 0;         // fdatasyncs since Open (kData)
-  uint64_t segments = 0;      // segment files the log has now
-  uint64_t last_lsn = 0;      // last LSN handed out by Add (or found on Open); 0 if none
-  uint64_t write_errors = 0;  // failed group writes since Open (disk full included)
-  bool failing = false;       // the last write failed for want of space; retried on Sync
 };
 
 class WalWriter {

@@ -9,7 +9,7 @@
 #include "common/endpoint_error.h"
 #include "common/rpc/grpc_error.h"
 #include "common/status_macros.h"
-#include "ps/rpc/status_mapping.h"
+#include "common/rpc/status_mapping.h"
 #include "security/bearer_token.h"
 
 namespace brook::chief {

@@ -15,7 +15,7 @@
 #include "metrics/exposer.h"
 #include "metrics/rpc_metrics.h"
 #include "ps/client/grpc_ps_client.h"
-#include "ps/rpc/status_mapping.h"
+#include "common/rpc/status_mapping.h"
 #include "security/bearer_token.h"
 
 namespace brook::chief {
@@ -39,7 +39,7 @@ std::string HostOf(const std::string& address) {
 }  // namespace
 
 // The thin adapter: each RPC calls the Chief method of the same name and maps
-// its status (ps/rpc/status_mapping.h, the one seam for both services).
+// its status (common/rpc/status_mapping.h, the one seam for both services).
 class ChiefService final : public v1::Chief::Service {
  public:
   // `ps`: the PS nodes' client, checked at each submit (null: none).

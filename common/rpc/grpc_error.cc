@@ -6,7 +6,7 @@
 #include "brook/v1/node.grpc.pb.h"
 #include "common/endpoint_error.h"
 #include "common/rpc/endpoint_probe.h"
-#include "ps/rpc/status_mapping.h"
+#include "common/rpc/status_mapping.h"
 
 namespace brook::rpc {
 namespace {
@@ -154,7 +154,7 @@ absl::Status FromGrpcError(const grpc::Status& status, const std::string& rpc, c
                            bool waited_for_ready) {
   if (status.ok()) return absl::OkStatus();
   const grpc::StatusCode code = status.error_code();
-  const absl::StatusCode absl_code = ps::rpc::FromGrpcCode(code);
+  const absl::StatusCode absl_code = FromGrpcCode(code);
   const bool vague = status.error_message().empty();
   const bool transport = code == grpc::StatusCode::UNAVAILABLE ||
                          code == grpc::StatusCode::UNIMPLEMENTED ||
@@ -182,7 +182,7 @@ absl::Status FromGrpcError(const grpc::Status& status, const std::string& rpc, c
                                                 absl::StatusCodeToString(absl_code),
                                                 " and no message"));
   }
-  return ps::rpc::FromGrpcStatus(status);
+  return FromGrpcStatus(status);
 }
 
 }  // namespace brook::rpc

@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "ps/client/local_ps_client.h"
 #include "sharding/sharding.h"
 
 namespace brook::ps {

@@ -19,11 +19,11 @@
 #include "common/status_macros.h"
 #include "ps/client/grpc_ps_client_internal.h"
 #include "ps/client/key_plan.h"
-#include "ps/client/local_ps_client.h"
-#include "ps/rpc/proto_convert.h"
-#include "ps/rpc/pull_reply.h"
-#include "ps/rpc/status_mapping.h"
-#include "ps/rpc/wire.h"
+#include "ps/config_codec.h"
+#include "ps/wire/proto_convert.h"
+#include "ps/wire/pull_reply.h"
+#include "common/rpc/status_mapping.h"
+#include "ps/wire/wire.h"
 #include "sharding/sharding.h"
 
 namespace brook::ps {
@@ -44,7 +44,7 @@ bool OutOfSpace(const Call& c) {
     return false;
   }
   const auto& trailers = c.context->GetServerTrailingMetadata();
-  return trailers.find(rpc::kTransientTrailer) != trailers.end();
+  return trailers.find(brook::rpc::kTransientTrailer) != trailers.end();
 }
 
 double Jitter() {
@@ -254,7 +254,7 @@ absl::Status GrpcPsClient::Run(std::vector<Call>& calls, absl::Time deadline, ui
                                  absl::ToDoubleSeconds(absl::Now() - start));
     }
     if (OutOfSpace(*c)) {
-      return absl::Status(rpc::FromGrpcCode(c->status.error_code()),
+      return absl::Status(brook::rpc::FromGrpcCode(c->status.error_code()),
                           absl::StrCat("PS shard ", c->shard, " (", shards_[c->shard]->address,
                                        "): out of space: ", c->status.error_message(), attempts));
     }
@@ -460,7 +460,7 @@ absl::Status GrpcPsClient::WaitForReady(absl::Duration timeout) {
 
 absl::Status GrpcPsClient::CreateTable(const TableOptions& options) {
   v1::CreateTableRequest req;
-  rpc::ToProto(options, req.mutable_table());
+  ToProto(options, req.mutable_table());
   std::vector<v1::CreateTableResponse> resps(shards_.size());
   std::vector<Call> calls(shards_.size());
   for (size_t s = 0; s < shards_.size(); ++s) {
@@ -530,7 +530,7 @@ absl::Status GrpcPsClient::Pull(std::string_view table, absl::Span<const uint64_
     const Part& part = parts[p];
     v1::PullRequest& req = reqs[p];
     req.set_table(std::string(table));
-    rpc::EncodeKeys(plan.shard_keys(part.shard).subspan(part.begin, part.size()),
+    wire::EncodeKeys(plan.shard_keys(part.shard).subspan(part.begin, part.size()),
                     req.mutable_keys());
     req.set_dim(static_cast<uint32_t>(dim));
     if (options_.check_route) {
@@ -551,7 +551,7 @@ absl::Status GrpcPsClient::Pull(std::string_view table, absl::Span<const uint64_
     const Part& part = parts[p];
     const absl::Span<const uint32_t> first =
         plan.shard_first_inputs(part.shard).subspan(part.begin, part.size());
-    absl::Status read = rpc::ReadPullReply(
+    absl::Status read = wire::ReadPullReply(
         &replies[p], static_cast<uint32_t>(dim), part.size(),
         [&](size_t r) { return out.data() + size_t{first[r]} * dim; });
     if (!read.ok()) {
@@ -580,7 +580,7 @@ absl::Status GrpcPsClient::Push(std::string_view table, absl::Span<const uint64_
     const Part& part = parts[p];
     const size_t shard_keys = plan.shard_keys(part.shard).size();
     if (part.size() == shard_keys) {
-      sums[part.shard] = rpc::MutableFloats(reqs[p].mutable_grads(), shard_keys * dim);
+      sums[part.shard] = wire::MutableFloats(reqs[p].mutable_grads(), shard_keys * dim);
     } else if (part.begin == 0) {
       split_sums[part.shard].resize(shard_keys * dim);
       sums[part.shard] = absl::MakeSpan(split_sums[part.shard]);
@@ -593,10 +593,10 @@ absl::Status GrpcPsClient::Push(std::string_view table, absl::Span<const uint64_
     const Part& part = parts[p];
     v1::PushRequest& req = reqs[p];
     req.set_table(std::string(table));
-    rpc::EncodeKeys(plan.shard_keys(part.shard).subspan(part.begin, part.size()),
+    wire::EncodeKeys(plan.shard_keys(part.shard).subspan(part.begin, part.size()),
                     req.mutable_keys());
     if (part.size() != plan.shard_keys(part.shard).size()) {
-      rpc::EncodeFloats(sums[part.shard].subspan(part.begin * dim, part.size() * dim),
+      wire::EncodeFloats(sums[part.shard].subspan(part.begin * dim, part.size() * dim),
                         req.mutable_grads());
     }
     req.set_client_id(client_id());
@@ -623,7 +623,7 @@ absl::Status GrpcPsClient::CreateDense(absl::Span<const DenseOptions> variables)
   std::vector<v1::CreateDenseResponse> resps(variables.size());
   std::vector<Call> calls(variables.size());
   for (size_t i = 0; i < variables.size(); ++i) {
-    rpc::ToProto(variables[i], reqs[i].mutable_dense());
+    ToProto(variables[i], reqs[i].mutable_dense());
     calls[i].shard = placement[i];
     calls[i].issue = [req = &reqs[i], resp = &resps[i]](Stub* stub, grpc::ClientContext* ctx,
                                                         Done done) {
@@ -656,7 +656,7 @@ absl::Status GrpcPsClient::PullDense(std::string_view name, absl::Span<float> ou
   RETURN_IF_ERROR(Run(calls, CallDeadline()));
   std::vector<float> scratch;
   ASSIGN_OR_RETURN(absl::Span<const float> values,
-                   rpc::DecodeFloats(resp.values(), &scratch, "dense values"));
+                   wire::DecodeFloats(resp.values(), &scratch, "dense values"));
   if (values.size() != out.size()) {
     return absl::InternalError(absl::StrCat("PS shard ", e.shard, " replied ", values.size(),
                                             " floats for dense '", std::string(name), "' of ",
@@ -676,7 +676,7 @@ absl::Status GrpcPsClient::PushDense(std::string_view name, absl::Span<const flo
   }
   v1::PushDenseRequest req;
   req.set_name(std::string(name));
-  rpc::EncodeFloats(grads, req.mutable_grads());
+  wire::EncodeFloats(grads, req.mutable_grads());
   req.set_client_id(client_id());
   req.set_sequence(NextSequence());
   req.set_step(step);
@@ -707,7 +707,7 @@ absl::StatusOr<std::vector<ServerStats>> GrpcPsClient::Stats() {
   RETURN_IF_ERROR(Run(calls, CallDeadline()));
   std::vector<ServerStats> out;
   out.reserve(resps.size());
-  for (const v1::StatsResponse& r : resps) out.push_back(rpc::FromProto(r));
+  for (const v1::StatsResponse& r : resps) out.push_back(wire::FromProto(r));
   return out;
 }
 
@@ -736,7 +736,7 @@ absl::StatusOr<std::vector<CheckpointInfo>> GrpcPsClient::Checkpoint(
   RETURN_IF_ERROR(Run(calls, absl::Now() + options_.admin_deadline, 0, options_.admin_deadline,
                       absl::Now() + absl::Nanoseconds(admin_retry_window_ns_.load(std::memory_order_relaxed))));
   std::vector<CheckpointInfo> out;
-  for (const v1::CheckpointResponse& r : resps) out.push_back(rpc::FromProto(r.checkpoint()));
+  for (const v1::CheckpointResponse& r : resps) out.push_back(FromProto(r.checkpoint()));
   return out;
 }
 
@@ -812,7 +812,7 @@ absl::StatusOr<std::vector<StartupInfo>> GrpcPsClient::FenceClients(
   RETURN_IF_ERROR(Run(calls, absl::Now() + std::min(retry_window(), absl::Seconds(5))));
   std::vector<StartupInfo> out;
   out.reserve(resps.size());
-  for (const v1::FenceClientsResponse& r : resps) out.push_back(rpc::FromProto(r.startup()));
+  for (const v1::FenceClientsResponse& r : resps) out.push_back(wire::FromProto(r.startup()));
   return out;
 }
 

@@ -12,7 +12,7 @@
 //
 // Retries: UNAVAILABLE, DEADLINE_EXCEEDED (per attempt) and a
 // RESOURCE_EXHAUSTED the PS marks transient (its WAL's disk is full:
-// ps/rpc/status_mapping.h kTransientTrailer) are retried with capped
+// common/rpc/status_mapping.h kTransientTrailer) are retried with capped
 // exponential backoff and jitter until `deadline` (per call, retries
 // included: the retry window); other codes, a key limit's or a memory
 // budget's RESOURCE_EXHAUSTED among them, are returned at once (UNAUTHENTICATED,

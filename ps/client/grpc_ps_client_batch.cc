@@ -13,8 +13,7 @@
 #include "ps/client/batch_plan.h"
 #include "ps/client/grpc_ps_client.h"
 #include "ps/client/grpc_ps_client_internal.h"
-#include "ps/client/local_ps_client.h"
-#include "ps/rpc/wire.h"
+#include "ps/wire/wire.h"
 
 namespace brook::ps {
 namespace {
@@ -98,7 +97,7 @@ absl::Status GrpcPsClient::PullBatch(absl::Span<const TablePull> tables,
         PullRpc& rpc = packer.For(s, (e - b) * KeyBytes(dim));
         v1::PullRequest* part = rpc.req.add_tables();
         part->set_table(std::string(tables[i].table));
-        rpc::EncodeKeys(keys.subspan(b, e - b), part->mutable_keys());
+        wire::EncodeKeys(keys.subspan(b, e - b), part->mutable_keys());
         part->set_dim(static_cast<uint32_t>(dim));
         rpc.pieces.push_back({i, b, e});
       }
@@ -150,7 +149,7 @@ absl::Status GrpcPsClient::PullBatch(absl::Span<const TablePull> tables,
       const size_t shard_keys = bp.plan(p.table)->shard_keys(rpc.shard).size();
       if (p.begin == 0 && p.end == shard_keys) {  // the shard's whole part
         ASSIGN_OR_RETURN(views[p.table][rpc.shard],
-                         rpc::DecodeFloats(bytes, &buffers.emplace_back(), "rows"));
+                         wire::DecodeFloats(bytes, &buffers.emplace_back(), "rows"));
         continue;
       }
       std::vector<float>*& all = gathered[p.table * num_shards() + rpc.shard];
@@ -210,12 +209,12 @@ absl::Status GrpcPsClient::PushBatch(absl::Span<const TablePush> tables,
         PushRpc& rpc = packer.For(s, (e - b) * KeyBytes(dim));
         v1::PushRequest* part = rpc.req.add_tables();
         part->set_table(std::string(tables[i].table));
-        rpc::EncodeKeys(keys.subspan(b, e - b), part->mutable_keys());
+        wire::EncodeKeys(keys.subspan(b, e - b), part->mutable_keys());
         // Fixed before the first attempt: every retry of the batch carries it.
         ASSIGN_OR_RETURN(const uint64_t sequence, sequences.Next(s));
         part->set_sequence(sequence);
         if (keys.size() <= per) {
-          sums[s] = rpc::MutableFloats(part->mutable_grads(), keys.size() * dim);
+          sums[s] = wire::MutableFloats(part->mutable_grads(), keys.size() * dim);
         } else {
           split_parts.push_back({part, s, b, e});
         }
@@ -223,7 +222,7 @@ absl::Status GrpcPsClient::PushBatch(absl::Span<const TablePush> tables,
     }
     plan->SumGradients(tables[i].grads, dim, sums);
     for (const SplitPart& p : split_parts) {
-      rpc::EncodeFloats(sums[p.shard].subspan(p.begin * dim, (p.end - p.begin) * dim),
+      wire::EncodeFloats(sums[p.shard].subspan(p.begin * dim, (p.end - p.begin) * dim),
                         p.part->mutable_grads());
     }
   }
@@ -231,7 +230,7 @@ absl::Status GrpcPsClient::PushBatch(absl::Span<const TablePush> tables,
     PushRpc& rpc = packer.For(bp.dense_shard(d), dense[d].grads.size() * sizeof(float));
     v1::PushDenseRequest* part = rpc.req.add_dense();
     part->set_name(std::string(dense[d].name));
-    rpc::EncodeFloats(dense[d].grads, part->mutable_grads());
+    wire::EncodeFloats(dense[d].grads, part->mutable_grads());
     ASSIGN_OR_RETURN(const uint64_t sequence, sequences.Next(bp.dense_shard(d)));
     part->set_sequence(sequence);
   }

@@ -18,33 +18,6 @@ absl::Status AtShard(int32_t shard, const absl::Status& st) {
 
 }  // namespace
 
-absl::StatusOr<size_t> InferDim(std::string_view table, size_t num_keys, size_t floats,
-                                std::string_view what) {
-  if (num_keys == 0) {
-    if (floats != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(std::string(what), " of table '",
-                                                     std::string(table), "': ", floats,
-                                                     " floats for 0 keys"));
-    }
-    return 0;
-  }
-  if (floats == 0 || floats % num_keys != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(std::string(what), " of table '",
-                                                   std::string(table), "': ", floats,
-                                                   " floats is not ", num_keys, " keys x dim"));
-  }
-  if (num_keys > UINT32_MAX) {
-    return absl::ResourceExhaustedError(absl::StrCat(std::string(what), " of ", num_keys, " keys"));
-  }
-  return floats / num_keys;
-}
-
-absl::Status CheckPushScale(float learning_rate_scale) {
-  if (std::isfinite(learning_rate_scale) && learning_rate_scale > 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "push batch: learning_rate_scale ", learning_rate_scale, " must be finite and > 0"));
-}
-
 LocalPsCluster::LocalPsCluster(int num_shards) {
   std::vector<ParameterServer*> raw;
   for (int i = 0; i < num_shards; ++i) {

@@ -12,6 +12,7 @@
 
 #include "ps/client/dense_directory.h"
 #include "ps/client/ps_client.h"
+#include "ps/parameter_server.h"
 
 namespace brook::ps {
 
@@ -58,12 +59,5 @@ struct LocalPsCluster {
   std::vector<std::unique_ptr<ParameterServer>> shards;
   std::unique_ptr<LocalPsClient> client;
 };
-
-// Checks the sizes every PsClient checks before routing: for a pull `floats`
-// is out.size(), for a push grads.size(). Returns the dim (0 for no keys).
-absl::StatusOr<size_t> InferDim(std::string_view table, size_t num_keys, size_t floats,
-                                std::string_view what);
-// A PushBatch's learning_rate_scale: INVALID_ARGUMENT unless finite and > 0.
-absl::Status CheckPushScale(float learning_rate_scale);
 
 }  // namespace brook::ps

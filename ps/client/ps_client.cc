@@ -1,5 +1,8 @@
 #include "ps/client/ps_client.h"
 
+#include <cstdint>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "common/random_id.h"
 
@@ -21,6 +24,33 @@ absl::StatusOr<uint64_t> PsClient::PartSequences::Next(int32_t shard) {
         " in one stream step (fewer tables, or a larger max_request_bytes)"));
   }
   return stream_.step << kStreamPartBits | part++;
+}
+
+absl::StatusOr<size_t> InferDim(std::string_view table, size_t num_keys, size_t floats,
+                                std::string_view what) {
+  if (num_keys == 0) {
+    if (floats != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(std::string(what), " of table '",
+                                                     std::string(table), "': ", floats,
+                                                     " floats for 0 keys"));
+    }
+    return 0;
+  }
+  if (floats == 0 || floats % num_keys != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(what), " of table '",
+                                                   std::string(table), "': ", floats,
+                                                   " floats is not ", num_keys, " keys x dim"));
+  }
+  if (num_keys > UINT32_MAX) {
+    return absl::ResourceExhaustedError(absl::StrCat(std::string(what), " of ", num_keys, " keys"));
+  }
+  return floats / num_keys;
+}
+
+absl::Status CheckPushScale(float learning_rate_scale) {
+  const absl::Status st = CheckLearningRateScale(learning_rate_scale);
+  if (st.ok()) return st;
+  return absl::Status(st.code(), absl::StrCat("push batch: ", st.message()));
 }
 
 }  // namespace brook::ps

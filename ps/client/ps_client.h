@@ -29,13 +29,13 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "ps/options.h"
-#include "ps/parameter_server.h"
+#include "ps/types.h"
 
 namespace brook::ps {
 
 // One table's part of a PullBatch: rows for keys (duplicates allowed) into
 // out (keys.size() x dim). TablePull and DensePull are defined in
-// ps/parameter_server.h (the PS core takes the same parts):
+// ps/types.h (the PS core takes the same parts):
 //   struct TablePull { std::string_view table; absl::Span<const uint64_t> keys;
 //                      absl::Span<float> out; };
 //   struct DensePull { std::string_view name; absl::Span<float> out; };
@@ -190,5 +190,13 @@ class PsClient {
   const uint64_t client_id_;
   std::atomic<uint64_t> next_sequence_{1};
 };
+
+// Checks the sizes every PsClient checks before routing: for a pull `floats`
+// is out.size(), for a push grads.size(). Returns the dim (0 for no keys).
+absl::StatusOr<size_t> InferDim(std::string_view table, size_t num_keys, size_t floats,
+                                std::string_view what);
+// A PushBatch's learning_rate_scale (CheckLearningRateScale), its error
+// prefixed "push batch: ".
+absl::Status CheckPushScale(float learning_rate_scale);
 
 }  // namespace brook::ps

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "brook/v1/storage.pb.h"
 #include "common/status_macros.h"
 #include "storage/atomic_file.h"
 #include "storage/crc32c.h"

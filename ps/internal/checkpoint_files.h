@@ -35,9 +35,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "brook/v1/storage.pb.h"
 #include "ps/table.h"
 #include "storage/tfrecord.h"
+
+namespace brook::v1 {
+class CheckpointFile;
+class CheckpointManifest;
+class CheckpointRecord;
+}  // namespace brook::v1
 
 namespace brook::ps::internal {
 

@@ -15,17 +15,20 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "brook/v1/storage.pb.h"
 #include "ps/internal/checkpoint_files.h"
 #include "ps/internal/dense_variable.h"
 #include "ps/internal/mutex.h"
 #include "ps/internal/push_dedup.h"
 #include "ps/memory_accountant.h"
 #include "ps/parameter_server.h"
-#include "ps/rpc/proto_convert.h"
+#include "ps/wire/proto_convert.h"
 #include "ps/table.h"
 #include "storage/rocks_db.h"
 #include "storage/wal.h"
+
+namespace brook::v1 {
+class WalEntry;
+}  // namespace brook::v1
 
 namespace brook::ps::internal {
 
@@ -80,24 +83,6 @@ class ABSL_SCOPED_LOCKABLE GateWriter {
 
 // RocksDB column family of a table.
 inline std::string TableFamily(const std::string& table) { return "table:" + table; }
-
-inline v1::TableConfig ToConfig(const TableOptions& o) {
-  v1::TableConfig c;
-  rpc::ToProto(o, &c);
-  return c;
-}
-inline v1::DenseConfig ToConfig(const DenseOptions& o) {
-  v1::DenseConfig c;
-  rpc::ToProto(o, &c);
-  return c;
-}
-
-// INVALID_ARGUMENT unless `scale` is finite and > 0.
-inline absl::Status CheckLearningRateScale(float scale) {
-  if (std::isfinite(scale) && scale > 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("learning_rate_scale ", scale, " must be finite and > 0"));
-}
 
 inline absl::Status TooManyKeys(std::string_view what, std::string_view name, size_t n,
                                 uint64_t limit) {

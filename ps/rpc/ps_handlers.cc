@@ -11,9 +11,10 @@
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "ps/parameter_server.h"
-#include "ps/rpc/proto_convert.h"
-#include "ps/rpc/pull_reply.h"
-#include "ps/rpc/wire.h"
+#include "ps/config_codec.h"
+#include "ps/wire/proto_convert.h"
+#include "ps/wire/pull_reply.h"
+#include "ps/wire/wire.h"
 
 namespace brook::ps::rpc {
 namespace {
@@ -112,9 +113,9 @@ absl::StatusOr<uint32_t> PsHandlers::CheckPull(const v1::PullRequest& req, size_
 
 absl::Status PsHandlers::Pull(const v1::PullRequest& req, v1::PullResponse* resp) {
   std::vector<uint64_t> key_scratch;
-  ASSIGN_OR_RETURN(absl::Span<const uint64_t> keys, DecodeKeys(req.keys(), &key_scratch));
+  ASSIGN_OR_RETURN(absl::Span<const uint64_t> keys, wire::DecodeKeys(req.keys(), &key_scratch));
   ASSIGN_OR_RETURN(uint32_t dim, CheckPull(req, keys.size()));
-  absl::Span<float> out = MutableFloats(resp->mutable_rows(), keys.size() * size_t{dim});
+  absl::Span<float> out = wire::MutableFloats(resp->mutable_rows(), keys.size() * size_t{dim});
   absl::Status st = PullRows(req.table(), keys, dim, out);
   if (!st.ok()) {
     resp->clear_rows();
@@ -134,10 +135,10 @@ absl::Status PsHandlers::PullRaw(const grpc::ByteBuffer& request, grpc::ByteBuff
     }
   }
   std::vector<uint64_t> key_scratch;
-  ASSIGN_OR_RETURN(absl::Span<const uint64_t> keys, DecodeKeys(req.keys(), &key_scratch));
+  ASSIGN_OR_RETURN(absl::Span<const uint64_t> keys, wire::DecodeKeys(req.keys(), &key_scratch));
   ASSIGN_OR_RETURN(uint32_t dim, CheckPull(req, keys.size()));
   const size_t floats = keys.size() * size_t{dim};
-  PullReplyWriter writer(dim, floats);
+  wire::PullReplyWriter writer(dim, floats);
   RETURN_IF_ERROR(PullRows(req.table(), keys, dim, writer.rows()));
   *reply = writer.Finish();
   return absl::OkStatus();
@@ -158,9 +159,9 @@ absl::Status PsHandlers::Push(const v1::PushRequest& req, v1::PushResponse* resp
   RETURN_IF_ERROR(CheckRoute(req.route()));
   std::vector<uint64_t> key_scratch;
   std::vector<float> grad_scratch;
-  ASSIGN_OR_RETURN(absl::Span<const uint64_t> keys, DecodeKeys(req.keys(), &key_scratch));
+  ASSIGN_OR_RETURN(absl::Span<const uint64_t> keys, wire::DecodeKeys(req.keys(), &key_scratch));
   ASSIGN_OR_RETURN(absl::Span<const float> grads,
-                   DecodeFloats(req.grads(), &grad_scratch, "grads"));
+                   wire::DecodeFloats(req.grads(), &grad_scratch, "grads"));
   if (keys.empty() ? !grads.empty() : grads.size() % keys.size() != 0) {
     return absl::InvalidArgumentError(absl::StrCat("push to '", req.table(), "': ", grads.size(),
                                                    " gradient floats for ", keys.size(),
@@ -194,7 +195,7 @@ absl::Status PsHandlers::PullDense(const v1::PullDenseRequest& req, v1::PullDens
                                                      req.name(), "' exceeds the reply limit of ",
                                                      max_reply_bytes_, " bytes"));
   }
-  absl::Span<float> out = MutableFloats(resp->mutable_values(), floats);
+  absl::Span<float> out = wire::MutableFloats(resp->mutable_values(), floats);
   absl::Status st = ps_->PullDense(req.name(), out);
   if (!st.ok()) resp->clear_values();
   return st;
@@ -203,7 +204,7 @@ absl::Status PsHandlers::PullDense(const v1::PullDenseRequest& req, v1::PullDens
 absl::Status PsHandlers::PushDense(const v1::PushDenseRequest& req, v1::PushDenseResponse* resp) {
   RETURN_IF_ERROR(CheckRoute(req.route()));
   std::vector<float> scratch;
-  ASSIGN_OR_RETURN(absl::Span<const float> grads, DecodeFloats(req.grads(), &scratch, "grads"));
+  ASSIGN_OR_RETURN(absl::Span<const float> grads, wire::DecodeFloats(req.grads(), &scratch, "grads"));
   ASSIGN_OR_RETURN(
       PushOutcome outcome,
       ps_->PushDense(req.name(), grads,
@@ -239,7 +240,7 @@ absl::Status PsHandlers::PullBatch(const v1::PullBatchRequest& req, v1::PullBatc
   for (int i = 0; i < req.tables_size(); ++i) {
     const v1::PullRequest& part = req.tables(i);
     ASSIGN_OR_RETURN(tables[i].keys,
-                     DecodeKeys(part.keys(), &key_scratch[i],
+                     wire::DecodeKeys(part.keys(), &key_scratch[i],
                                 absl::StrCat("keys of table '", part.table(), "'")));
     ASSIGN_OR_RETURN(dims[i], CheckPull(part, tables[i].keys.size()));
     tables[i].table = part.table();
@@ -252,11 +253,11 @@ absl::Status PsHandlers::PullBatch(const v1::PullBatchRequest& req, v1::PullBatc
   }
   std::vector<DensePull> dense(req.dense_size());
   for (int i = 0; i < req.tables_size(); ++i) {
-    tables[i].out = MutableFloats(resp->add_rows(), tables[i].keys.size() * size_t{dims[i]});
+    tables[i].out = wire::MutableFloats(resp->add_rows(), tables[i].keys.size() * size_t{dims[i]});
   }
   for (int i = 0; i < req.dense_size(); ++i) {
     dense[i].name = req.dense(i).name();
-    dense[i].out = MutableFloats(resp->add_dense_values(), dense_floats[i]);
+    dense[i].out = wire::MutableFloats(resp->add_dense_values(), dense_floats[i]);
   }
   absl::Status st = ps_->PullBatch(tables, dense);
   if (!st.ok()) resp->Clear();
@@ -279,9 +280,9 @@ absl::Status PsHandlers::PushBatch(const v1::PushBatchRequest& req, v1::PushBatc
     RETURN_IF_ERROR(SameAsBatch(part.learning_rate_scale(), req.learning_rate_scale(),
                                 "learning_rate_scale", part.table()));
     TablePushPart& t = tables[i];
-    ASSIGN_OR_RETURN(t.keys, DecodeKeys(part.keys(), &key_scratch[i],
+    ASSIGN_OR_RETURN(t.keys, wire::DecodeKeys(part.keys(), &key_scratch[i],
                                         absl::StrCat("keys of table '", part.table(), "'")));
-    ASSIGN_OR_RETURN(t.grads, DecodeFloats(part.grads(), &grad_scratch[i],
+    ASSIGN_OR_RETURN(t.grads, wire::DecodeFloats(part.grads(), &grad_scratch[i],
                                            absl::StrCat("grads of table '", part.table(), "'")));
     if (t.keys.empty() ? !t.grads.empty() : t.grads.size() % t.keys.size() != 0) {
       return absl::InvalidArgumentError(absl::StrCat("push to '", part.table(), "': ",
@@ -300,7 +301,7 @@ absl::Status PsHandlers::PushBatch(const v1::PushBatchRequest& req, v1::PushBatc
     RETURN_IF_ERROR(SameAsBatch(part.learning_rate_scale(), req.learning_rate_scale(),
                                 "learning_rate_scale", part.name()));
     ASSIGN_OR_RETURN(dense[i].grads,
-                     DecodeFloats(part.grads(), &grad_scratch[req.tables_size() + i],
+                     wire::DecodeFloats(part.grads(), &grad_scratch[req.tables_size() + i],
                                   absl::StrCat("grads of dense variable '", part.name(), "'")));
     dense[i].name = part.name();
     dense[i].sequence = part.sequence();
@@ -315,7 +316,7 @@ absl::Status PsHandlers::PushBatch(const v1::PushBatchRequest& req, v1::PushBatc
 absl::Status PsHandlers::Stats(const v1::StatsRequest& /*req*/, v1::StatsResponse* resp) {
   resp->set_shard_index(ps_->options().shard_index);
   resp->set_num_shards(ps_->options().num_shards);
-  ToProto(ps_->Stats(), resp);
+  wire::ToProto(ps_->Stats(), resp);
   return absl::OkStatus();
 }
 
@@ -373,7 +374,7 @@ absl::Status PsHandlers::FenceClients(const v1::FenceClientsRequest& req,
   resp->set_newly_fenced(
       ps_->FenceClients(absl::MakeConstSpan(req.client_ids().data(), req.client_ids().size())));
   resp->set_fenced_clients(ps_->fenced_clients());
-  ToProto(ps_->startup(), resp->mutable_startup());
+  wire::ToProto(ps_->startup(), resp->mutable_startup());
   return absl::OkStatus();
 }
 

@@ -1,5 +1,5 @@
 // The PS request handlers without the transport: decode a brook.v1 request
-// (ps/rpc/wire.h), check it, call one ParameterServer method, encode the
+// (ps/wire/wire.h), check it, call one ParameterServer method, encode the
 // reply. Returns absl::Status; PsService maps it to grpc::Status at the one
 // seam (status_mapping.h). Kept apart from the gRPC service so tests and
 // fault-injecting wrappers can call the exact production handlers.

@@ -5,7 +5,7 @@
 
 #include "common/transient_error.h"
 #include "metrics/rpc_metrics.h"
-#include "ps/rpc/status_mapping.h"
+#include "common/rpc/status_mapping.h"
 #include "security/bearer_token.h"
 
 namespace brook::ps::rpc {
@@ -45,7 +45,7 @@ grpc::ServerUnaryReactor* PsService::Serve(grpc::CallbackServerContext* ctx, PsM
   // handler thread and waits behind no queue.
   if (absl::Status denied = Authorize(*ctx); !denied.ok()) {
     if (options_.on_unauthenticated) options_.on_unauthenticated(method);
-    grpc::Status reply = ToGrpcStatus(denied);
+    grpc::Status reply = brook::rpc::ToGrpcStatus(denied);
     if (options_.metrics != nullptr) {
       options_.metrics->Record(
           static_cast<int>(method), reply.error_code(),
@@ -57,9 +57,9 @@ grpc::ServerUnaryReactor* PsService::Serve(grpc::CallbackServerContext* ctx, PsM
   auto run = [this, ctx, reactor, method, req, resp, handler, start] {
     absl::Status status = serving() ? (handlers_.*handler)(*req, resp)
                                     : absl::UnavailableError("parameter server is shutting down");
-    grpc::Status reply = ToGrpcStatus(status);  // the one absl -> gRPC seam
+    grpc::Status reply = brook::rpc::ToGrpcStatus(status);  // the one absl -> gRPC seam
     if (std::string reason = TransientReason(status); !reason.empty()) {
-      ctx->AddTrailingMetadata(kTransientTrailer, reason);  // the client may retry it
+      ctx->AddTrailingMetadata(brook::rpc::kTransientTrailer, reason);  // the client may retry it
     }
     if (options_.metrics != nullptr) {
       const double seconds =
@@ -82,7 +82,7 @@ grpc::ServerUnaryReactor* PsService::Health(grpc::CallbackServerContext* ctx,
   // Inline and always answered: a draining server still says it is draining.
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const auto start = std::chrono::steady_clock::now();
-  grpc::Status reply = ToGrpcStatus(handlers_.Health(*req, resp));
+  grpc::Status reply = brook::rpc::ToGrpcStatus(handlers_.Health(*req, resp));
   resp->set_serving(serving());
   if (options_.metrics != nullptr) {
     options_.metrics->Record(

@@ -1,6 +1,6 @@
 // Bad input to a real `brook ps` over 127.0.0.1 (ports picked at run time):
 // malformed and hostile RPCs are refused with the status code DESIGN.md
-// "Errors" names (ps/rpc/status_mapping.h) and change nothing; garbage bytes
+// "Errors" names (common/rpc/status_mapping.h) and change nothing; garbage bytes
 // on the gRPC and metrics ports and slow clients holding connections leave
 // the server serving everyone else. The in-process twins of the RPC cases are
 // in tests/unit/ps/rpc/ps_service_test.cc; these prove the same holds through
@@ -31,7 +31,7 @@
 #include "brook/v1/ps.grpc.pb.h"
 #include "metrics/exposer.h"
 #include "ps/client/grpc_ps_client.h"
-#include "ps/rpc/proto_convert.h"
+#include "ps/wire/proto_convert.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/process.h"
 #include "tests/testing/ps_rpc_testing.h"

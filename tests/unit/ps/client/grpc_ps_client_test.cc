@@ -20,7 +20,7 @@
 #include "ps/rpc/ps_handlers.h"
 #include "ps/rpc/ps_server.h"
 #include "ps/rpc/ps_service.h"
-#include "ps/rpc/status_mapping.h"
+#include "common/rpc/status_mapping.h"
 #include "tests/testing/ps_rpc_testing.h"
 #include "tests/testing/test_util.h"
 #include "tests/testing/tmpfs.h"

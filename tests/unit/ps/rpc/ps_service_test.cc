@@ -16,7 +16,7 @@
 #include "metrics/rpc_metrics.h"
 #include "prometheus/registry.h"
 #include "ps/parameter_server.h"
-#include "ps/rpc/proto_convert.h"
+#include "ps/wire/proto_convert.h"
 #include "tests/testing/ps_rpc_testing.h"
 
 namespace brook::ps::rpc {

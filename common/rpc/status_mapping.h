@@ -13,7 +13,7 @@
 
 #include "absl/status/status.h"
 
-namespace brook::ps::rpc {
+namespace brook::rpc {
 
 inline grpc::StatusCode ToGrpcCode(absl::StatusCode code) {
   switch (code) {
@@ -84,4 +84,4 @@ inline absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(FromGrpcCode(status.error_code()), status.error_message());
 }
 
-}  // namespace brook::ps::rpc
+}  // namespace brook::rpc

@@ -1,4 +1,4 @@
-#include "ps/rpc/wire.h"
+#include "ps/wire/wire.h"
 
 #include <gtest/gtest.h>
 

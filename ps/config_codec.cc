@@ -1,23 +1,19 @@
-// ps/options.h and ps/parameter_server.h structs <-> their brook.v1 messages.
-// Header-only for the same reason as wire.h: the server adapter decodes what
-// the client encodes, from one definition. Thread-safe (no state).
-#pragma once
+#include "ps/config_codec.h"
 
 #include <algorithm>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "brook/v1/ps.pb.h"
-#include "ps/options.h"
-#include "ps/parameter_server.h"
+#include "brook/v1/storage.pb.h"
 
-namespace brook::ps::rpc {
+namespace brook::ps {
+namespace {
+
 
 // ----- enums: UNSPECIFIED takes the ps/options.h default; an unknown value
 // (a newer client) is INVALID_ARGUMENT rather than a silent default.
 
-inline absl::StatusOr<InitializerKind> FromProto(v1::InitializerKind k) {
+absl::StatusOr<InitializerKind> FromProto(v1::InitializerKind k) {
   switch (k) {
     case v1::INITIALIZER_KIND_UNSPECIFIED: return InitializerOptions().kind;
     case v1::INITIALIZER_KIND_ZEROS: return InitializerKind::kZeros;
@@ -28,7 +24,7 @@ inline absl::StatusOr<InitializerKind> FromProto(v1::InitializerKind k) {
   }
 }
 
-inline v1::InitializerKind ToProto(InitializerKind k) {
+v1::InitializerKind ToProto(InitializerKind k) {
   switch (k) {
     case InitializerKind::kZeros: return v1::INITIALIZER_KIND_ZEROS;
     case InitializerKind::kConstant: return v1::INITIALIZER_KIND_CONSTANT;
@@ -38,7 +34,7 @@ inline v1::InitializerKind ToProto(InitializerKind k) {
   return v1::INITIALIZER_KIND_UNSPECIFIED;
 }
 
-inline absl::StatusOr<OptimizerKind> FromProto(v1::OptimizerKind k) {
+absl::StatusOr<OptimizerKind> FromProto(v1::OptimizerKind k) {
   switch (k) {
     case v1::OPTIMIZER_KIND_UNSPECIFIED: return OptimizerOptions().kind;
     case v1::OPTIMIZER_KIND_SGD: return OptimizerKind::kSgd;
@@ -49,7 +45,7 @@ inline absl::StatusOr<OptimizerKind> FromProto(v1::OptimizerKind k) {
   }
 }
 
-inline v1::OptimizerKind ToProto(OptimizerKind k) {
+v1::OptimizerKind ToProto(OptimizerKind k) {
   switch (k) {
     case OptimizerKind::kSgd: return v1::OPTIMIZER_KIND_SGD;
     case OptimizerKind::kAdagrad: return v1::OPTIMIZER_KIND_ADAGRAD;
@@ -59,7 +55,7 @@ inline v1::OptimizerKind ToProto(OptimizerKind k) {
   return v1::OPTIMIZER_KIND_UNSPECIFIED;
 }
 
-inline absl::StatusOr<BadGradientPolicy> FromProto(v1::BadGradientPolicy p) {
+absl::StatusOr<BadGradientPolicy> FromProto(v1::BadGradientPolicy p) {
   switch (p) {
     case v1::BAD_GRADIENT_POLICY_UNSPECIFIED:
     case v1::BAD_GRADIENT_POLICY_REJECT: return BadGradientPolicy::kReject;
@@ -68,14 +64,15 @@ inline absl::StatusOr<BadGradientPolicy> FromProto(v1::BadGradientPolicy p) {
   }
 }
 
-inline v1::BadGradientPolicy ToProto(BadGradientPolicy p) {
+v1::BadGradientPolicy ToProto(BadGradientPolicy p) {
   return p == BadGradientPolicy::kZero ? v1::BAD_GRADIENT_POLICY_ZERO
                                        : v1::BAD_GRADIENT_POLICY_REJECT;
 }
 
+}  // namespace
 // ----- initializer and optimizer
 
-inline absl::StatusOr<InitializerOptions> FromProto(const v1::InitializerConfig& p) {
+absl::StatusOr<InitializerOptions> FromProto(const v1::InitializerConfig& p) {
   InitializerOptions o;
   absl::StatusOr<InitializerKind> kind = FromProto(p.kind());
   if (!kind.ok()) return kind.status();
@@ -88,7 +85,7 @@ inline absl::StatusOr<InitializerOptions> FromProto(const v1::InitializerConfig&
   return o;
 }
 
-inline void ToProto(const InitializerOptions& o, v1::InitializerConfig* p) {
+void ToProto(const InitializerOptions& o, v1::InitializerConfig* p) {
   p->set_kind(ToProto(o.kind));
   p->set_value(o.value);
   p->set_low(o.low);
@@ -97,7 +94,7 @@ inline void ToProto(const InitializerOptions& o, v1::InitializerConfig* p) {
   p->set_stddev(o.stddev);
 }
 
-inline absl::StatusOr<OptimizerOptions> FromProto(const v1::OptimizerConfig& p) {
+absl::StatusOr<OptimizerOptions> FromProto(const v1::OptimizerConfig& p) {
   OptimizerOptions o;
   absl::StatusOr<OptimizerKind> kind = FromProto(p.kind());
   if (!kind.ok()) return kind.status();
@@ -114,7 +111,7 @@ inline absl::StatusOr<OptimizerOptions> FromProto(const v1::OptimizerConfig& p) 
   return o;
 }
 
-inline void ToProto(const OptimizerOptions& o, v1::OptimizerConfig* p) {
+void ToProto(const OptimizerOptions& o, v1::OptimizerConfig* p) {
   p->set_kind(ToProto(o.kind));
   p->set_learning_rate(o.learning_rate);
   p->set_initial_accumulator(o.initial_accumulator);
@@ -130,7 +127,7 @@ inline void ToProto(const OptimizerOptions& o, v1::OptimizerConfig* p) {
 // ----- tables and dense variables. The server validates the result
 // (TableOptions::Validate via ParameterServer::CreateTable).
 
-inline absl::StatusOr<TableOptions> FromProto(const v1::TableConfig& p) {
+absl::StatusOr<TableOptions> FromProto(const v1::TableConfig& p) {
   TableOptions o;
   o.name = p.name();
   o.dim = static_cast<int>(std::min<uint32_t>(p.dim(), 1u << 30));
@@ -153,7 +150,7 @@ inline absl::StatusOr<TableOptions> FromProto(const v1::TableConfig& p) {
   return o;
 }
 
-inline void ToProto(const TableOptions& o, v1::TableConfig* p) {
+void ToProto(const TableOptions& o, v1::TableConfig* p) {
   p->set_name(o.name);
   p->set_dim(o.dim < 0 ? 0 : static_cast<uint32_t>(o.dim));
   p->set_seed(o.seed);
@@ -168,7 +165,7 @@ inline void ToProto(const TableOptions& o, v1::TableConfig* p) {
   p->set_max_pending_keys(o.max_pending_keys);
 }
 
-inline absl::StatusOr<DenseOptions> FromProto(const v1::DenseConfig& p) {
+absl::StatusOr<DenseOptions> FromProto(const v1::DenseConfig& p) {
   DenseOptions o;
   o.name = p.name();
   o.shape.assign(p.shape().begin(), p.shape().end());
@@ -185,7 +182,7 @@ inline absl::StatusOr<DenseOptions> FromProto(const v1::DenseConfig& p) {
   return o;
 }
 
-inline void ToProto(const DenseOptions& o, v1::DenseConfig* p) {
+void ToProto(const DenseOptions& o, v1::DenseConfig* p) {
   p->set_name(o.name);
   for (int64_t d : o.shape) p->add_shape(d);
   p->set_seed(o.seed);
@@ -194,9 +191,7 @@ inline void ToProto(const DenseOptions& o, v1::DenseConfig* p) {
   p->set_bad_gradient(ToProto(o.bad_gradient));
 }
 
-// ----- stats
-
-inline CheckpointInfo FromProto(const v1::CheckpointInfo& p) {
+CheckpointInfo FromProto(const v1::CheckpointInfo& p) {
   CheckpointInfo i;
   i.dir = p.dir();
   i.shard_dir = p.shard_dir();
@@ -214,7 +209,7 @@ inline CheckpointInfo FromProto(const v1::CheckpointInfo& p) {
   return i;
 }
 
-inline void ToProto(const CheckpointInfo& i, v1::CheckpointInfo* p) {
+void ToProto(const CheckpointInfo& i, v1::CheckpointInfo* p) {
   p->set_dir(i.dir);
   p->set_shard_dir(i.shard_dir);
   p->set_incremental(i.incremental);
@@ -230,113 +225,4 @@ inline void ToProto(const CheckpointInfo& i, v1::CheckpointInfo* p) {
   p->set_table_prefix(i.table_prefix);
 }
 
-inline void ToProto(const StartupInfo& s, v1::PsStartup* p) {
-  p->set_incarnation(s.incarnation);
-  p->set_started_unix_micros(s.started_unix_micros);
-  p->set_data_dir(s.data_dir);
-  p->set_wal(s.wal);
-  p->set_restored_checkpoint(s.restored_checkpoint);
-  p->set_restored_step(s.restored_step);
-  p->set_restored_created_unix_micros(s.restored_created_unix_micros);
-  p->set_wal_records_replayed(s.wal_records_replayed);
-}
-
-inline StartupInfo FromProto(const v1::PsStartup& p) {
-  StartupInfo s;
-  s.incarnation = p.incarnation();
-  s.started_unix_micros = p.started_unix_micros();
-  s.data_dir = p.data_dir();
-  s.wal = p.wal();
-  s.restored_checkpoint = p.restored_checkpoint();
-  s.restored_step = p.restored_step();
-  s.restored_created_unix_micros = p.restored_created_unix_micros();
-  s.wal_records_replayed = p.wal_records_replayed();
-  return s;
-}
-
-inline void ToProto(const ServerStats& s, v1::StatsResponse* p) {
-  ToProto(s.startup, p->mutable_startup());
-  p->set_fenced_clients(s.fenced_clients);
-  p->set_fenced_pushes(s.fenced_pushes);
-  for (const TableStats& t : s.tables) {
-    v1::TableStats* pt = p->add_tables();
-    pt->set_name(t.name);
-    pt->set_dim(t.dim < 0 ? 0 : static_cast<uint32_t>(t.dim));
-    pt->set_rows(t.rows);
-    pt->set_pending_keys(t.pending_keys);
-    pt->set_memory_bytes(t.memory_bytes);
-    pt->set_rows_pulled(t.rows_pulled);
-    pt->set_rows_pushed(t.rows_pushed);
-    pt->set_admissions(t.admissions);
-    pt->set_evictions(t.evictions);
-    pt->set_rejected_gradients(t.rejected_gradients);
-    pt->set_duplicate_pushes(t.duplicate_pushes);
-    pt->set_memory_budget_bytes(t.memory_budget_bytes);
-    pt->set_pending_forgotten(t.pending_forgotten);
-    pt->set_budget_rejections(t.budget_rejections);
-    pt->set_budget_deferred(t.budget_deferred);
-    pt->set_tiered(t.tiered);
-    pt->set_hot_hits(t.hot_hits);
-    pt->set_cold_hits(t.cold_hits);
-    pt->set_cold_misses(t.cold_misses);
-    pt->set_cold_rows(t.cold_rows);
-    pt->set_tier_evictions(t.tier_evictions);
-    pt->set_tier_promotions(t.tier_promotions);
-    pt->set_tier_errors(t.tier_errors);
-  }
-  for (const CheckpointInfo& c : s.checkpoints) ToProto(c, p->add_checkpoints());
-  for (const DenseStats& d : s.dense) {
-    v1::DenseStats* pd = p->add_dense();
-    pd->set_name(d.name);
-    pd->set_num_floats(d.num_floats);
-    pd->set_pushes(d.pushes);
-    pd->set_rejected_gradients(d.rejected_gradients);
-  }
-}
-
-inline ServerStats FromProto(const v1::StatsResponse& p) {
-  ServerStats s;
-  s.startup = FromProto(p.startup());
-  s.fenced_clients = p.fenced_clients();
-  s.fenced_pushes = p.fenced_pushes();
-  for (const v1::TableStats& pt : p.tables()) {
-    TableStats t;
-    t.name = pt.name();
-    t.dim = static_cast<int>(pt.dim());
-    t.rows = pt.rows();
-    t.pending_keys = pt.pending_keys();
-    t.memory_bytes = pt.memory_bytes();
-    t.bytes_per_row = t.rows ? static_cast<double>(t.memory_bytes) / t.rows : 0;
-    t.rows_pulled = pt.rows_pulled();
-    t.rows_pushed = pt.rows_pushed();
-    t.admissions = pt.admissions();
-    t.evictions = pt.evictions();
-    t.rejected_gradients = pt.rejected_gradients();
-    t.duplicate_pushes = pt.duplicate_pushes();
-    t.memory_budget_bytes = pt.memory_budget_bytes();
-    t.pending_forgotten = pt.pending_forgotten();
-    t.budget_rejections = pt.budget_rejections();
-    t.budget_deferred = pt.budget_deferred();
-    t.tiered = pt.tiered();
-    t.hot_hits = pt.hot_hits();
-    t.cold_hits = pt.cold_hits();
-    t.cold_misses = pt.cold_misses();
-    t.cold_rows = pt.cold_rows();
-    t.tier_evictions = pt.tier_evictions();
-    t.tier_promotions = pt.tier_promotions();
-    t.tier_errors = pt.tier_errors();
-    s.tables.push_back(std::move(t));
-  }
-  for (const v1::DenseStats& pd : p.dense()) {
-    DenseStats d;
-    d.name = pd.name();
-    d.num_floats = pd.num_floats();
-    d.pushes = pd.pushes();
-    d.rejected_gradients = pd.rejected_gradients();
-    s.dense.push_back(std::move(d));
-  }
-  for (const v1::CheckpointInfo& c : p.checkpoints()) s.checkpoints.push_back(FromProto(c));
-  return s;
-}
-
-}  // namespace brook::ps::rpc
+}  // namespace brook::ps

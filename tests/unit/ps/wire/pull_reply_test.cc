@@ -1,7 +1,7 @@
 // PullReplyWriter's hand-serialised PullResponse: parses back with protobuf
 // to the same dim and rows for every varint width, and the rows it hands out
 // are 8-byte aligned.
-#include "ps/rpc/pull_reply.h"
+#include "ps/wire/pull_reply.h"
 
 #include <gtest/gtest.h>
 #include <grpcpp/support/proto_buffer_reader.h>

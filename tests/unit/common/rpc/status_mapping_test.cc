@@ -1,4 +1,4 @@
-#include "ps/rpc/status_mapping.h"
+#include "common/rpc/status_mapping.h"
 
 #include <gtest/gtest.h>
 

@@ -19,12 +19,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 
-namespace brook::ps::rpc {
+namespace brook::ps::wire {
 
 // Every platform Brook targets (x86-64, aarch64) is little-endian, so packing
 // is a memcpy (or no copy at all). A big-endian port would byte-swap here.
 static_assert(std::endian::native == std::endian::little,
-              "the PS wire format is little-endian; add byte swapping in ps/rpc/wire.h");
+              "the PS wire format is little-endian; add byte swapping in ps/wire/wire.h");
 
 namespace wire_internal {
 
@@ -83,4 +83,4 @@ inline absl::Span<float> MutableFloats(std::string* out, size_t n) {
   return absl::Span<float>(reinterpret_cast<float*>(out->data()), n);
 }
 
-}  // namespace brook::ps::rpc
+}  // namespace brook::ps::wire

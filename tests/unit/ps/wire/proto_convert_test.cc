@@ -1,4 +1,4 @@
-#include "ps/rpc/proto_convert.h"
+#include "ps/wire/proto_convert.h"
 
 #include <gtest/gtest.h>
 

@@ -26,7 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 
-namespace brook::ps::rpc {
+namespace brook::ps::wire {
 
 class PullReplyWriter {
  public:
@@ -194,4 +194,4 @@ inline absl::Status ReadPullReply(grpc::ByteBuffer* reply, uint32_t dim, size_t 
                        [&](size_t r) { return out.data() + r * size_t{dim}; });
 }
 
-}  // namespace brook::ps::rpc
+}  // namespace brook::ps::wire
