@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "brook/v1/chief.pb.h"
+#include "chief/core/job_queue_state.h"
 #include "common/status_macros.h"
 #include "storage/rocks_db.h"
 
@@ -117,7 +118,7 @@ absl::StatusOr<std::unique_ptr<JobQueue>> ChiefStateStore::Load(const JobQueueOp
   for (const auto& [seq, id] : meta->job_ids()) {
     if (raw.count(seq) == 0) records.push_back(unreadable(seq, "record missing"));
   }
-  auto queue = JobQueue::Restore(options, records, meta->next_seq(), now);
+  auto queue = JobQueueCodec::Restore(options, records, meta->next_seq(), now);
   if (!queue.ok()) {
     return absl::Status(queue.status().code(), absl::StrCat(dir_, ": ", queue.status().message()));
   }
@@ -142,7 +143,7 @@ absl::Status ChiefStateStore::Save(const JobQueue& queue) {
     versions[seq] = version;
     auto saved = saved_versions_.find(seq);
     if (saved != saved_versions_.end() && saved->second == version) continue;
-    ASSIGN_OR_RETURN(v1::ChiefJobRecord record, queue.JobRecordToProto(id));
+    ASSIGN_OR_RETURN(v1::ChiefJobRecord record, JobQueueCodec::ToRecord(queue, id));
     keys.push_back(seq);
     payloads.push_back(record.SerializeAsString());
   }

@@ -7,7 +7,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "brook/v1/chief.pb.h"
 #include "common/hash.h"
 #include "common/status_macros.h"
 
@@ -22,6 +21,14 @@ std::string_view JobStateName(JobState state) {
     case JobState::kCancelled: return "CANCELLED";
   }
   return "UNKNOWN";
+}
+
+uint64_t ExamplesTrained(const JobInfo& info) {
+  uint64_t examples = 0;
+  if (info.progress.has_value()) {
+    for (uint64_t e : info.progress->examples_per_epoch) examples += e;
+  }
+  return examples;
 }
 
 absl::Status JobQueueOptions::Validate() const {

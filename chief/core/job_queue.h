@@ -18,7 +18,7 @@
 // - Trainer calls (Acquire/Commit/Complete/Heartbeat, Expire) are forwarded
 //   to the job's WorkLeases; when they report every epoch done the job
 //   starts finalizing and its trainers are freed. Cancel/Fail free them too.
-// - Persistence: JobRecordToProto/Restore (chief_state_store.h writes them).
+// - Persistence: JobQueueCodec (job_queue_state.h; chief_state_store.h writes them).
 //   Every change bumps the job's version(), so a store writes changed jobs only.
 //
 // Time is always an argument (`now`). JobQueue is thread-compatible: it
@@ -38,13 +38,6 @@
 #include "absl/time/time.h"
 #include "chief/core/work_leases.h"
 #include "sharding/sharding.h"
-
-namespace brook::v1 {
-class ChiefCheckpoint;
-class ChiefEvalResult;
-class ChiefJobEvent;
-class ChiefJobRecord;
-}  // namespace brook::v1
 
 namespace brook::chief {
 
@@ -143,6 +136,9 @@ struct JobInfo {
   uint64_t events_dropped = 0;
 };
 
+// Committed examples over every data epoch so far.
+uint64_t ExamplesTrained(const JobInfo& info);
+
 struct JobQueueOptions {
   int max_running_jobs = 1;  // jobs running at once on the shared PS nodes
   // An idle (unassigned) trainer silent this long is dropped from the pool at
@@ -153,11 +149,6 @@ struct JobQueueOptions {
   absl::Status Validate() const;
 };
 
-// Their wire form (the persisted record and the Chief API share it).
-void ToProto(const JobCheckpoint& checkpoint, v1::ChiefCheckpoint* out);
-void ToProto(const JobEval& eval, v1::ChiefEvalResult* out);
-void ToProto(const JobEvent& event, v1::ChiefJobEvent* out);
-
 // A lease of a job's work unit, as the queue hands it to a trainer.
 struct JobLease {
   std::string job_id;
@@ -167,15 +158,6 @@ struct JobLease {
 class JobQueue {
  public:
   static absl::StatusOr<std::unique_ptr<JobQueue>> Create(const JobQueueOptions& options);
-  // Rebuilds a queue from JobRecordToProto's records (any order). Assigned
-  // trainers rejoin the pool with heartbeat clocks at `now`. A record that is
-  // not self-consistent, or that clashes with another (a second active job
-  // of a name, a trainer in two jobs), is restored as a FAILED job whose
-  // message says why: one bad record never stops the chief.
-  static absl::StatusOr<std::unique_ptr<JobQueue>> Restore(
-      const JobQueueOptions& options, const std::vector<v1::ChiefJobRecord>& records,
-      uint64_t next_seq, absl::Time now);
-
   JobQueue(const JobQueue&) = delete;
   JobQueue& operator=(const JobQueue&) = delete;
   ~JobQueue();
@@ -260,13 +242,14 @@ class JobQueue {
   std::vector<std::string> JobIds() const;
   absl::StatusOr<uint64_t> Version(const std::string& job_id) const;
   absl::StatusOr<uint64_t> Seq(const std::string& job_id) const;
-  absl::StatusOr<v1::ChiefJobRecord> JobRecordToProto(const std::string& job_id) const;
   uint64_t next_seq() const { return next_seq_; }
   // Trainers in the pool (registered and not expired), idle or assigned.
   size_t num_trainers() const { return trainers_.size(); }
   const JobQueueOptions& options() const { return options_; }
 
  private:
+  friend class JobQueueCodec;  // job_queue_state.h: the persisted form
+
   struct Job {
     JobInfo info;  // `progress` is filled by Snapshot, never stored here
     std::unique_ptr<WorkLeases> leases;  // set once started
@@ -290,11 +273,6 @@ class JobQueue {
   void Unassign(Job* job, const std::string& trainer_id);
   void AddEvent(Job* job, absl::Time now, std::string text);
   JobInfo Snapshot(const Job& job) const;
-  static absl::StatusOr<std::unique_ptr<Job>> JobFromProto(const v1::ChiefJobRecord& record,
-                                                          absl::Time now);
-  // What Restore keeps of a record it cannot restore: a FAILED job saying why.
-  static std::unique_ptr<Job> UnrestorableJob(const v1::ChiefJobRecord& record,
-                                              const std::string& why, absl::Time now);
 
   // Constant after construction.
   const JobQueueOptions options_;

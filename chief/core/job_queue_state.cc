@@ -6,7 +6,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "brook/v1/chief.pb.h"
-#include "chief/core/job_queue.h"
+#include "chief/core/job_queue_state.h"
+#include "chief/core/work_leases_state.h"
 #include "common/status_macros.h"
 
 namespace brook::chief {
@@ -41,8 +42,9 @@ void ToProto(const JobEvent& e, v1::ChiefJobEvent* out) {
   out->set_text(e.text);
 }
 
-absl::StatusOr<v1::ChiefJobRecord> JobQueue::JobRecordToProto(const std::string& job_id) const {
-  ASSIGN_OR_RETURN(Job * job, FindOrNotFound(job_id));
+absl::StatusOr<v1::ChiefJobRecord> JobQueueCodec::ToRecord(const JobQueue& queue,
+                                                           const std::string& job_id) {
+  ASSIGN_OR_RETURN(JobQueue::Job * job, queue.FindOrNotFound(job_id));
   const JobInfo& i = job->info;
   v1::ChiefJobRecord r;
   r.set_id(i.id);
@@ -68,7 +70,7 @@ absl::StatusOr<v1::ChiefJobRecord> JobQueue::JobRecordToProto(const std::string&
   r.set_lease_duration_ms(absl::ToInt64Milliseconds(i.lease_duration));
   for (const std::string& t : i.trainers) r.add_trainers(t);
   if (job->leases != nullptr) {
-    *r.mutable_leases() = job->leases->ToProto();
+    *r.mutable_leases() = WorkLeasesCodec::ToState(*job->leases);
   }
   for (const JobCheckpoint& c : i.checkpoints) ToProto(c, r.add_checkpoints());
   v1::ChiefJobMetrics* m = r.mutable_metrics();
@@ -89,7 +91,7 @@ absl::StatusOr<v1::ChiefJobRecord> JobQueue::JobRecordToProto(const std::string&
   return r;
 }
 
-absl::StatusOr<std::unique_ptr<JobQueue::Job>> JobQueue::JobFromProto(
+absl::StatusOr<std::unique_ptr<JobQueue::Job>> JobQueueCodec::JobFromRecord(
     const v1::ChiefJobRecord& r, absl::Time now) {
   const std::string who = absl::StrCat("job '", r.id(), "' (seq ", r.seq(), "): ");
   auto corrupt = [&](const std::string& why) { return absl::DataLossError(who + why); };
@@ -100,7 +102,7 @@ absl::StatusOr<std::unique_ptr<JobQueue::Job>> JobQueue::JobFromProto(
   if (r.state() < 0 || r.state() > static_cast<int32_t>(JobState::kCancelled)) {
     return corrupt(absl::StrCat("unknown state ", r.state()));
   }
-  auto job = std::make_unique<Job>();
+  auto job = std::make_unique<JobQueue::Job>();
   JobInfo& i = job->info;
   i.id = r.id();
   i.seq = r.seq();
@@ -131,7 +133,7 @@ absl::StatusOr<std::unique_ptr<JobQueue::Job>> JobQueue::JobFromProto(
                                 r.has_leases() ? " with" : " without", " a lease table"));
   }
   if (r.has_leases()) {
-    auto leases = WorkLeases::FromProto(r.leases(), now);
+    auto leases = WorkLeasesCodec::FromState(r.leases(), now);
     if (!leases.ok()) return corrupt(std::string(leases.status().message()));
     // RUNNING with every epoch done is a job the chief was finalizing
     // (JobInfo::finalizing): its restart finalizes it again.
@@ -171,10 +173,10 @@ absl::StatusOr<std::unique_ptr<JobQueue::Job>> JobQueue::JobFromProto(
   return job;
 }
 
-std::unique_ptr<JobQueue::Job> JobQueue::UnrestorableJob(const v1::ChiefJobRecord& r,
+std::unique_ptr<JobQueue::Job> JobQueueCodec::UnrestorableJob(const v1::ChiefJobRecord& r,
                                                          const std::string& why,
                                                          absl::Time now) {
-  auto job = std::make_unique<Job>();
+  auto job = std::make_unique<JobQueue::Job>();
   JobInfo& i = job->info;
   i.seq = r.seq();
   i.id = r.id().empty() ? absl::StrCat("job-", r.seq()) : r.id();
@@ -195,10 +197,10 @@ std::unique_ptr<JobQueue::Job> JobQueue::UnrestorableJob(const v1::ChiefJobRecor
   return job;
 }
 
-absl::StatusOr<std::unique_ptr<JobQueue>> JobQueue::Restore(
+absl::StatusOr<std::unique_ptr<JobQueue>> JobQueueCodec::Restore(
     const JobQueueOptions& options, const std::vector<v1::ChiefJobRecord>& records,
     uint64_t next_seq, absl::Time now) {
-  ASSIGN_OR_RETURN(std::unique_ptr<JobQueue> queue, Create(options));
+  ASSIGN_OR_RETURN(std::unique_ptr<JobQueue> queue, JobQueue::Create(options));
   queue->next_seq_ = next_seq;
   std::set<std::string> active_names;
   for (const v1::ChiefJobRecord& r : records) {
@@ -208,7 +210,7 @@ absl::StatusOr<std::unique_ptr<JobQueue>> JobQueue::Restore(
           absl::StrCat("job '", r.id(), "': seq ", r.seq(), r.seq() == 0 ? "" : " stored twice"));
     }
     queue->next_seq_ = std::max(queue->next_seq_, r.seq() + 1);
-    absl::StatusOr<std::unique_ptr<Job>> restored = JobFromProto(r, now);
+    absl::StatusOr<std::unique_ptr<JobQueue::Job>> restored = JobFromRecord(r, now);
     std::string clash;
     if (restored.ok()) {
       const JobInfo& i = (*restored)->info;
@@ -225,7 +227,7 @@ absl::StatusOr<std::unique_ptr<JobQueue>> JobQueue::Restore(
         }
       }
     }
-    std::unique_ptr<Job> job;
+    std::unique_ptr<JobQueue::Job> job;
     if (!restored.ok() || !clash.empty()) {
       job = UnrestorableJob(r, restored.ok() ? clash : std::string(restored.status().message()),
                             now);
@@ -237,7 +239,7 @@ absl::StatusOr<std::unique_ptr<JobQueue>> JobQueue::Restore(
     }
     if (!IsFinished(job->info.state)) active_names.insert(job->info.name);
     for (const std::string& t : job->info.trainers) {
-      queue->trainers_.emplace(t, PoolTrainer{.last_seen = now, .job_id = job->info.id});
+      queue->trainers_.emplace(t, JobQueue::PoolTrainer{.last_seen = now, .job_id = job->info.id});
     }
     queue->seq_of_[job->info.id] = job->info.seq;
     queue->jobs_[job->info.seq] = std::move(job);

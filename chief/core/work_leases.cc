@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "brook/v1/chief.pb.h"
 #include "common/status_macros.h"
 
 namespace brook::chief {

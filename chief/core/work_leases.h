@@ -15,7 +15,8 @@
 //   names the lease it was made under; a report from a paused ("zombie")
 //   trainer whose unit was taken back carries an old lease epoch and is
 //   refused, so it cannot double-count or move a new holder's offset.
-// - Restore: ToProto/FromProto carry everything but the heartbeat clocks.
+// - Restore: WorkLeasesCodec (work_leases_state.h) carries everything but
+//   the heartbeat clocks.
 //   Leases stay with their holders and lease epochs; every trainer's clock
 //   restarts at the restore time, so live trainers get a full lease duration
 //   to heartbeat the new chief before they are expired.
@@ -41,10 +42,6 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "sharding/sharding.h"
-
-namespace brook::v1 {
-class WorkLeasesState;
-}  // namespace brook::v1
 
 namespace brook::chief {
 
@@ -100,13 +97,6 @@ class WorkLeases {
   // order.
   static absl::StatusOr<std::unique_ptr<WorkLeases>> Create(std::vector<sharding::WorkUnit> units,
                                                             const WorkLeasesOptions& options);
-  // Rebuilds a table from ToProto's state. Leases stay with their holders;
-  // every trainer's heartbeat clock starts at `now`. DATA_LOSS for a state
-  // that is not self-consistent (unknown holder, bad offsets, queue entries).
-  static absl::StatusOr<std::unique_ptr<WorkLeases>> FromProto(const v1::WorkLeasesState& state,
-                                                               absl::Time now);
-  v1::WorkLeasesState ToProto() const;
-
   WorkLeases(const WorkLeases&) = delete;
   WorkLeases& operator=(const WorkLeases&) = delete;
 
@@ -173,6 +163,8 @@ class WorkLeases {
   bool finished() const { return finished_; }
 
  private:
+  friend class WorkLeasesCodec;  // work_leases_state.h: the persisted form
+
   struct UnitState {
     sharding::WorkUnit unit;  // end learned on Complete when it was 0
     bool end_known = false;   // unit.end != 0 at first; an empty file may end at 0

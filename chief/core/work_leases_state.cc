@@ -3,18 +3,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "brook/v1/chief.pb.h"
-#include "chief/core/work_leases.h"
+#include "chief/core/work_leases_state.h"
 #include "common/status_macros.h"
 
 namespace brook::chief {
 
-v1::WorkLeasesState WorkLeases::ToProto() const {
+v1::WorkLeasesState WorkLeasesCodec::ToState(const WorkLeases& leases) {
   v1::WorkLeasesState state;
-  state.set_epochs(options_.epochs);
-  state.set_lease_duration_ms(absl::ToInt64Milliseconds(options_.lease_duration));
-  state.set_epoch(epoch_);
-  state.set_finished(finished_);
-  for (const UnitState& u : units_) {
+  state.set_epochs(leases.options_.epochs);
+  state.set_lease_duration_ms(absl::ToInt64Milliseconds(leases.options_.lease_duration));
+  state.set_epoch(leases.epoch_);
+  state.set_finished(leases.finished_);
+  for (const WorkLeases::UnitState& u : leases.units_) {
     v1::WorkUnitLeaseState* out = state.add_units();
     out->set_id(u.unit.id);
     out->set_path(u.unit.path);
@@ -28,13 +28,13 @@ v1::WorkLeasesState WorkLeases::ToProto() const {
     out->set_done(u.done);
     out->set_done_lease_epoch(u.done_lease_epoch);
   }
-  for (size_t index : queue_) state.add_queue(units_[index].unit.id);
-  for (const auto& [id, trainer] : trainers_) state.add_trainers(id);
-  for (uint64_t n : examples_per_epoch_) state.add_examples_per_epoch(n);
-  for (uint64_t n : records_per_epoch_) state.add_records_per_epoch(n);
-  state.set_releases(releases_);
-  state.set_expired_trainers(expired_trainers_);
-  state.set_steps_done(steps_done_);
+  for (size_t index : leases.queue_) state.add_queue(leases.units_[index].unit.id);
+  for (const auto& [id, trainer] : leases.trainers_) state.add_trainers(id);
+  for (uint64_t n : leases.examples_per_epoch_) state.add_examples_per_epoch(n);
+  for (uint64_t n : leases.records_per_epoch_) state.add_records_per_epoch(n);
+  state.set_releases(leases.releases_);
+  state.set_expired_trainers(leases.expired_trainers_);
+  state.set_steps_done(leases.steps_done_);
   return state;
 }
 
@@ -46,7 +46,7 @@ absl::Status Corrupt(const std::string& why) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<WorkLeases>> WorkLeases::FromProto(
+absl::StatusOr<std::unique_ptr<WorkLeases>> WorkLeasesCodec::FromState(
     const v1::WorkLeasesState& state, absl::Time now) {
   WorkLeasesOptions options;
   options.epochs = state.epochs();
@@ -83,7 +83,7 @@ absl::StatusOr<std::unique_ptr<WorkLeases>> WorkLeases::FromProto(
   leases->steps_done_ = state.steps_done();
 
   for (const std::string& id : state.trainers()) {
-    if (id.empty() || !leases->trainers_.emplace(id, Trainer{.last_seen = now, .units = {}}).second) {
+    if (id.empty() || !leases->trainers_.emplace(id, WorkLeases::Trainer{.last_seen = now, .units = {}}).second) {
       return Corrupt(absl::StrCat("empty or duplicate trainer id '", id, "'"));
     }
   }
@@ -98,7 +98,7 @@ absl::StatusOr<std::unique_ptr<WorkLeases>> WorkLeases::FromProto(
   }
   for (size_t i = 0; i < leases->units_.size(); ++i) {
     const v1::WorkUnitLeaseState& in = state.units(static_cast<int>(i));
-    UnitState& u = leases->units_[i];
+    WorkLeases::UnitState& u = leases->units_[i];
     const std::string what = absl::StrCat("unit ", in.id());
     u.end_known = in.end_known();
     u.unit.end = in.end();

@@ -3,6 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -14,12 +20,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "chief/core/chief_state_store.h"
+#include "chief/core/job_queue_state.h"
+#include "chief/job/job_spec.h"
 #include "chief/export/init_from.h"
 #include "chief/export/model_export.h"
 #include "chief/export/output_dirs.h"
 #include "common/random_id.h"
 #include "common/status_macros.h"
-#include "metrics/collector.h"
 #include "ps/client/prefixed_ps_client.h"
 #include "sharding/sharding.h"
 #include "storage/tfrecord.h"
@@ -46,15 +54,6 @@ absl::StatusOr<std::vector<std::string>> ExpandGlobs(const JobSpec& spec, bool e
     }
   }
   return files;
-}
-
-// Committed examples over every data epoch so far.
-uint64_t ExamplesTrained(const JobInfo& info) {
-  uint64_t examples = 0;
-  if (info.progress.has_value()) {
-    for (uint64_t e : info.progress->examples_per_epoch) examples += e;
-  }
-  return examples;
 }
 
 bool NeedsMoments(const trainer::ModelSpec& model) {
@@ -91,6 +90,156 @@ absl::Status ComputeMoments(const std::vector<std::string>& files, JobSpec* spec
 
 }  // namespace
 
+class Chief::Impl {
+ public:
+  // Opens the state store and restores the queue. `ps` (not owned, may be
+  // null: then jobs are neither checkpointed, evaluated nor exported) is the
+  // whole PS cluster; it must outlive the chief.
+  static absl::StatusOr<std::unique_ptr<Impl>> Open(const ChiefOptions& options,
+                                                    ps::PsClient* ps);
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  // The Chief API (proto/brook/v1/chief.proto).
+  absl::StatusOr<v1::JobStatus> SubmitJob(const v1::SubmitJobRequest& request);
+  absl::StatusOr<v1::JobStatus> GetJob(const v1::GetJobRequest& request);
+  absl::StatusOr<v1::ListJobsResponse> ListJobs();
+  absl::StatusOr<v1::JobStatus> CancelJob(const v1::CancelJobRequest& request);
+  absl::StatusOr<v1::RegisterNodeResponse> RegisterNode(const v1::RegisterNodeRequest& request);
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+  absl::StatusOr<v1::AcquireWorkResponse> AcquireWork(const v1::AcquireWorkRequest& request);
+  absl::StatusOr<v1::CompleteWorkResponse> CompleteWork(const v1::CompleteWorkRequest& request);
+  absl::Status ReportMetrics(const v1::ReportMetricsRequest& request);
+
+  // One round of housekeeping at `now` (the background thread calls it).
+  void Tick(absl::Time now);
+  // Runs the checkpoints and finalizations Tick queued, on the calling thread
+  // (tests without background threads).
+  void RunPendingWork();
+
+  // Sends the fence list to every PS now (the fencing thread calls it when a
+  // trainer expired and every fence_resend). OK with nothing to send or no PS.
+  absl::Status SendFences();
+  // The fenced PS client ids, oldest first.
+  std::vector<uint64_t> FencedClients() const;
+
+  ChiefStats Stats() const;
+
+ private:
+  // Work for the worker thread.
+  struct Task {
+    enum Kind { kCheckpoint, kEval, kFinalize, kDrop, kInitialize } kind;
+    std::string job_id;
+  };
+  // Per-job things the chief keeps in memory only.
+  struct JobRuntime {
+    std::shared_ptr<const JobSpec> spec;
+    int64_t next_eval_step = 0;        // eval.every_steps: the next step to evaluate at
+    int64_t next_checkpoint_step = 0;  // checkpoint.interval_steps: the next step to save at
+    std::map<std::string, std::string> trainer_warnings;  // the last ReportMetrics.warning
+    std::deque<std::pair<absl::Time, uint64_t>> examples_samples;  // rate window
+    bool task_queued = false;
+    absl::Time next_drop = absl::InfinitePast();  // after a failed drop: retry then
+    bool last_was_checkpoint = false;  // checkpoints and evaluations take turns
+  };
+
+  Impl(const ChiefOptions& options, ps::PsClient* ps, std::unique_ptr<ChiefStateStore> store,
+       std::unique_ptr<JobQueue> queue);
+  absl::Status SaveLocked();  // REQUIRES: mu_
+  // A job id as given, or the id of the job a name stands for (its active
+  // job, else its latest), so `brook status NAME` works. REQUIRES: mu_
+  std::string ResolveJobIdLocked(const std::string& id_or_name) const;
+  absl::StatusOr<std::shared_ptr<const JobSpec>> SpecLocked(const JobInfo& info);
+  v1::JobStatus StatusLocked(const JobInfo& info, bool with_events);
+  int64_t StepsLocked(const std::string& job_id) const;
+  void Enqueue(Task task);  // REQUIRES: mu_
+  // init_from (issue 23): a running job whose spec has one and that has not
+  // loaded it yet gets no lease; the worker loads it first (InitializeJob).
+  bool AwaitsInitLocked(const JobInfo& info);  // REQUIRES: mu_
+  absl::Status InitializeJob(const std::string& job_id);
+  // A change in a trainer's retry warning becomes a job event. REQUIRES: mu_
+  void LogTrainerWarningLocked(const v1::ReportMetricsRequest& r, absl::Time now);
+  void RunTask(const Task& task);
+  // Pops the first task and runs it with `lock` (on mu_) released.
+  void RunFirstTask(std::unique_lock<std::mutex>& lock);
+  absl::Status Checkpoint(const std::string& job_id, const JobSpec& spec, int64_t step,
+                          const std::string& name);
+  // Scores the job's model as the PS holds it now on its eval data and
+  // records it (SetEval). nullopt when the job has no eval data.
+  absl::StatusOr<std::optional<trainer::EvalResult>> Evaluate(const std::string& job_id,
+                                                              const JobSpec& spec, int64_t step);
+  absl::Status Finalize(const std::string& job_id);
+  // Whether an ended job's tables should leave the PS now (JobSpec::
+  // retention_seconds). REQUIRES: mu_
+  bool TablesDueForDropLocked(const JobInfo& info, absl::Time now);
+  // Whether a running job's checkpoint (checkpoint.interval_steps or
+  // interval_seconds) or evaluation (eval.every_steps) is due, and, once one
+  // is queued, its next step. REQUIRES: mu_
+  bool CheckpointDueLocked(const JobInfo& info, const JobSpec& spec, absl::Time now);
+  void AdvanceCheckpointLocked(const JobInfo& info, const JobSpec& spec);
+  bool EvalDueLocked(const JobInfo& info, const JobSpec& spec);
+  void AdvanceEvalLocked(const JobInfo& info, const JobSpec& spec);
+  // Drops the job's tables and dense variables from every PS and records it.
+  absl::Status DropTables(const std::string& job_id);
+  // Logs the finalization phase about to run ("checkpoint", "eval",
+  // "export", "finish"): each is redone whole if the chief dies in it.
+  void FinalizePhase(const std::string& job_id, const char* phase);
+  void HousekeepingLoop();
+  void WorkerLoop();
+  void FenceLoop();
+  // Fences the PS client id of `trainer_id`, if it told one. REQUIRES: mu_
+  void FenceTrainerLocked(const std::string& trainer_id);
+  void FenceLocked(uint64_t ps_client_id);
+  // A PS came back as a new process: tells every running job what it kept
+  // or rolled back (a job event). REQUIRES: mu_
+  void PsRestartedLocked(size_t shard, const ps::StartupInfo& startup);
+  // A table or dense variable `ps_name` on a PS: if it is an ended job's
+  // whose tables were dropped, they are dropped again. REQUIRES: mu_
+  void RedropIfEndedLocked(const std::string& ps_name);
+  // Logs on every running job that the PS nodes are unreachable from the
+  // chief (once per episode, after a grace period), or reachable again.
+  void NotePsReachabilityLocked(const std::string& fault, absl::Time now);
+
+  const ChiefOptions options_;
+  ps::PsClient* const ps_;
+
+  mutable std::mutex mu_;
+  std::unique_ptr<ChiefStateStore> store_;  // guarded by mu_
+  std::unique_ptr<JobQueue> queue_;         // guarded by mu_
+  std::map<std::string, JobRuntime> runtime_;  // guarded by mu_
+  std::deque<Task> tasks_;                     // guarded by mu_
+  std::condition_variable tasks_cv_;
+  bool stopping_ = false;  // guarded by mu_
+  uint64_t save_errors_ = 0;  // guarded by mu_
+  uint64_t tasks_failed_ = 0;  // guarded by mu_
+  uint64_t tables_dropped_ = 0;  // guarded by mu_: table parts of ended jobs
+  // Ended jobs whose tables are dropped again after a PS restart: one that
+  // came back from a restart point older than the drop has them again.
+  std::set<std::string> redrop_;  // guarded by mu_
+  uint64_t expired_trainers_ = 0;  // guarded by mu_: missed heartbeats, all jobs
+
+  // Fencing, guarded by mu_.
+  std::map<std::string, uint64_t> trainer_ps_clients_;  // node id -> PS client id
+  // Where each trainer's process log is, as it last said; guarded by mu_.
+  std::map<std::string, v1::NodeLog> trainer_logs_;
+  std::deque<uint64_t> fenced_;                         // oldest first
+  bool fence_pending_ = false;  // fenced_ changed since the last successful send
+  std::condition_variable fence_cv_;
+  uint64_t fence_sends_ = 0, fence_send_errors_ = 0, fenced_total_ = 0;
+  // Why the last fence send failed ("": it did not), and whether the
+  // running jobs were told (one event per episode, so a PS down is never
+  // silent in `brook logs`, whatever the trainers are doing).
+  std::string ps_unreachable_;
+  std::string last_fence_error_;  // "": the last fence send succeeded
+  absl::Time ps_unreachable_since_;
+  bool ps_unreachable_logged_ = false;
+  std::vector<uint64_t> ps_incarnations_;  // by shard; 0 = not seen yet
+  uint64_t ps_restarts_ = 0, ps_rollbacks_ = 0;
+
+  std::thread housekeeping_, worker_, fencer_;
+};
+
 absl::Status ChiefOptions::Validate() const {
   if (state_dir.empty()) return absl::InvalidArgumentError("state_dir is required");
   if (lease_duration <= absl::ZeroDuration()) {
@@ -101,7 +250,7 @@ absl::Status ChiefOptions::Validate() const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Chief>> Chief::Open(const ChiefOptions& options,
+absl::StatusOr<std::unique_ptr<Chief::Impl>> Chief::Impl::Open(const ChiefOptions& options,
                                                    ps::PsClient* ps) {
   RETURN_IF_ERROR(options.Validate());
   ASSIGN_OR_RETURN(std::unique_ptr<ChiefStateStore> store, ChiefStateStore::Open(options.state_dir));
@@ -109,8 +258,7 @@ absl::StatusOr<std::unique_ptr<Chief>> Chief::Open(const ChiefOptions& options,
   qo.max_running_jobs = options.max_running_jobs;
   qo.trainer_timeout = options.lease_duration;
   ASSIGN_OR_RETURN(std::unique_ptr<JobQueue> queue, store->Load(qo, absl::Now()));
-  std::unique_ptr<Chief> chief(
-      new Chief(options, ps, std::move(store), std::move(queue)));
+  std::unique_ptr<Impl> chief(new Impl(options, ps, std::move(store), std::move(queue)));
   if (options.background) {
     chief->housekeeping_ = std::thread([c = chief.get()] { c->HousekeepingLoop(); });
     chief->worker_ = std::thread([c = chief.get()] { c->WorkerLoop(); });
@@ -119,11 +267,11 @@ absl::StatusOr<std::unique_ptr<Chief>> Chief::Open(const ChiefOptions& options,
   return chief;
 }
 
-Chief::Chief(const ChiefOptions& options, ps::PsClient* ps, std::unique_ptr<ChiefStateStore> store,
-             std::unique_ptr<JobQueue> queue)
+Chief::Impl::Impl(const ChiefOptions& options, ps::PsClient* ps,
+                  std::unique_ptr<ChiefStateStore> store, std::unique_ptr<JobQueue> queue)
     : options_(options), ps_(ps), store_(std::move(store)), queue_(std::move(queue)) {}
 
-Chief::~Chief() {
+Chief::Impl::~Impl() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -135,7 +283,7 @@ Chief::~Chief() {
   if (fencer_.joinable()) fencer_.join();
 }
 
-void Chief::FenceLocked(uint64_t ps_client_id) {
+void Chief::Impl::FenceLocked(uint64_t ps_client_id) {
   if (ps_client_id == 0) return;
   if (std::find(fenced_.begin(), fenced_.end(), ps_client_id) != fenced_.end()) return;
   fenced_.push_back(ps_client_id);
@@ -145,19 +293,19 @@ void Chief::FenceLocked(uint64_t ps_client_id) {
   fence_cv_.notify_all();
 }
 
-void Chief::FenceTrainerLocked(const std::string& trainer_id) {
+void Chief::Impl::FenceTrainerLocked(const std::string& trainer_id) {
   auto it = trainer_ps_clients_.find(trainer_id);
   if (it == trainer_ps_clients_.end()) return;
   FenceLocked(it->second);
   trainer_ps_clients_.erase(it);
 }
 
-std::vector<uint64_t> Chief::FencedClients() const {
+std::vector<uint64_t> Chief::Impl::FencedClients() const {
   std::lock_guard<std::mutex> lock(mu_);
   return {fenced_.begin(), fenced_.end()};
 }
 
-absl::Status Chief::SendFences() {
+absl::Status Chief::Impl::SendFences() {
   std::vector<uint64_t> ids;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -201,7 +349,7 @@ absl::Status Chief::SendFences() {
   return absl::OkStatus();
 }
 
-void Chief::NotePsReachabilityLocked(const std::string& fault, absl::Time now) {
+void Chief::Impl::NotePsReachabilityLocked(const std::string& fault, absl::Time now) {
   // Shorter blips (a PS restarting on its data dir) are the restart
   // events' to tell.
   constexpr absl::Duration kGrace = absl::Seconds(5);
@@ -237,7 +385,7 @@ void Chief::NotePsReachabilityLocked(const std::string& fault, absl::Time now) {
   SaveLocked().IgnoreError();
 }
 
-void Chief::RedropIfEndedLocked(const std::string& ps_name) {
+void Chief::Impl::RedropIfEndedLocked(const std::string& ps_name) {
   const size_t slash = ps_name.find('/');
   if (slash == std::string::npos) return;
   absl::StatusOr<JobInfo> info = queue_->Get(ps_name.substr(0, slash));
@@ -246,7 +394,7 @@ void Chief::RedropIfEndedLocked(const std::string& ps_name) {
   }
 }
 
-void Chief::PsRestartedLocked(size_t shard, const ps::StartupInfo& startup) {
+void Chief::Impl::PsRestartedLocked(size_t shard, const ps::StartupInfo& startup) {
   const std::string who = absl::StrCat(
       "PS shard ", shard,
       shard < options_.ps_addresses.size() ? absl::StrCat(" (", options_.ps_addresses[shard], ")")
@@ -312,7 +460,7 @@ void Chief::PsRestartedLocked(size_t shard, const ps::StartupInfo& startup) {
   if (absl::Status s = SaveLocked(); !s.ok()) std::cerr << "brook chief: " << s.message() << "\n";
 }
 
-void Chief::FenceLoop() {
+void Chief::Impl::FenceLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   absl::Time next_resend = absl::Now();  // learn the PS incarnations at once
   while (!stopping_) {
@@ -329,7 +477,7 @@ void Chief::FenceLoop() {
   }
 }
 
-absl::Status Chief::SaveLocked() {
+absl::Status Chief::Impl::SaveLocked() {
   absl::Status s = store_->Save(*queue_);
   if (!s.ok()) {
     ++save_errors_;
@@ -338,7 +486,7 @@ absl::Status Chief::SaveLocked() {
   return s;
 }
 
-absl::StatusOr<std::shared_ptr<const JobSpec>> Chief::SpecLocked(const JobInfo& info) {
+absl::StatusOr<std::shared_ptr<const JobSpec>> Chief::Impl::SpecLocked(const JobInfo& info) {
   JobRuntime& rt = runtime_[info.id];
   if (rt.spec == nullptr) {
     absl::StatusOr<JobSpec> spec = JobSpec::FromYaml(info.spec_json, "");
@@ -351,13 +499,13 @@ absl::StatusOr<std::shared_ptr<const JobSpec>> Chief::SpecLocked(const JobInfo& 
   return rt.spec;
 }
 
-int64_t Chief::StepsLocked(const std::string& job_id) const {
+int64_t Chief::Impl::StepsLocked(const std::string& job_id) const {
   absl::StatusOr<JobInfo> info = queue_->Get(job_id);
   if (!info.ok() || !info->progress.has_value()) return 0;
   return info->progress->steps;
 }
 
-v1::JobStatus Chief::StatusLocked(const JobInfo& i, bool with_events) {
+v1::JobStatus Chief::Impl::StatusLocked(const JobInfo& i, bool with_events) {
   v1::JobStatus s;
   s.set_id(i.id);
   s.set_name(i.name);
@@ -433,7 +581,7 @@ v1::JobStatus Chief::StatusLocked(const JobInfo& i, bool with_events) {
   return s;
 }
 
-absl::StatusOr<v1::JobStatus> Chief::SubmitJob(const v1::SubmitJobRequest& request) {
+absl::StatusOr<v1::JobStatus> Chief::Impl::SubmitJob(const v1::SubmitJobRequest& request) {
   // Parse, expand and scan outside the mutex: a big dataset's record count or
   // moments pass must not stall the trainers' calls.
   ASSIGN_OR_RETURN(JobSpec spec, JobSpec::FromYaml(request.spec_json(), ""));
@@ -504,7 +652,7 @@ absl::StatusOr<v1::JobStatus> Chief::SubmitJob(const v1::SubmitJobRequest& reque
   return StatusLocked(info, false);
 }
 
-std::string Chief::ResolveJobIdLocked(const std::string& id_or_name) const {
+std::string Chief::Impl::ResolveJobIdLocked(const std::string& id_or_name) const {
   if (queue_->Get(id_or_name).ok()) return id_or_name;
   // A name: its active job, else its latest (List puts those first).
   for (const JobInfo& info : queue_->List()) {
@@ -513,20 +661,20 @@ std::string Chief::ResolveJobIdLocked(const std::string& id_or_name) const {
   return id_or_name;
 }
 
-absl::StatusOr<v1::JobStatus> Chief::GetJob(const v1::GetJobRequest& request) {
+absl::StatusOr<v1::JobStatus> Chief::Impl::GetJob(const v1::GetJobRequest& request) {
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(JobInfo info, queue_->Get(ResolveJobIdLocked(request.job_id())));
   return StatusLocked(info, request.with_events());
 }
 
-absl::StatusOr<v1::ListJobsResponse> Chief::ListJobs() {
+absl::StatusOr<v1::ListJobsResponse> Chief::Impl::ListJobs() {
   std::lock_guard<std::mutex> lock(mu_);
   v1::ListJobsResponse out;
   for (const JobInfo& info : queue_->List()) *out.add_jobs() = StatusLocked(info, false);
   return out;
 }
 
-absl::StatusOr<v1::JobStatus> Chief::CancelJob(const v1::CancelJobRequest& request) {
+absl::StatusOr<v1::JobStatus> Chief::Impl::CancelJob(const v1::CancelJobRequest& request) {
   std::lock_guard<std::mutex> lock(mu_);
   const absl::Time now = absl::Now();
   const std::string id = ResolveJobIdLocked(request.job_id());
@@ -538,7 +686,7 @@ absl::StatusOr<v1::JobStatus> Chief::CancelJob(const v1::CancelJobRequest& reque
   return StatusLocked(info, false);
 }
 
-absl::StatusOr<v1::RegisterNodeResponse> Chief::RegisterNode(
+absl::StatusOr<v1::RegisterNodeResponse> Chief::Impl::RegisterNode(
     const v1::RegisterNodeRequest& request) {
   if (request.role() != v1::NODE_ROLE_TRAINER) {
     return absl::InvalidArgumentError("role: only trainers register with the chief");
@@ -562,7 +710,7 @@ absl::StatusOr<v1::RegisterNodeResponse> Chief::RegisterNode(
   return out;
 }
 
-absl::StatusOr<v1::HeartbeatResponse> Chief::Heartbeat(const v1::HeartbeatRequest& request) {
+absl::StatusOr<v1::HeartbeatResponse> Chief::Impl::Heartbeat(const v1::HeartbeatRequest& request) {
   std::lock_guard<std::mutex> lock(mu_);
   RETURN_IF_ERROR(queue_->Heartbeat(request.node_id(), absl::Now()));
   // A restarted chief learns the trainers' PS client ids back from here.
@@ -573,7 +721,7 @@ absl::StatusOr<v1::HeartbeatResponse> Chief::Heartbeat(const v1::HeartbeatReques
   return out;
 }
 
-absl::StatusOr<v1::AcquireWorkResponse> Chief::AcquireWork(const v1::AcquireWorkRequest& request) {
+absl::StatusOr<v1::AcquireWorkResponse> Chief::Impl::AcquireWork(const v1::AcquireWorkRequest& request) {
   std::lock_guard<std::mutex> lock(mu_);
   const absl::Time now = absl::Now();
   v1::AcquireWorkResponse out;
@@ -620,7 +768,7 @@ absl::StatusOr<v1::AcquireWorkResponse> Chief::AcquireWork(const v1::AcquireWork
   return out;
 }
 
-absl::StatusOr<v1::CompleteWorkResponse> Chief::CompleteWork(const v1::CompleteWorkRequest& r) {
+absl::StatusOr<v1::CompleteWorkResponse> Chief::Impl::CompleteWork(const v1::CompleteWorkRequest& r) {
   std::lock_guard<std::mutex> lock(mu_);
   const absl::Time now = absl::Now();
   const std::optional<uint64_t> steps =
@@ -663,7 +811,7 @@ absl::StatusOr<v1::CompleteWorkResponse> Chief::CompleteWork(const v1::CompleteW
   return out;
 }
 
-absl::Status Chief::ReportMetrics(const v1::ReportMetricsRequest& r) {
+absl::Status Chief::Impl::ReportMetrics(const v1::ReportMetricsRequest& r) {
   std::lock_guard<std::mutex> lock(mu_);
   const absl::Time now = absl::Now();
   if (queue_->JobOfTrainer(r.node_id()) != r.job_id()) {
@@ -683,7 +831,7 @@ absl::Status Chief::ReportMetrics(const v1::ReportMetricsRequest& r) {
   return SaveLocked();
 }
 
-void Chief::LogTrainerWarningLocked(const v1::ReportMetricsRequest& r, absl::Time now) {
+void Chief::Impl::LogTrainerWarningLocked(const v1::ReportMetricsRequest& r, absl::Time now) {
   std::string& last = runtime_[r.job_id()].trainer_warnings[r.node_id()];
   if (r.warning() == last) return;
   // One event when a trainer starts riding out a PS fault, one when it ends.
@@ -698,13 +846,13 @@ void Chief::LogTrainerWarningLocked(const v1::ReportMetricsRequest& r, absl::Tim
   }
 }
 
-void Chief::Enqueue(Task task) {
+void Chief::Impl::Enqueue(Task task) {
   runtime_[task.job_id].task_queued = true;
   tasks_.push_back(std::move(task));
   tasks_cv_.notify_all();
 }
 
-void Chief::Tick(absl::Time now) {
+void Chief::Impl::Tick(absl::Time now) {
   // Asked outside mu_: the PS client has its own lock.
   std::string fault = options_.ps_fault ? options_.ps_fault() : std::string();
   std::lock_guard<std::mutex> lock(mu_);
@@ -748,7 +896,7 @@ void Chief::Tick(absl::Time now) {
   if (absl::Status s = SaveLocked(); !s.ok()) std::cerr << "brook chief: " << s.message() << "\n";
 }
 
-bool Chief::CheckpointDueLocked(const JobInfo& info, const JobSpec& spec, absl::Time now) {
+bool Chief::Impl::CheckpointDueLocked(const JobInfo& info, const JobSpec& spec, absl::Time now) {
   const JobCheckpointSpec& ckpt = spec.checkpoint;
   if (ckpt.dir.empty()) return false;
   JobRuntime& rt = runtime_[info.id];
@@ -763,12 +911,12 @@ bool Chief::CheckpointDueLocked(const JobInfo& info, const JobSpec& spec, absl::
   return ckpt.interval_seconds > 0 && now - last >= absl::Seconds(ckpt.interval_seconds);
 }
 
-void Chief::AdvanceCheckpointLocked(const JobInfo& info, const JobSpec& spec) {
+void Chief::Impl::AdvanceCheckpointLocked(const JobInfo& info, const JobSpec& spec) {
   const int64_t every = spec.checkpoint.interval_steps;
   if (every > 0) runtime_[info.id].next_checkpoint_step = (StepsLocked(info.id) / every + 1) * every;
 }
 
-bool Chief::EvalDueLocked(const JobInfo& info, const JobSpec& spec) {
+bool Chief::Impl::EvalDueLocked(const JobInfo& info, const JobSpec& spec) {
   if (spec.eval_every_steps <= 0 || spec.data.eval.empty()) return false;
   JobRuntime& rt = runtime_[info.id];
   const int64_t every = spec.eval_every_steps;
@@ -776,12 +924,12 @@ bool Chief::EvalDueLocked(const JobInfo& info, const JobSpec& spec) {
   return StepsLocked(info.id) >= rt.next_eval_step;
 }
 
-void Chief::AdvanceEvalLocked(const JobInfo& info, const JobSpec& spec) {
+void Chief::Impl::AdvanceEvalLocked(const JobInfo& info, const JobSpec& spec) {
   const int64_t every = spec.eval_every_steps;
   runtime_[info.id].next_eval_step = (StepsLocked(info.id) / every + 1) * every;
 }
 
-bool Chief::TablesDueForDropLocked(const JobInfo& info, absl::Time now) {
+bool Chief::Impl::TablesDueForDropLocked(const JobInfo& info, absl::Time now) {
   const JobRuntime& rt = runtime_[info.id];
   if (ps_ == nullptr || !info.progress.has_value() || rt.task_queued || now < rt.next_drop) {
     return false;
@@ -797,7 +945,7 @@ bool Chief::TablesDueForDropLocked(const JobInfo& info, absl::Time now) {
   return now - info.end_time >= absl::Seconds(retention);
 }
 
-absl::Status Chief::DropTables(const std::string& job_id) {
+absl::Status Chief::Impl::DropTables(const std::string& job_id) {
   absl::StatusOr<ps::DroppedTables> dropped = ps_->DropTablesWithPrefix(TablePrefix(job_id));
   if (!dropped.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -821,7 +969,7 @@ absl::Status Chief::DropTables(const std::string& job_id) {
   return SaveLocked();
 }
 
-void Chief::HousekeepingLoop() {
+void Chief::Impl::HousekeepingLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     lock.unlock();
@@ -831,7 +979,7 @@ void Chief::HousekeepingLoop() {
   }
 }
 
-void Chief::WorkerLoop() {
+void Chief::Impl::WorkerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     tasks_cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
@@ -840,12 +988,12 @@ void Chief::WorkerLoop() {
   }
 }
 
-void Chief::RunPendingWork() {
+void Chief::Impl::RunPendingWork() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!tasks_.empty()) RunFirstTask(lock);
 }
 
-void Chief::RunFirstTask(std::unique_lock<std::mutex>& lock) {
+void Chief::Impl::RunFirstTask(std::unique_lock<std::mutex>& lock) {
   Task task = std::move(tasks_.front());
   tasks_.pop_front();
   lock.unlock();
@@ -854,7 +1002,7 @@ void Chief::RunFirstTask(std::unique_lock<std::mutex>& lock) {
   runtime_[task.job_id].task_queued = false;
 }
 
-void Chief::RunTask(const Task& task) {
+void Chief::Impl::RunTask(const Task& task) {
   if (options_.set_ps_admin_retry_window) {
     // The job's own window for its checkpoints, evals and exports, as its
     // trainers have for their pushes.
@@ -904,7 +1052,7 @@ void Chief::RunTask(const Task& task) {
   }
 }
 
-bool Chief::AwaitsInitLocked(const JobInfo& info) {
+bool Chief::Impl::AwaitsInitLocked(const JobInfo& info) {
   if (info.state != JobState::kRunning || info.initialized != absl::InfinitePast()) return false;
   absl::StatusOr<std::shared_ptr<const JobSpec>> spec = SpecLocked(info);
   if (!spec.ok() || (*spec)->init_from.path.empty()) return false;
@@ -915,7 +1063,7 @@ bool Chief::AwaitsInitLocked(const JobInfo& info) {
 // Loads the job's init_from onto its own tables before any trainer trains a
 // step of it. A source that went bad since submit fails the job; a PS that
 // is unreachable is retried at the next tick.
-absl::Status Chief::InitializeJob(const std::string& job_id) {
+absl::Status Chief::Impl::InitializeJob(const std::string& job_id) {
   std::shared_ptr<const JobSpec> spec;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -945,7 +1093,7 @@ absl::Status Chief::InitializeJob(const std::string& job_id) {
   return SaveLocked();
 }
 
-absl::Status Chief::Checkpoint(const std::string& job_id, const JobSpec& spec, int64_t step,
+absl::Status Chief::Impl::Checkpoint(const std::string& job_id, const JobSpec& spec, int64_t step,
                                const std::string& name) {
   const std::string dir = absl::StrCat(spec.checkpoint.dir, "/", job_id, "/", name);
   {
@@ -995,7 +1143,7 @@ absl::Status Chief::Checkpoint(const std::string& job_id, const JobSpec& spec, i
   return SaveLocked();
 }
 
-absl::StatusOr<std::optional<trainer::EvalResult>> Chief::Evaluate(const std::string& job_id,
+absl::StatusOr<std::optional<trainer::EvalResult>> Chief::Impl::Evaluate(const std::string& job_id,
                                                                    const JobSpec& spec,
                                                                    int64_t step) {
   if (spec.data.eval.empty()) return std::optional<trainer::EvalResult>();
@@ -1014,7 +1162,7 @@ absl::StatusOr<std::optional<trainer::EvalResult>> Chief::Evaluate(const std::st
   return std::optional<trainer::EvalResult>(eval);
 }
 
-void Chief::FinalizePhase(const std::string& job_id, const char* phase) {
+void Chief::Impl::FinalizePhase(const std::string& job_id, const char* phase) {
   std::cerr << "brook chief: job " << job_id << ": finalizing: " << phase << "\n";
   // A test's kill -9 point: the chief waits here (until it is stopped) when
   // BROOK_TEST_FINALIZE_PAUSE names the phase.
@@ -1026,7 +1174,7 @@ void Chief::FinalizePhase(const std::string& job_id, const char* phase) {
   tasks_cv_.wait(lock, [&] { return stopping_; });
 }
 
-absl::Status Chief::Finalize(const std::string& job_id) {
+absl::Status Chief::Impl::Finalize(const std::string& job_id) {
   std::shared_ptr<const JobSpec> spec;
   int64_t steps = 0;
   bool final_checkpoint_recorded = false;
@@ -1106,88 +1254,64 @@ absl::Status Chief::Finalize(const std::string& job_id) {
   return s;
 }
 
-std::vector<prometheus::MetricFamily> Chief::CollectMetrics() const {
+ChiefStats Chief::Impl::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  metrics::FamilySet set;
-  auto* jobs = set.Gauge("brook_chief_jobs", "Jobs by state");
-  auto* units = set.Gauge("brook_chief_job_work_units", "Work units of the current data epoch, by job and state");
-  auto* examples = set.Counter("brook_chief_job_examples_total",
-                               "Examples committed by the job's trainers, all epochs");
-  auto* releases = set.Counter("brook_chief_job_work_unit_releases_total",
-                               "Work units taken back unfinished (trainer expiry or leave)");
-  auto* expired = set.Counter("brook_chief_job_expired_trainers_total",
-                              "Trainers dropped for missing heartbeats");
-  auto* trainers = set.Gauge("brook_chief_job_trainers", "Trainers assigned to the job");
-  auto* eval_auc = set.Gauge("brook_chief_job_eval_auc", "AUC of the job's last evaluation");
-  auto* checkpoints = set.Counter("brook_chief_job_checkpoints_total", "Checkpoints taken of the job");
-  auto* skipped = set.Counter("brook_chief_job_skipped_records_total",
-                              "Data skipped under data.on_corrupt: skip, by reason: corrupt "
-                              "TFRecord regions, records that do not parse");
-  auto* skipped_bytes = set.Counter("brook_chief_job_skipped_bytes_total",
-                                    "Bytes of corrupt TFRecord regions skipped");
-  auto* checkpoint_age = set.Gauge("brook_chief_job_checkpoint_age_seconds",
-                                   "Seconds since the job's last checkpoint (running jobs that have one)");
-  const absl::Time now = absl::Now();
-  std::map<std::string, int> by_state;
-  for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kSucceeded, JobState::kFailed,
-                     JobState::kCancelled}) {
-    by_state[std::string(JobStateName(s))] = 0;
-  }
-  for (const JobInfo& info : queue_->List()) {
-    ++by_state[std::string(JobStateName(info.state))];
-    if (!info.progress.has_value()) continue;
-    const metrics::Labels job = {{"job", info.id}};
-    const WorkLeasesStats& p = *info.progress;
-    set.Add(units, {{"job", info.id}, {"state", "done"}}, static_cast<double>(p.units_done));
-    set.Add(units, {{"job", info.id}, {"state", "leased"}}, static_cast<double>(p.units_leased));
-    set.Add(units, {{"job", info.id}, {"state", "pending"}}, static_cast<double>(p.units_pending));
-    set.Add(examples, job, static_cast<double>(ExamplesTrained(info)));
-    set.Add(skipped, {{"job", info.id}, {"reason", "corrupt_region"}},
-            static_cast<double>(info.metrics.skipped_corrupt_regions));
-    set.Add(skipped, {{"job", info.id}, {"reason", "bad_example"}},
-            static_cast<double>(info.metrics.skipped_bad_examples));
-    set.Add(skipped_bytes, job, static_cast<double>(info.metrics.skipped_corrupt_bytes));
-    set.Add(releases, job, static_cast<double>(p.releases));
-    set.Add(expired, job, static_cast<double>(p.expired_trainers));
-    set.Add(trainers, job, static_cast<double>(info.trainers.size()));
-    set.Add(checkpoints, job, static_cast<double>(info.checkpoints.size()));
-    if (info.eval.done) set.Add(eval_auc, job, info.eval.auc);
-    if (info.state == JobState::kRunning && !info.checkpoints.empty()) {
-      set.Add(checkpoint_age, job, absl::ToDoubleSeconds(now - info.checkpoints.back().time));
-    }
-  }
-  for (const auto& [state, n] : by_state) set.Add(jobs, {{"state", state}}, n);
-  set.Add(set.Gauge("brook_chief_trainers", "Trainers registered and heartbeating, idle or assigned"),
-          {}, static_cast<double>(queue_->num_trainers()));
-  set.Add(set.Counter("brook_chief_missed_heartbeats_total",
-                      "Trainers dropped for missing their heartbeats (their units are re-leased)"),
-          {}, static_cast<double>(expired_trainers_));
-  set.Add(set.Counter("brook_chief_state_save_errors_total",
-                      "Failed writes of the job queue to the state store"),
-          {}, static_cast<double>(save_errors_));
-  set.Add(set.Counter("brook_chief_dropped_tables_total",
-                      "Table parts (one per table per PS) of ended jobs dropped from the PS nodes"),
-          {}, static_cast<double>(tables_dropped_));
-  set.Add(set.Counter("brook_chief_tasks_failed_total",
-                      "Checkpoints and finalizations that failed"),
-          {}, static_cast<double>(tasks_failed_));
-  set.Add(set.Counter("brook_chief_fenced_ps_clients_total",
-                      "PS client ids of expired (or re-registered) trainers fenced on every PS"),
-          {}, static_cast<double>(fenced_total_));
-  auto* sends = set.Counter("brook_chief_fence_sends_total",
-                            "Sends of the fence list to the PS nodes, by result");
-  set.Add(sends, {{"result", "ok"}}, static_cast<double>(fence_sends_ - fence_send_errors_));
-  set.Add(sends, {{"result", "error"}}, static_cast<double>(fence_send_errors_));
-  auto* restarts = set.Counter("brook_chief_ps_restarts_total",
-                               "PS restarts the chief noticed (a new incarnation): rolled_back "
-                               "false came back with its WAL (nothing acknowledged lost), true "
-                               "went back to a checkpoint or to empty (the jobs' events say what)");
-  set.Add(restarts, {{"rolled_back", "false"}}, static_cast<double>(ps_restarts_ - ps_rollbacks_));
-  set.Add(restarts, {{"rolled_back", "true"}}, static_cast<double>(ps_rollbacks_));
-  set.Add(set.Gauge("brook_chief_fence_pending",
-                    "1 while a fence has not reached every PS yet (sent again every tick)"),
-          {}, fence_pending_ ? 1.0 : 0.0);
-  return set.Take();
+  ChiefStats s;
+  s.jobs = queue_->List();
+  s.trainers = queue_->num_trainers();
+  s.expired_trainers = expired_trainers_;
+  s.save_errors = save_errors_;
+  s.tables_dropped = tables_dropped_;
+  s.tasks_failed = tasks_failed_;
+  s.fenced_total = fenced_total_;
+  s.fence_sends = fence_sends_;
+  s.fence_send_errors = fence_send_errors_;
+  s.ps_restarts = ps_restarts_;
+  s.ps_rollbacks = ps_rollbacks_;
+  s.fence_pending = fence_pending_;
+  return s;
 }
+
+// ----- Chief: the API over Impl.
+
+absl::StatusOr<std::unique_ptr<Chief>> Chief::Open(const ChiefOptions& options,
+                                                   ps::PsClient* ps) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Impl::Open(options, ps));
+  return std::unique_ptr<Chief>(new Chief(std::move(impl)));
+}
+Chief::Chief(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Chief::~Chief() = default;
+absl::StatusOr<v1::JobStatus> Chief::SubmitJob(const v1::SubmitJobRequest& request) {
+  return impl_->SubmitJob(request);
+}
+absl::StatusOr<v1::JobStatus> Chief::GetJob(const v1::GetJobRequest& request) {
+  return impl_->GetJob(request);
+}
+absl::StatusOr<v1::ListJobsResponse> Chief::ListJobs() { return impl_->ListJobs(); }
+absl::StatusOr<v1::JobStatus> Chief::CancelJob(const v1::CancelJobRequest& request) {
+  return impl_->CancelJob(request);
+}
+absl::StatusOr<v1::RegisterNodeResponse> Chief::RegisterNode(
+    const v1::RegisterNodeRequest& request) {
+  return impl_->RegisterNode(request);
+}
+absl::StatusOr<v1::HeartbeatResponse> Chief::Heartbeat(const v1::HeartbeatRequest& request) {
+  return impl_->Heartbeat(request);
+}
+absl::StatusOr<v1::AcquireWorkResponse> Chief::AcquireWork(const v1::AcquireWorkRequest& request) {
+  return impl_->AcquireWork(request);
+}
+absl::StatusOr<v1::CompleteWorkResponse> Chief::CompleteWork(
+    const v1::CompleteWorkRequest& request) {
+  return impl_->CompleteWork(request);
+}
+absl::Status Chief::ReportMetrics(const v1::ReportMetricsRequest& request) {
+  return impl_->ReportMetrics(request);
+}
+void Chief::Tick(absl::Time now) { impl_->Tick(now); }
+void Chief::RunPendingWork() { impl_->RunPendingWork(); }
+absl::Status Chief::SendFences() { return impl_->SendFences(); }
+std::vector<uint64_t> Chief::FencedClients() const { return impl_->FencedClients(); }
+ChiefStats Chief::Stats() const { return impl_->Stats(); }
 
 }  // namespace brook::chief

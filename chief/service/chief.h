@@ -27,27 +27,17 @@
 // Thread-safe.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <map>
 #include <functional>
 #include <memory>
-#include <mutex>
-#include <optional>
-#include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "brook/v1/chief.pb.h"
-#include "chief/core/chief_state_store.h"
 #include "chief/core/job_queue.h"
-#include "chief/job/job_spec.h"
-#include "prometheus/metric_family.h"
 #include "ps/client/ps_client.h"
 
 namespace brook::chief {
@@ -80,6 +70,21 @@ struct ChiefOptions {
   size_t max_fenced_clients = 4096;
 
   absl::Status Validate() const;
+};
+
+// What the chief counts, for /metrics (chief_metrics.h turns it into the
+// brook_chief_* families): a snapshot taken under the chief's lock.
+struct ChiefStats {
+  std::vector<JobInfo> jobs;  // JobQueue::List order, progress filled
+  uint64_t trainers = 0;      // registered and heartbeating, idle or assigned
+  uint64_t expired_trainers = 0;
+  uint64_t save_errors = 0;
+  uint64_t tables_dropped = 0;
+  uint64_t tasks_failed = 0;
+  uint64_t fenced_total = 0;
+  uint64_t fence_sends = 0, fence_send_errors = 0;
+  uint64_t ps_restarts = 0, ps_rollbacks = 0;
+  bool fence_pending = false;
 };
 
 class Chief {
@@ -116,121 +121,12 @@ class Chief {
   // The fenced PS client ids, oldest first.
   std::vector<uint64_t> FencedClients() const;
 
-  // brook_chief_* families for /metrics.
-  std::vector<prometheus::MetricFamily> CollectMetrics() const;
+  ChiefStats Stats() const;
 
  private:
-  // Work for the worker thread.
-  struct Task {
-    enum Kind { kCheckpoint, kEval, kFinalize, kDrop, kInitialize } kind;
-    std::string job_id;
-  };
-  // Per-job things the chief keeps in memory only.
-  struct JobRuntime {
-    std::shared_ptr<const JobSpec> spec;
-    int64_t next_eval_step = 0;        // eval.every_steps: the next step to evaluate at
-    int64_t next_checkpoint_step = 0;  // checkpoint.interval_steps: the next step to save at
-    std::map<std::string, std::string> trainer_warnings;  // the last ReportMetrics.warning
-    std::deque<std::pair<absl::Time, uint64_t>> examples_samples;  // rate window
-    bool task_queued = false;
-    absl::Time next_drop = absl::InfinitePast();  // after a failed drop: retry then
-    bool last_was_checkpoint = false;  // checkpoints and evaluations take turns
-  };
-
-  Chief(const ChiefOptions& options, ps::PsClient* ps, std::unique_ptr<ChiefStateStore> store,
-        std::unique_ptr<JobQueue> queue);
-  absl::Status SaveLocked();  // REQUIRES: mu_
-  // A job id as given, or the id of the job a name stands for (its active
-  // job, else its latest), so `brook status NAME` works. REQUIRES: mu_
-  std::string ResolveJobIdLocked(const std::string& id_or_name) const;
-  absl::StatusOr<std::shared_ptr<const JobSpec>> SpecLocked(const JobInfo& info);
-  v1::JobStatus StatusLocked(const JobInfo& info, bool with_events);
-  int64_t StepsLocked(const std::string& job_id) const;
-  void Enqueue(Task task);  // REQUIRES: mu_
-  // init_from (issue 23): a running job whose spec has one and that has not
-  // loaded it yet gets no lease; the worker loads it first (InitializeJob).
-  bool AwaitsInitLocked(const JobInfo& info);  // REQUIRES: mu_
-  absl::Status InitializeJob(const std::string& job_id);
-  // A change in a trainer's retry warning becomes a job event. REQUIRES: mu_
-  void LogTrainerWarningLocked(const v1::ReportMetricsRequest& r, absl::Time now);
-  void RunTask(const Task& task);
-  // Pops the first task and runs it with `lock` (on mu_) released.
-  void RunFirstTask(std::unique_lock<std::mutex>& lock);
-  absl::Status Checkpoint(const std::string& job_id, const JobSpec& spec, int64_t step,
-                          const std::string& name);
-  // Scores the job's model as the PS holds it now on its eval data and
-  // records it (SetEval). nullopt when the job has no eval data.
-  absl::StatusOr<std::optional<trainer::EvalResult>> Evaluate(const std::string& job_id,
-                                                              const JobSpec& spec, int64_t step);
-  absl::Status Finalize(const std::string& job_id);
-  // Whether an ended job's tables should leave the PS now (JobSpec::
-  // retention_seconds). REQUIRES: mu_
-  bool TablesDueForDropLocked(const JobInfo& info, absl::Time now);
-  // Whether a running job's checkpoint (checkpoint.interval_steps or
-  // interval_seconds) or evaluation (eval.every_steps) is due, and, once one
-  // is queued, its next step. REQUIRES: mu_
-  bool CheckpointDueLocked(const JobInfo& info, const JobSpec& spec, absl::Time now);
-  void AdvanceCheckpointLocked(const JobInfo& info, const JobSpec& spec);
-  bool EvalDueLocked(const JobInfo& info, const JobSpec& spec);
-  void AdvanceEvalLocked(const JobInfo& info, const JobSpec& spec);
-  // Drops the job's tables and dense variables from every PS and records it.
-  absl::Status DropTables(const std::string& job_id);
-  // Logs the finalization phase about to run ("checkpoint", "eval",
-  // "export", "finish"): each is redone whole if the chief dies in it.
-  void FinalizePhase(const std::string& job_id, const char* phase);
-  void HousekeepingLoop();
-  void WorkerLoop();
-  void FenceLoop();
-  // Fences the PS client id of `trainer_id`, if it told one. REQUIRES: mu_
-  void FenceTrainerLocked(const std::string& trainer_id);
-  void FenceLocked(uint64_t ps_client_id);
-  // A PS came back as a new process: tells every running job what it kept
-  // or rolled back (a job event). REQUIRES: mu_
-  void PsRestartedLocked(size_t shard, const ps::StartupInfo& startup);
-  // A table or dense variable `ps_name` on a PS: if it is an ended job's
-  // whose tables were dropped, they are dropped again. REQUIRES: mu_
-  void RedropIfEndedLocked(const std::string& ps_name);
-  // Logs on every running job that the PS nodes are unreachable from the
-  // chief (once per episode, after a grace period), or reachable again.
-  void NotePsReachabilityLocked(const std::string& fault, absl::Time now);
-
-  const ChiefOptions options_;
-  ps::PsClient* const ps_;
-
-  mutable std::mutex mu_;
-  std::unique_ptr<ChiefStateStore> store_;  // guarded by mu_
-  std::unique_ptr<JobQueue> queue_;         // guarded by mu_
-  std::map<std::string, JobRuntime> runtime_;  // guarded by mu_
-  std::deque<Task> tasks_;                     // guarded by mu_
-  std::condition_variable tasks_cv_;
-  bool stopping_ = false;  // guarded by mu_
-  uint64_t save_errors_ = 0;  // guarded by mu_
-  uint64_t tasks_failed_ = 0;  // guarded by mu_
-  uint64_t tables_dropped_ = 0;  // guarded by mu_: table parts of ended jobs
-  // Ended jobs whose tables are dropped again after a PS restart: one that
-  // came back from a restart point older than the drop has them again.
-  std::set<std::string> redrop_;  // guarded by mu_
-  uint64_t expired_trainers_ = 0;  // guarded by mu_: missed heartbeats, all jobs
-
-  // Fencing, guarded by mu_.
-  std::map<std::string, uint64_t> trainer_ps_clients_;  // node id -> PS client id
-  // Where each trainer's process log is, as it last said; guarded by mu_.
-  std::map<std::string, v1::NodeLog> trainer_logs_;
-  std::deque<uint64_t> fenced_;                         // oldest first
-  bool fence_pending_ = false;  // fenced_ changed since the last successful send
-  std::condition_variable fence_cv_;
-  uint64_t fence_sends_ = 0, fence_send_errors_ = 0, fenced_total_ = 0;
-  // Why the last fence send failed ("": it did not), and whether the
-  // running jobs were told (one event per episode, so a PS down is never
-  // silent in `brook logs`, whatever the trainers are doing).
-  std::string ps_unreachable_;
-  std::string last_fence_error_;  // "": the last fence send succeeded
-  absl::Time ps_unreachable_since_;
-  bool ps_unreachable_logged_ = false;
-  std::vector<uint64_t> ps_incarnations_;  // by shard; 0 = not seen yet
-  uint64_t ps_restarts_ = 0, ps_rollbacks_ = 0;
-
-  std::thread housekeeping_, worker_, fencer_;
+  class Impl;  // chief.cc: the queue, its store, the threads
+  explicit Chief(std::unique_ptr<Impl> impl);
+  const std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace brook::chief

@@ -8,14 +8,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "brook/v1/chief.grpc.pb.h"
+#include "chief/service/chief_metrics.h"
 #include "common/rpc/node_service.h"
+#include "common/rpc/status_mapping.h"
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "metrics/collector.h"
 #include "metrics/exposer.h"
 #include "metrics/rpc_metrics.h"
 #include "ps/client/grpc_ps_client.h"
-#include "common/rpc/status_mapping.h"
 #include "security/bearer_token.h"
 
 namespace brook::chief {
@@ -126,7 +127,7 @@ class ChiefService final : public v1::Chief::Service {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     metrics_->Record(method, static_cast<int>(s.code()), seconds);
-    return ps::rpc::ToGrpcStatus(s);
+    return rpc::ToGrpcStatus(s);
   }
 
   // Every method but Health needs the token when one is configured: Health
@@ -192,7 +193,7 @@ absl::StatusOr<std::unique_ptr<ChiefServer>> ChiefServer::Start(const ChiefServe
   ASSIGN_OR_RETURN(s->chief_, Chief::Open(chief_options, s->ps_.get()));
   s->rpc_metrics_ = std::make_unique<metrics::RpcMetrics>(*s->registry_, "brook_chief", MethodNames());
   s->collector_ = std::make_shared<metrics::FunctionCollector>(
-      [c = s->chief_.get()] { return c->CollectMetrics(); });
+      [c = s->chief_.get()] { return CollectChiefMetrics(c->Stats(), absl::Now()); });
   if (s->exposer_) s->exposer_->RegisterCollectable(s->collector_);
   s->service_ = std::make_unique<ChiefService>(s->chief_.get(), s->rpc_metrics_.get(),
                                               options.auth_token, s->ps_.get());

@@ -31,7 +31,7 @@
 #include "brook/v1/ps.grpc.pb.h"
 #include "metrics/exposer.h"
 #include "ps/client/grpc_ps_client.h"
-#include "ps/wire/proto_convert.h"
+#include "ps/config_codec.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/process.h"
 #include "tests/testing/ps_rpc_testing.h"
@@ -370,7 +370,7 @@ TEST_F(PsBadInputTest, BadRpcsGetTheRightCodeChangeNothingAndAreCounted) {
     EXPECT_EQ(stub_->CreateTable(Ctx().get(), zero_dim, &resp).error_code(),
               grpc::StatusCode::INVALID_ARGUMENT);
     v1::CreateTableRequest conflicting;
-    ps::rpc::ToProto(testing::CounterTable("emb", kDim * 2), conflicting.mutable_table());
+    ps::ToProto(testing::CounterTable("emb", kDim * 2), conflicting.mutable_table());
     EXPECT_EQ(stub_->CreateTable(Ctx().get(), conflicting, &resp).error_code(),
               grpc::StatusCode::ALREADY_EXISTS);
   }

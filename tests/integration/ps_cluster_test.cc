@@ -17,6 +17,7 @@
 #include "absl/synchronization/notification.h"
 #include "brook/v1/ps.grpc.pb.h"
 #include "ps/client/grpc_ps_client.h"
+#include "ps/parameter_server.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/process.h"
 #include "tests/testing/ps_rpc_testing.h"

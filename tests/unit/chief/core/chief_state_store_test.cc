@@ -1,4 +1,5 @@
 #include "chief/core/chief_state_store.h"
+#include "chief/core/job_queue_state.h"
 
 #include <map>
 #include <memory>
@@ -136,8 +137,8 @@ TEST(ChiefStateStoreTest, RestartMidJobContinuesToTheSameEndState) {
   EXPECT_EQ(got->progress->releases, want->progress->releases);
   EXPECT_EQ(got->end_time, want->end_time);
   // The whole lease table ends identical.
-  EXPECT_EQ(q->JobRecordToProto("train-1")->leases().SerializeAsString(),
-            ref->JobRecordToProto("train-1")->leases().SerializeAsString());
+  EXPECT_EQ(JobQueueCodec::ToRecord(*q, "train-1")->leases().SerializeAsString(),
+            JobQueueCodec::ToRecord(*ref, "train-1")->leases().SerializeAsString());
   // The next job starts on the freed trainers, as in the reference.
   q->Schedule(kT0 + absl::Seconds(steps));
   ref->Schedule(kT0 + absl::Seconds(steps));
@@ -205,9 +206,9 @@ TEST(ChiefStateStoreTest, CorruptEntryFailsThatJobAloneNamingWhy) {
   }
   // A record that parses but is not self-consistent: RUNNING with no leases.
   auto fresh = NewQueueWithJobs(kT0);
-  v1::ChiefJobRecord bad = *fresh->JobRecordToProto("train-1");
+  v1::ChiefJobRecord bad = *JobQueueCodec::ToRecord(*fresh, "train-1");
   bad.clear_leases();
-  Overwrite(dir, 2, fresh->JobRecordToProto("next-2")->SerializeAsString());  // repaired
+  Overwrite(dir, 2, JobQueueCodec::ToRecord(*fresh, "next-2")->SerializeAsString());  // repaired
   Overwrite(dir, 1, bad.SerializeAsString());
   auto store = ChiefStateStore::Open(dir);
   ASSERT_TRUE(store.ok());

@@ -1,4 +1,5 @@
 #include "chief/core/job_queue.h"
+#include "chief/core/job_queue_state.h"
 
 #include <map>
 #include <string>
@@ -230,8 +231,8 @@ TEST(JobQueueTest, AJobSavedWhileFinalizingRestoresAsFinalizing) {
   RunToEnd(q.get(), job, {"t1", "t2"}, kT0 + absl::Seconds(1));
   ASSERT_TRUE(q->Get(job)->finalizing);
   std::vector<v1::ChiefJobRecord> records;
-  for (const std::string& id : q->JobIds()) records.push_back(*q->JobRecordToProto(id));
-  auto restored = JobQueue::Restore({}, records, q->next_seq(), kT0 + absl::Seconds(2));
+  for (const std::string& id : q->JobIds()) records.push_back(*JobQueueCodec::ToRecord(*q, id));
+  auto restored = JobQueueCodec::Restore({}, records, q->next_seq(), kT0 + absl::Seconds(2));
   ASSERT_TRUE(restored.ok()) << restored.status();
   absl::StatusOr<JobInfo> info = (*restored)->Get(job);
   ASSERT_TRUE(info.ok());

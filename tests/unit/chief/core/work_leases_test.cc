@@ -1,4 +1,5 @@
 #include "chief/core/work_leases.h"
+#include "chief/core/work_leases_state.h"
 
 #include <algorithm>
 #include <iostream>
@@ -168,16 +169,16 @@ TEST(WorkLeasesTest, CommittedStepsGoToTheNextLeaseWithTheOffset) {
   EXPECT_EQ(second.resume_step, std::optional<uint64_t>(7));
 
   // Through a restart.
-  auto restored = WorkLeases::FromProto(leases->ToProto(), kT0);
+  auto restored = WorkLeasesCodec::FromState(WorkLeasesCodec::ToState(*leases), kT0);
   ASSERT_TRUE(restored.ok()) << restored.status();
   ASSERT_TRUE((*restored)->Release("b").ok());
   ASSERT_TRUE((*restored)->RegisterTrainer("c", kT0).ok());
   EXPECT_EQ(MustAcquire(restored->get(), "c", kT0).resume_step, std::optional<uint64_t>(7));
 
   // State saved before steps were kept: unknown mid-unit, 0 at its start.
-  v1::WorkLeasesState old = leases->ToProto();
+  v1::WorkLeasesState old = WorkLeasesCodec::ToState(*leases);
   for (v1::WorkUnitLeaseState& u : *old.mutable_units()) u.clear_committed_steps();
-  auto from_old = WorkLeases::FromProto(old, kT0);
+  auto from_old = WorkLeasesCodec::FromState(old, kT0);
   ASSERT_TRUE(from_old.ok()) << from_old.status();
   ASSERT_TRUE((*from_old)->Release("b").ok());
   ASSERT_TRUE((*from_old)->RegisterTrainer("c", kT0).ok());
@@ -226,7 +227,7 @@ TEST(WorkLeasesTest, JobStepIsEveryUnitEpochsStepsAndALeaseStartsFromIt) {
   // next holder resumes at the same job step.
   ASSERT_TRUE(leases->Release("a").ok());
   EXPECT_EQ(leases->JobSteps(), 6);
-  auto restored = WorkLeases::FromProto(leases->ToProto(), kT0);
+  auto restored = WorkLeasesCodec::FromState(WorkLeasesCodec::ToState(*leases), kT0);
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_EQ((*restored)->JobSteps(), 6);
   ASSERT_TRUE((*restored)->RegisterTrainer("c", kT0).ok());
@@ -282,7 +283,7 @@ TEST(WorkLeasesTest, BadOffsetsAreRefusedAndChangeNothing) {
   ASSERT_TRUE(leases->RegisterTrainer("t", kT0).ok());
   const Lease l = MustAcquire(leases.get(), "t", kT0);  // unit 0: [0, 4)
   ASSERT_TRUE(leases->Commit("t", 0, l.lease_epoch, 2, 2, kT0).ok());
-  const v1::WorkLeasesState before = leases->ToProto();
+  const v1::WorkLeasesState before = WorkLeasesCodec::ToState(*leases);
 
   EXPECT_EQ(leases->Commit("t", 0, l.lease_epoch, 1, 0, kT0).code(),
             absl::StatusCode::kFailedPrecondition);  // backwards
@@ -300,7 +301,7 @@ TEST(WorkLeasesTest, BadOffsetsAreRefusedAndChangeNothing) {
             absl::StatusCode::kFailedPrecondition);  // someone else's lease
   EXPECT_TRUE(leases->Commit("t", 0, l.lease_epoch, 2, 2, kT0).ok());  // a repeat: no effect
 
-  EXPECT_EQ(leases->ToProto().SerializeAsString(), before.SerializeAsString());
+  EXPECT_EQ(WorkLeasesCodec::ToState(*leases).SerializeAsString(), before.SerializeAsString());
   EXPECT_EQ(leases->Stats().examples_per_epoch, std::vector<uint64_t>{2});
 }
 
@@ -358,13 +359,13 @@ TEST(WorkLeasesTest, RoundTripMidJobContinuesToTheSameEnd) {
     step(restored.get(), i);
   }
   ASSERT_FALSE(plain->finished());
-  std::string bytes = restored->ToProto().SerializeAsString();
+  std::string bytes = WorkLeasesCodec::ToState(*restored).SerializeAsString();
   v1::WorkLeasesState parsed;
   ASSERT_TRUE(parsed.ParseFromString(bytes));
-  auto back = WorkLeases::FromProto(parsed, now);
+  auto back = WorkLeasesCodec::FromState(parsed, now);
   ASSERT_TRUE(back.ok()) << back.status();
   restored = std::move(back).value();
-  EXPECT_EQ(restored->ToProto().SerializeAsString(), bytes);
+  EXPECT_EQ(WorkLeasesCodec::ToState(*restored).SerializeAsString(), bytes);
 
   // Units left half done (i % 3 == 0) are still leased: expire both trainers
   // past the lease so everything left gets re-leased.
@@ -387,7 +388,7 @@ TEST(WorkLeasesTest, RoundTripMidJobContinuesToTheSameEnd) {
   }
   EXPECT_TRUE(plain->finished());
   EXPECT_TRUE(restored->finished());
-  EXPECT_EQ(restored->ToProto().SerializeAsString(), plain->ToProto().SerializeAsString());
+  EXPECT_EQ(WorkLeasesCodec::ToState(*restored).SerializeAsString(), WorkLeasesCodec::ToState(*plain).SerializeAsString());
   EXPECT_EQ(restored->Stats().examples_per_epoch, (std::vector<uint64_t>{15, 15}));
 }
 
@@ -397,7 +398,7 @@ TEST(WorkLeasesTest, RestoreKeepsLeasesAndRestartsHeartbeatClocks) {
   const Lease l = MustAcquire(leases.get(), "t", kT0);
   // The chief was down for a minute: the restored one does not expire "t" at once.
   const absl::Time restart = kT0 + absl::Minutes(1);
-  auto back = WorkLeases::FromProto(leases->ToProto(), restart);
+  auto back = WorkLeasesCodec::FromState(WorkLeasesCodec::ToState(*leases), restart);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_TRUE((*back)->Expire(restart + absl::Seconds(5)).empty());
   EXPECT_TRUE((*back)->Commit("t", l.unit.id, l.lease_epoch, 1, 1, restart).ok());
@@ -408,24 +409,24 @@ TEST(WorkLeasesTest, FromProtoRefusesInconsistentState) {
   auto leases = MakeLeases(SmallPlan(), 1);
   ASSERT_TRUE(leases->RegisterTrainer("t", kT0).ok());
   MustAcquire(leases.get(), "t", kT0);
-  const v1::WorkLeasesState good = leases->ToProto();
-  ASSERT_TRUE(WorkLeases::FromProto(good, kT0).ok());
+  const v1::WorkLeasesState good = WorkLeasesCodec::ToState(*leases);
+  ASSERT_TRUE(WorkLeasesCodec::FromState(good, kT0).ok());
 
   v1::WorkLeasesState bad = good;
   bad.clear_trainers();  // unit 0's holder is unknown
-  EXPECT_EQ(WorkLeases::FromProto(bad, kT0).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(WorkLeasesCodec::FromState(bad, kT0).status().code(), absl::StatusCode::kDataLoss);
   bad = good;
   bad.add_queue(0);  // leased and queued
-  EXPECT_EQ(WorkLeases::FromProto(bad, kT0).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(WorkLeasesCodec::FromState(bad, kT0).status().code(), absl::StatusCode::kDataLoss);
   bad = good;
   bad.mutable_units(1)->set_committed(99);
-  EXPECT_EQ(WorkLeases::FromProto(bad, kT0).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(WorkLeasesCodec::FromState(bad, kT0).status().code(), absl::StatusCode::kDataLoss);
   bad = good;
   bad.set_epoch(3);
-  EXPECT_EQ(WorkLeases::FromProto(bad, kT0).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(WorkLeasesCodec::FromState(bad, kT0).status().code(), absl::StatusCode::kDataLoss);
   bad = good;
   bad.set_lease_duration_ms(0);
-  EXPECT_EQ(WorkLeases::FromProto(bad, kT0).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(WorkLeasesCodec::FromState(bad, kT0).status().code(), absl::StatusCode::kDataLoss);
 }
 
 // ---------------------------------------------------------------------------
@@ -569,8 +570,8 @@ void RunSimulation(uint32_t seed, SimTotals* totals) {
     }
     if (chance(0.01)) {  // the chief restarts from its persisted state
       v1::WorkLeasesState state;
-      ASSERT_TRUE(state.ParseFromString(leases->ToProto().SerializeAsString()));
-      auto back = WorkLeases::FromProto(state, now);
+      ASSERT_TRUE(state.ParseFromString(WorkLeasesCodec::ToState(*leases).SerializeAsString()));
+      auto back = WorkLeasesCodec::FromState(state, now);
       ASSERT_TRUE(back.ok()) << back.status();
       leases = std::move(back).value();
       ++restores;

@@ -2,6 +2,7 @@
 // hand): the API calls a trainer makes, finalization, state that survives a
 // restart over the same state directory, and its metrics.
 #include "chief/service/chief.h"
+#include "chief/service/chief_metrics.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -412,7 +413,7 @@ TEST_F(ChiefTest, ExpiredOrReRegisteredTrainersPsClientIdsAreFencedOnEveryPs) {
   EXPECT_EQ(c->FencedClients().size(), 4u);
 
   std::string text;
-  for (const auto& family : c->CollectMetrics()) {
+  for (const auto& family : CollectChiefMetrics(c->Stats(), absl::Now())) {
     if (family.name == "brook_chief_fenced_ps_clients_total") {
       EXPECT_EQ(family.metric.at(0).counter.value, 4);
       text = family.name;
@@ -452,7 +453,7 @@ TEST_F(ChiefTest, MetricsCountJobsByStateAndUnitsByJob) {
   ASSERT_TRUE(m.ok());
   ASSERT_TRUE(c->SubmitJob(Submit(Spec("q", 0, 1))).ok());
   std::map<std::string, double> samples;
-  for (const auto& family : c->CollectMetrics()) {
+  for (const auto& family : CollectChiefMetrics(c->Stats(), absl::Now())) {
     for (const auto& metric : family.metric) {
       std::string key = family.name;
       for (const auto& l : metric.label) key += "," + l.name + "=" + l.value;

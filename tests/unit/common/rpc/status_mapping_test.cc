@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace brook::ps::rpc {
+namespace brook::rpc {
 namespace {
 
 TEST(StatusMappingTest, DesignCodesMapOneToOne) {
@@ -48,4 +48,4 @@ TEST(StatusMappingTest, OkIsOkAndUnknownCodesAreUnknown) {
 }
 
 }  // namespace
-}  // namespace brook::ps::rpc
+}  // namespace brook::rpc

@@ -50,7 +50,7 @@ class FlakyService final : public v1::ParameterServer::CallbackService {
     if (mode_ == Mode::kAlwaysUnavailable || (mode_ == Mode::kFailFirstPull && n == 1)) {
       reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "injected"));
     } else {
-      reactor->Finish(rpc::ToGrpcStatus(handlers_.Pull(*req, resp)));
+      reactor->Finish(brook::rpc::ToGrpcStatus(handlers_.Pull(*req, resp)));
     }
     return reactor;
   }
@@ -75,9 +75,9 @@ class FlakyService final : public v1::ParameterServer::CallbackService {
       reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "reply lost"));
     } else if (st.ok() && attempt == 1 && mode_ == Mode::kTimeOutFirstPush) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      reactor->Finish(rpc::ToGrpcStatus(st));
+      reactor->Finish(brook::rpc::ToGrpcStatus(st));
     } else {
-      reactor->Finish(rpc::ToGrpcStatus(st));
+      reactor->Finish(brook::rpc::ToGrpcStatus(st));
     }
     return reactor;
   }
@@ -87,14 +87,14 @@ class FlakyService final : public v1::ParameterServer::CallbackService {
                                         const v1::CreateDenseRequest* req,
                                         v1::CreateDenseResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
-    reactor->Finish(rpc::ToGrpcStatus(handlers_.CreateDense(*req, resp)));
+    reactor->Finish(brook::rpc::ToGrpcStatus(handlers_.CreateDense(*req, resp)));
     return reactor;
   }
   grpc::ServerUnaryReactor* PullBatch(grpc::CallbackServerContext* ctx,
                                       const v1::PullBatchRequest* req,
                                       v1::PullBatchResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
-    reactor->Finish(rpc::ToGrpcStatus(handlers_.PullBatch(*req, resp)));
+    reactor->Finish(brook::rpc::ToGrpcStatus(handlers_.PullBatch(*req, resp)));
     return reactor;
   }
 
@@ -117,7 +117,7 @@ class FlakyService final : public v1::ParameterServer::CallbackService {
     if (st.ok() && attempt == 1 && mode_ == Mode::kLoseFirstPushReply) {
       reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "reply lost"));
     } else {
-      reactor->Finish(rpc::ToGrpcStatus(st));
+      reactor->Finish(brook::rpc::ToGrpcStatus(st));
     }
     return reactor;
   }

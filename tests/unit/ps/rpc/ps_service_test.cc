@@ -16,6 +16,7 @@
 #include "metrics/rpc_metrics.h"
 #include "prometheus/registry.h"
 #include "ps/parameter_server.h"
+#include "ps/config_codec.h"
 #include "ps/wire/proto_convert.h"
 #include "tests/testing/ps_rpc_testing.h"
 

@@ -2,8 +2,17 @@
 
 #include <gtest/gtest.h>
 
-namespace brook::ps::rpc {
+#include "brook/v1/ps.pb.h"
+#include "ps/config_codec.h"
+
+namespace brook::ps::wire {
 namespace {
+
+// Options and checkpoint infos are ps/config_codec.h's; stats are the wire's.
+using ps::FromProto;
+using ps::ToProto;
+using wire::FromProto;
+using wire::ToProto;
 
 TableOptions NonDefaultTable() {
   TableOptions t;
@@ -140,4 +149,4 @@ TEST(ProtoConvertTest, StatsRoundTrip) {
 }
 
 }  // namespace
-}  // namespace brook::ps::rpc
+}  // namespace brook::ps::wire

@@ -13,7 +13,7 @@
 
 #include "brook/v1/ps.pb.h"
 
-namespace brook::ps::rpc {
+namespace brook::ps::wire {
 namespace {
 
 TEST(PullReplyWriterTest, RoundTripsThroughProtobufWithAlignedRows) {
@@ -100,4 +100,4 @@ TEST(ReadPullReplyTest, MalformedRepliesAreErrors) {
 }
 
 }  // namespace
-}  // namespace brook::ps::rpc
+}  // namespace brook::ps::wire

@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-namespace brook::ps::rpc {
+namespace brook::ps::wire {
 namespace {
 
 TEST(WireTest, KeysRoundTripAsPackedLittleEndian) {
@@ -90,4 +90,4 @@ TEST(WireTest, MutableFloatsWritesInPlace) {
 }
 
 }  // namespace
-}  // namespace brook::ps::rpc
+}  // namespace brook::ps::wire
