@@ -14,7 +14,7 @@ function(brook_unity target)
 endfunction()
 
 # brook_cc_library(NAME name SRCS ... DEPS ...): one library per folder; DEPS
-# mirror the dependency column of DESIGN.md so the build enforces the layering.
+# mirror the layers of docs/architecture.md so the build enforces the layering.
 function(brook_cc_library)
   cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS" ${ARGN})
   if(NOT ARG_SRCS)

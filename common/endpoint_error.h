@@ -2,7 +2,7 @@
 // listens there that speaks brook's gRPC the way the caller dials (an HTTP/1
 // /metrics port, a TLS port dialled in plaintext, a node of another kind).
 // Retrying never helps; the user must fix a flag. The job CLI exits 4 for
-// it, like an unreachable chief (chief/cli/job_exit_codes.h), and retry
+// it, like an unreachable chief (cli/job_exit_codes.h), and retry
 // loops give up at once. The mark is an absl::Status payload, so it
 // survives RETURN_IF_ERROR (common/transient_error.h does the same).
 //

@@ -1,7 +1,7 @@
 // "Did you mean ...?" for a mistyped word: the candidate at the smallest
 // edit distance (optimal string alignment: insert, delete, replace, or swap
 // two neighbours, each 1), when it is near enough to be a typo. Used for
-// subcommands and flags (chief/cli/unknown_words.h).
+// subcommands and flags (cli/unknown_words.h).
 #pragma once
 
 #include <cstddef>

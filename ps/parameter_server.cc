@@ -243,12 +243,12 @@ absl::StatusOr<DroppedTables> ParameterServer::DropTablesWithPrefix(std::string_
 }
 
 absl::Status ParameterServer::Pull(std::string_view table, absl::Span<const uint64_t> keys,
-                                   absl::Span<float> out) {
+                                   absl::Span<float> out, PartRunner* helpers) {
   ASSIGN_OR_RETURN(std::shared_ptr<Table> t, state_->FindTable(table));
   if (keys.size() > options_.max_keys_per_request) {
     return TooManyKeys("table", table, keys.size(), options_.max_keys_per_request);
   }
-  return t->Pull(keys, out);
+  return t->Pull(keys, out, helpers);
 }
 
 absl::StatusOr<PushOutcome> ParameterServer::Push(std::string_view table,

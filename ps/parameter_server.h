@@ -153,7 +153,8 @@ class ParameterServer {
   // keys read their initial value (a pure function of seed and key). Pulls do
   // not create rows. NOT_FOUND for an unknown table, INVALID_ARGUMENT when
   // out.size() != keys.size() * dim, RESOURCE_EXHAUSTED past the key limit.
-  absl::Status Pull(std::string_view table, absl::Span<const uint64_t> keys, absl::Span<float> out);
+  absl::Status Pull(std::string_view table, absl::Span<const uint64_t> keys, absl::Span<float> out,
+                    PartRunner* helpers = nullptr);
 
   // Applies the table's optimizer to each row with grads[i*dim, (i+1)*dim).
   // Keys must be unique within one push (the client sums duplicates);

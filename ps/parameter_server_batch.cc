@@ -43,23 +43,13 @@ absl::Status ParameterServer::PullBatch(absl::Span<const TablePull> tables,
     if (part.keys.size() > limit) {
       return internal::TooManyKeys("table", part.table, part.keys.size(), limit);
     }
-    const size_t dim = found_tables[i]->dim();
-    if (part.out.size() != part.keys.size() * dim) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("table '", AbslView(part.table), "': pull of ", part.keys.size(), " keys x dim ",
-                       dim, " needs ", part.keys.size() * dim, " floats, got ", part.out.size()));
-    }
   }
   std::vector<std::shared_ptr<internal::DenseVariable>> found_dense(dense.size());
   for (size_t i = 0; i < dense.size(); ++i) {
     ASSIGN_OR_RETURN(found_dense[i], state_->FindDense(dense[i].name));
-    const uint64_t n = found_dense[i]->options().num_floats();
-    if (dense[i].out.size() != n) {
-      return absl::InvalidArgumentError(absl::StrCat("dense variable '", AbslView(dense[i].name),
-                                                     "' has ", n, " floats; pull buffer has ",
-                                                     dense[i].out.size()));
-    }
   }
+  // Sizes are checked by Table::Pull and DenseVariable::Pull: a pull
+  // changes no state, so a bad part after good ones has nothing to undo.
   for (size_t i = 0; i < tables.size(); ++i) {
     RETURN_IF_ERROR(found_tables[i]->Pull(tables[i].keys, tables[i].out));
   }

@@ -166,13 +166,24 @@ void Table::Unreserve(uint64_t rows) {
   if (tier_ == nullptr && accountant_ != nullptr) accountant_->Release(rows * charge_);
 }
 
-absl::Status Table::Pull(absl::Span<const uint64_t> keys, absl::Span<float> out) {
+absl::Status Table::Pull(absl::Span<const uint64_t> keys, absl::Span<float> out,
+                         PartRunner* helpers) {
   const size_t dim = options_.dim;
   if (out.size() != keys.size() * dim) {
     return absl::InvalidArgumentError(absl::StrCat("table '", options_.name, "': pull of ",
                                                    keys.size(), " keys x dim ", dim, " needs ",
                                                    keys.size() * dim, " floats, got ", out.size()));
   }
+  if (helpers == nullptr) return PullPart(keys, out);
+  // Each part pulls its own keys into its own rows (written per key), so the
+  // parts never share one.
+  return helpers->Run(keys.size(), kMinPullPart, [&](size_t begin, size_t end) {
+    return PullPart(keys.subspan(begin, end - begin), out.subspan(begin * dim, (end - begin) * dim));
+  });
+}
+
+absl::Status Table::PullPart(absl::Span<const uint64_t> keys, absl::Span<float> out) {
+  const size_t dim = options_.dim;
   KeyBatch& b = internal::ThreadKeyBatch();
   b.Group(*store_, keys);
   b.const_rows.resize(keys.size());

@@ -132,8 +132,15 @@ class Table {
 
   // Writes keys.size() x dim floats (row i for keys[i]); absent keys get
   // their initial value. Duplicate keys are fine. INVALID_ARGUMENT on a size
-  // mismatch. Blocks only on stripe locks.
-  absl::Status Pull(absl::Span<const uint64_t> keys, absl::Span<float> out);
+  // mismatch. Blocks only on stripe locks. `helpers` (borrowed; null:
+  // none): a pull of at least 2 x kMinPullPart keys is looked up in parts
+  // on its idle helper threads.
+  absl::Status Pull(absl::Span<const uint64_t> keys, absl::Span<float> out,
+                    PartRunner* helpers = nullptr);
+  // Keys per part of a split pull: enough that each part's lookup still
+  // gives every stripe dozens of keys to keep its prefetch pipeline
+  // (MemRowStore's FindBatch) full.
+  static constexpr size_t kMinPullPart = 1024;
 
   // Push stage 1: checks that need no row state. INVALID_ARGUMENT for a size
   // mismatch, duplicate keys, or (kReject) a NaN/Inf gradient, which is
@@ -220,6 +227,8 @@ class Table {
   TableStats Stats() const;
 
  private:
+  // Pull of keys into out (sizes checked by Pull).
+  absl::Status PullPart(absl::Span<const uint64_t> keys, absl::Span<float> out);
   Table(const TableOptions& options, std::unique_ptr<Optimizer> optimizer, Clock clock,
         const TableTier* tier, MemoryAccountant* accountant);
 

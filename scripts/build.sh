@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 # about a third faster on two cores.
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBROOK_UNITY=ON >/dev/null
 ninja -C build -j"${BROOK_JOBS:-$(nproc)}" brook
-echo "built build/chief/brook"
+echo "built build/bin/brook"

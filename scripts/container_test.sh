@@ -12,13 +12,13 @@
 #   scripts/container_test.sh            (docker/README.md: timings, CI)
 # Exit 0 passed, 1 failed, 77 SKIPPED (the reason printed: no podman or
 # debootstrap, not root, or podman cannot start a container here).
-# Environment: BROOK_BINARY (default build/chief/brook); BROOK_TOOLS_DIR
+# Environment: BROOK_BINARY (default build/bin/brook); BROOK_TOOLS_DIR
 # (default ~/.cache/brook-tools: the base rootfs tarball is cached there);
 # BROOK_CONTAINER_MIRROR (default: the first Debian URI in /etc/apt/sources*).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 tools=${BROOK_TOOLS_DIR:-$HOME/.cache/brook-tools}/container
-binary=${BROOK_BINARY:-$repo/build/chief/brook}
+binary=${BROOK_BINARY:-$repo/build/bin/brook}
 suite=bookworm
 # Imported under a tag no registry has, so nothing is ever pulled for it.
 base_tag=bookworm-brook-debootstrap

@@ -11,4 +11,4 @@ cd "$(dirname "$0")/.."
 OUT=${1:-/tmp/brook-demo}
 shift || true
 rm -rf "$OUT"
-exec build/chief/brook local --work-dir "$OUT" "$@"
+exec build/bin/brook local --work-dir "$OUT" "$@"

@@ -32,14 +32,14 @@ if grep -q '^\[  SKIPPED \]' "$T/tests.log"; then
   exit 1
 fi
 
-"$B/chief/brook" data gen --out "$T/ctr" --train 20000 --test 5000 --shards 2 --seed 7 >/dev/null
+"$B/bin/brook" data gen --out "$T/ctr" --train 20000 --test 5000 --shards 2 --seed 7 >/dev/null
 {
   echo "model: {type: dlrm, embedding_dim: 16, bottom: [64], top: [128, 64], dropout: 0.1}"
   echo "sparse:"; for i in $(seq 26); do echo "  - {feature: C$i}"; done
   echo "dense:"; for i in $(seq 13); do echo "  - {feature: I$i, transform: log1p}"; done
 } >"$T/dlrm.yaml"
 for device in cpu cuda; do
-  "$B/chief/brook" trainer --device "$device" --local-ps 1 --spec "$T/ctr/feature_spec.yaml" \
+  "$B/bin/brook" trainer --device "$device" --local-ps 1 --spec "$T/ctr/feature_spec.yaml" \
     --model "$T/dlrm.yaml" --data "$T/ctr/train-*.tfrecord" --eval-data "$T/ctr/test-*.tfrecord" \
     --batch-size 512 --staleness 0 --metrics-listen 127.0.0.1:0 | tail -n 1 >"$T/$device.json"
 done

@@ -12,7 +12,7 @@
 # running the `helm test` pod's script to success) and
 # tests/helm/check_dockerfiles.py.
 # Needs node + npm (the npm registry on first run), python3 and openssl.
-# BROOK_BINARY: the brook binary (default: build/chief/brook).
+# BROOK_BINARY: the brook binary (default: build/bin/brook).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 tools=${BROOK_TOOLS_DIR:-$HOME/.cache/brook-tools}
@@ -50,7 +50,7 @@ if [[ ! -f "$stamp" ]]; then
 fi
 echo "ok: kubernetes-models, prometheus-operator models and yaml in $modules"
 
-export BROOK_BINARY=${BROOK_BINARY:-$repo/build/chief/brook}
+export BROOK_BINARY=${BROOK_BINARY:-$repo/build/bin/brook}
 rc=0
 HELM="$helm" BROOK_NODE_MODULES="$modules" CHART="$repo/helm/brook" \
   node "$repo/tests/helm/validate.mjs" || rc=1

@@ -6,5 +6,5 @@
 #   scripts/netns_cluster.sh [--ps N] [--trainers N] [--rate 1gbit] [--plaintext]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[[ -x build/chief/brook ]] || { echo "netns_cluster: build first (bash scripts/build.sh)" >&2; exit 2; }
-exec python3 tests/cluster/netns_cluster.py up --brook build/chief/brook "$@"
+[[ -x build/bin/brook ]] || { echo "netns_cluster: build first (bash scripts/build.sh)" >&2; exit 2; }
+exec python3 tests/cluster/netns_cluster.py up --brook build/bin/brook "$@"

@@ -28,12 +28,12 @@ step "unit + integration tests"
 ctest --test-dir build --output-on-failure -j"$JOBS" --timeout 600
 
 step "Helm chart (real helm, Kubernetes schemas, every container through --check-config) and Dockerfiles"
-BROOK_BINARY="$PWD/build/chief/brook" bash scripts/helm_test.sh
+BROOK_BINARY="$PWD/build/bin/brook" bash scripts/helm_test.sh
 
 step "the CPU image built with podman, the smoke job run inside it"
 # 77: podman cannot run a container here; the script prints SKIPPED and why.
 container_rc=0
-BROOK_BINARY="$PWD/build/chief/brook" bash scripts/container_test.sh || container_rc=$?
+BROOK_BINARY="$PWD/build/bin/brook" bash scripts/container_test.sh || container_rc=$?
 if ((container_rc != 0 && container_rc != 77)); then exit "$container_rc"; fi
 
 if ((QUICK)); then exit 0; fi
@@ -72,7 +72,7 @@ step "unit + integration tests under ASan + UBSan"
 # e2e jobs) no longer fault in and clear 256 MB of fresh pages each: the
 # suites that run the CLI on Adult took 127 s instead of 157.
 asan_env=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:quarantine_size_mb=32
-  UBSAN_OPTIONS=print_stacktrace=1 BROOK_BINARY="$PWD/build-asan/chief/brook"
+  UBSAN_OPTIONS=print_stacktrace=1 BROOK_BINARY="$PWD/build-asan/bin/brook"
   BROOK_SOURCE_DIR="$PWD")
 env "${asan_env[@]}" ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900 \
   -L integration \

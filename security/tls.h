@@ -2,7 +2,7 @@
 // (the same four flags on every command: --tls-cert, --tls-key, --tls-ca,
 // --tls-mutual; $BROOK_TLS_* in the chart).
 //
-// Off by default, as every server binds 127.0.0.1 unless asked (DESIGN.md
+// Off by default, as every server binds 127.0.0.1 unless asked (docs/architecture.md
 // "Security"). With TLS on, a server presents cert/key and, with `mutual`,
 // requires a client certificate signed by `ca`; a client verifies the server
 // against `ca` and presents cert/key when it has them. The files are read and

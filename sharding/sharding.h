@@ -22,7 +22,7 @@ int32_t JumpConsistentHash(uint64_t key, int32_t num_buckets);
 // different names spread their (often identical, small) keys differently.
 uint64_t TableId(std::string_view table_name);
 
-// shard = jump_consistent_hash(mix64(table_id, key), num_shards): DESIGN.md.
+// shard = jump_consistent_hash(mix64(table_id, key), num_shards): docs/architecture.md "Sharding".
 // REQUIRES: num_shards > 0.
 int32_t ShardForKey(uint64_t table_id, uint64_t key, int32_t num_shards);
 

@@ -29,7 +29,7 @@ namespace {
 // never seen), batched overwrites when the PS spills rows, and full scans only
 // when a table is exported. Nothing range-scans on the hot path. Durability
 // comes from the PS's own WAL and checkpoints, not from RocksDB's WAL.
-// docs/rocksdb-options.md carries the same reasoning for DESIGN.
+// docs/rocksdb-options.md carries the same reasoning at length.
 //
 // Table format (BlockBasedTableOptions):
 // - One LRU block cache shared by every family (one per embedding table), so

@@ -1,6 +1,6 @@
 // Trainer: turns an input pipeline's batches into model updates on the
 // parameter servers, with several batches in flight so that neither the
-// compute nor the network waits on the other (DESIGN.md "Trainer").
+// compute nor the network waits on the other (docs/architecture.md "Trainer").
 //
 //   pull thread:    pipeline.Next() -> ModelBatch -> wait for a credit ->
 //                   pull the batch's unique keys per table (and the dense

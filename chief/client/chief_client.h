@@ -36,7 +36,7 @@ struct ChiefClientOptions {
   // (UNAVAILABLE), as the CLI wants. true: the call waits for a connection
   // until its deadline, as a trainer starting before the chief wants.
   bool wait_for_ready = false;
-  // Off: plaintext (the 127.0.0.1 default, DESIGN.md "Security").
+  // Off: plaintext (the 127.0.0.1 default, docs/architecture.md "Security").
   security::TlsOptions tls;
   // Sent as "authorization: Bearer TOKEN" on every call when not empty. Only
   // over TLS or to a loopback address: Connect refuses to send it in

@@ -1,4 +1,4 @@
-// The chief's job queue (DESIGN.md, "chief/": job queue and state): every job
+// The chief's job queue (docs/architecture.md "chief/": job queue and state): every job
 // submitted to one chief, its state, its work-unit leases once it runs, its
 // checkpoints, last metrics and event log (`brook logs`), plus the pool of
 // trainers and which job each one serves.

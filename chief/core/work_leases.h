@@ -1,4 +1,4 @@
-// The work-unit lease table of one job (DESIGN.md, "Data sharding" and
+// The work-unit lease table of one job (docs/architecture.md "Data sharding" and
 // "Exactly once per epoch across trainer failure").
 //
 // The job's data is split into work units (sharding::PlanWorkUnits). A

@@ -1,4 +1,4 @@
-// The chief (DESIGN.md "Chief"): the job queue, its work-unit leases and its
+// The chief (docs/architecture.md "Chief"): the job queue, its work-unit leases and its
 // RocksDB state store behind the Chief API, plus what the chief does on its
 // own -- checkpoints on an interval, and at the end of a job the final
 // checkpoint, evaluation on the eval data and the model export.

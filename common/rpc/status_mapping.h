@@ -1,5 +1,5 @@
 // The one seam between absl::Status (Brook's libraries) and grpc::Status (the
-// wire), both directions. DESIGN.md "Errors": bad input INVALID_ARGUMENT, too
+// wire), both directions. docs/architecture.md "Errors": bad input INVALID_ARGUMENT, too
 // large RESOURCE_EXHAUSTED, missing table NOT_FOUND, conflicting re-create
 // ALREADY_EXISTS, wrong shard map FAILED_PRECONDITION, shutting down
 // UNAVAILABLE. The canonical codes are the same 17 on both sides; the switch

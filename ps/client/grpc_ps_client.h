@@ -104,7 +104,7 @@ struct GrpcPsClientOptions {
   // PS outside a cluster.
   bool check_route = true;
   uint64_t client_id = 0;  // 0: random
-  // Off: plaintext (the 127.0.0.1 default, DESIGN.md "Security").
+  // Off: plaintext (the 127.0.0.1 default, docs/architecture.md "Security").
   security::TlsOptions tls;
   // Sent as "authorization: Bearer TOKEN" on every call when the PS nodes
   // require one (brook ps --auth-token-file). Create refuses to send it in

@@ -1,7 +1,7 @@
 // TieredRowStore: the in-memory arena (MemRowStore) up to a row budget, with
 // the rows past it in one RocksDB column family.
 //
-// Policy (DESIGN.md "Tiers"):
+// Policy (docs/architecture.md "Tiers"):
 //   * Every row lives in memory or in RocksDB; memory wins when both hold a
 //     copy (RocksDB may keep a stale copy of a row that came back).
 //   * Pulls (Reader::FindBatch) of a cold row read it from RocksDB without

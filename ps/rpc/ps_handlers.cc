@@ -94,13 +94,9 @@ absl::StatusOr<uint32_t> PsHandlers::CheckPull(const v1::PullRequest& req, size_
   if (dim == 0) {
     ASSIGN_OR_RETURN(dim, LookupDim(*ps_, req.table()));
   }
-  const uint64_t max_keys = ps_->options().max_keys_per_request;
-  if (keys > max_keys) {
-    return absl::ResourceExhaustedError(absl::StrCat("pull of ", keys, " keys from '",
-                                                     req.table(), "' exceeds the limit of ",
-                                                     max_keys, " keys per request"));
-  }
-  // keys <= 2^20-ish and dim < 2^32: the product fits in 64 bits.
+  // The key limit is the core's (ParameterServer::Pull); the reply's size
+  // is this adapter's, checked before anything is allocated. keys < 2^32
+  // (the request's bytes) and dim < 2^32: the product fits in 64 bits.
   const uint64_t bytes = static_cast<uint64_t>(keys) * dim * sizeof(float);
   if (bytes > max_reply_bytes_) {
     return absl::ResourceExhaustedError(
@@ -116,7 +112,7 @@ absl::Status PsHandlers::Pull(const v1::PullRequest& req, v1::PullResponse* resp
   ASSIGN_OR_RETURN(absl::Span<const uint64_t> keys, wire::DecodeKeys(req.keys(), &key_scratch));
   ASSIGN_OR_RETURN(uint32_t dim, CheckPull(req, keys.size()));
   absl::Span<float> out = wire::MutableFloats(resp->mutable_rows(), keys.size() * size_t{dim});
-  absl::Status st = PullRows(req.table(), keys, dim, out);
+  absl::Status st = ps_->Pull(req.table(), keys, out, helpers_);
   if (!st.ok()) {
     resp->clear_rows();
     return st;
@@ -139,20 +135,9 @@ absl::Status PsHandlers::PullRaw(const grpc::ByteBuffer& request, grpc::ByteBuff
   ASSIGN_OR_RETURN(uint32_t dim, CheckPull(req, keys.size()));
   const size_t floats = keys.size() * size_t{dim};
   wire::PullReplyWriter writer(dim, floats);
-  RETURN_IF_ERROR(PullRows(req.table(), keys, dim, writer.rows()));
+  RETURN_IF_ERROR(ps_->Pull(req.table(), keys, writer.rows(), helpers_));
   *reply = writer.Finish();
   return absl::OkStatus();
-}
-
-absl::Status PsHandlers::PullRows(const std::string& table, absl::Span<const uint64_t> keys,
-                                  uint32_t dim, absl::Span<float> rows) {
-  if (helpers_ == nullptr) return ps_->Pull(table, keys, rows);
-  // Each part pulls its own keys into its own rows: ParameterServer::Pull is
-  // thread-safe, and rows are written per key, so the parts never share one.
-  return helpers_->Run(keys.size(), kMinPullPart, [&](size_t begin, size_t end) {
-    return ps_->Pull(table, keys.subspan(begin, end - begin),
-                     rows.subspan(begin * dim, (end - begin) * dim));
-  });
 }
 
 absl::Status PsHandlers::Push(const v1::PushRequest& req, v1::PushResponse* resp) {

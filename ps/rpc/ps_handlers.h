@@ -40,17 +40,13 @@ class PsHandlers {
   // `max_reply_bytes` is RESOURCE_EXHAUSTED before anything is allocated
   // (a client cannot make the server allocate keys x a made-up dim).
   // `helpers` (borrowed; nullptr: none): a pull of at least 2 x
-  // kMinPullPart keys is looked up in parts on its idle helper threads, and
-  // a push to a table of at least Table::kMinSplitPushKeys keys is applied
-  // in parts (PushContext::helpers).
+  // Table::kMinPullPart keys is looked up in parts on its idle helper
+  // threads, and a push to a table of at least Table::kMinSplitPushKeys keys
+  // is applied in parts (PushContext::helpers).
   explicit PsHandlers(ParameterServer* ps, uint64_t max_reply_bytes = 64ull << 20,
                       PartRunner* helpers = nullptr)
       : ps_(ps), max_reply_bytes_(max_reply_bytes), helpers_(helpers) {}
 
-  // Keys per part of a split pull: enough that each part's lookup still
-  // gives every stripe of a table dozens of keys to keep its prefetch
-  // pipeline (MemRowStore's FindBatch) full.
-  static constexpr size_t kMinPullPart = 1024;
   PsHandlers(const PsHandlers&) = delete;
   PsHandlers& operator=(const PsHandlers&) = delete;
 
@@ -89,9 +85,6 @@ class PsHandlers {
   // A dense pull's float count (looked up when the request leaves it 0).
   absl::StatusOr<uint64_t> DenseFloats(const v1::PullDenseRequest& req) const;
   void NoteStep(int64_t step);
-  // ps_->Pull, in parts on helpers_ when there is one.
-  absl::Status PullRows(const std::string& table, absl::Span<const uint64_t> keys, uint32_t dim,
-                        absl::Span<float> rows);
 
   ParameterServer* const ps_;  // not owned
   const uint64_t max_reply_bytes_;

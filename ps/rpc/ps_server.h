@@ -44,7 +44,7 @@ class PsService;
 
 struct PsServerOptions {
   // host:port for gRPC; port 0 picks a free one. Loopback unless asked
-  // (DESIGN.md "Security").
+  // (docs/architecture.md "Security").
   std::string listen = "127.0.0.1:0";
   // host:port for /metrics; empty turns the endpoint off.
   std::string metrics_listen = "127.0.0.1:0";

@@ -1,5 +1,5 @@
 // The PS wire format's packed payloads, decoded and encoded here and nowhere
-// else (DESIGN.md "Keys and rows"; the messages are in proto/brook/v1/ps.proto):
+// else (docs/architecture.md "Keys and rows"; the messages are in proto/brook/v1/ps.proto):
 //   keys:   packed little-endian uint64, 8 bytes each
 //   floats: packed little-endian float32, 4 bytes each (rows, gradients,
 //           dense values)

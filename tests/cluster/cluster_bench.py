@@ -14,7 +14,7 @@ link's rate never bound), the CPU the cluster's processes used (cores, from /pro
 and how busy the machine's CPUs were (/proc/stat): together they say whether
 the CPU or the emulated link bounds a run.
 
-Usage (root): python3 tests/cluster/cluster_bench.py --brook build/chief/brook
+Usage (root): python3 tests/cluster/cluster_bench.py --brook build/bin/brook
   [--train 200000] [--ps 1,2,4] [--trainers 1,2,4] [--json OUT.json]
 Prints a Markdown table (BENCHMARKS.md "Multi-host cluster").
 
@@ -155,7 +155,7 @@ def jobs_in_a_row(args, work, spec, n_ps, trainers):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--brook", default="build/chief/brook")
+    p.add_argument("--brook", default="build/bin/brook")
     p.add_argument("--train", default="200000")
     p.add_argument("--ps", default="1,2,4")
     p.add_argument("--trainers", default="1,2,4")

@@ -57,7 +57,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const HELM = process.env.HELM || "helm";
 const MODULES = process.env.BROOK_NODE_MODULES;
-const BROOK = process.env.BROOK_BINARY || path.join(repo, "build/chief/brook");
+const BROOK = process.env.BROOK_BINARY || path.join(repo, "build/bin/brook");
 const CHART = process.env.CHART || path.join(repo, "helm/brook");
 if (!MODULES) {
   console.error("FAIL: set BROOK_NODE_MODULES to the node_modules holding kubernetes-models");

@@ -55,7 +55,7 @@ TEST(NewUserDataTest, ReadmeOwnTfrecordsSectionRunsAsWritten) {
   // Only two things change: its scratch directory (tests run in parallel)
   // and the binary under test (a sanitizer build's).
   const std::string script = absl::StrReplaceAll(
-      block, {{"/tmp/mine", dir.Join("mine")}, {"$PWD/build/chief/brook", BrookBinary()}});
+      block, {{"/tmp/mine", dir.Join("mine")}, {"$PWD/build/bin/brook", BrookBinary()}});
   const CommandResult r = RunCommand(
       {"/bin/bash", "-e", "-o", "pipefail", "-c",
        absl::StrCat("cd '", testing::SourceDir(), "'\n", script)},

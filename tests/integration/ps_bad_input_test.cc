@@ -1,6 +1,6 @@
 // Bad input to a real `brook ps` over 127.0.0.1 (ports picked at run time):
-// malformed and hostile RPCs are refused with the status code DESIGN.md
-// "Errors" names (common/rpc/status_mapping.h) and change nothing; garbage bytes
+// malformed and hostile RPCs are refused with the status code
+// docs/architecture.md "Errors" names (common/rpc/status_mapping.h) and change nothing; garbage bytes
 // on the gRPC and metrics ports and slow clients holding connections leave
 // the server serving everyone else. The in-process twins of the RPC cases are
 // in tests/unit/ps/rpc/ps_service_test.cc; these prove the same holds through

@@ -71,7 +71,7 @@ CommandResult RunCommand(const std::vector<std::string>& argv, int timeout_secon
 
 std::string BrookBinary() {
   const char* b = std::getenv("BROOK_BINARY");
-  return b ? b : "build/chief/brook";
+  return b ? b : "build/bin/brook";
 }
 
 std::string SourceDir() {

@@ -1,5 +1,5 @@
 // Where each batch's records came from, and the per-unit committed offset
-// that exactly-once training needs (DESIGN.md, "Exactly once per epoch").
+// that exactly-once training needs (docs/architecture.md "Exactly once per epoch").
 //
 // Every batch the input pipeline returns carries a BatchProvenance: for each
 // work unit, the ranges of record indexes it settles. The pipeline does not

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "chief/cli/job_exit_codes.h"
+#include "cli/job_exit_codes.h"
 
 namespace brook::chief {
 namespace {

@@ -1,4 +1,4 @@
-#include "chief/cli/subcommand_groups.h"
+#include "cli/subcommand_groups.h"
 
 #include <functional>
 #include <vector>

@@ -42,8 +42,10 @@ class GrpcPsClient;
 }  // namespace brook::ps
 
 namespace brook::chief {
-
 class ChiefClient;
+}  // namespace brook::chief
+
+namespace brook::worker {
 
 struct TrainerWorkerOptions {
   std::string chief;    // host:port
@@ -121,7 +123,7 @@ class TrainerWorker {
 
   const TrainerWorkerOptions options_;
   std::string node_id_;
-  std::unique_ptr<ChiefClient> chief_;
+  std::unique_ptr<chief::ChiefClient> chief_;
   std::unique_ptr<ps::GrpcPsClient> ps_;  // set under mu_ (Stop cancels it)
   uint64_t ps_client_id_ = 0;  // guarded by mu_: the id ps_ pushes under
   std::unique_ptr<Job> job_;
@@ -134,4 +136,4 @@ class TrainerWorker {
   trainer::Trainer* active_ = nullptr;  // guarded by mu_: the Trainer in Train
 };
 
-}  // namespace brook::chief
+}  // namespace brook::worker

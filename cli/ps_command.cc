@@ -18,8 +18,8 @@
 
 #include "absl/time/time.h"
 #include "absl/strings/str_cat.h"
-#include "chief/cli/commands.h"
-#include "chief/cli/security_flags.h"
+#include "cli/commands.h"
+#include "cli/security_flags.h"
 #include "chief/client/cluster_spec.h"
 #include "common/status_macros.h"
 #include "ps/options.h"

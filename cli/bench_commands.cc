@@ -8,7 +8,7 @@
 #include "bench/ps_bench.h"
 #include "bench/tfrecord_bench.h"
 #include "bench/trainer_bench.h"
-#include "chief/cli/commands.h"
+#include "cli/commands.h"
 
 namespace brook::cli {
 

@@ -24,9 +24,9 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
-#include "chief/cli/security_flags.h"
-#include "chief/cli/commands.h"
-#include "chief/cli/job_exit_codes.h"
+#include "cli/security_flags.h"
+#include "cli/commands.h"
+#include "cli/job_exit_codes.h"
 #include "chief/client/chief_client.h"
 #include "chief/client/cluster_spec.h"
 #include "chief/client/job_format.h"

@@ -3,7 +3,7 @@
 // Bayes-optimal AUC and logloss) and feature_spec.yaml beside the shards.
 // Every flag can also come from BROOK_DATA_GEN_<FLAG> (e.g.
 // BROOK_DATA_GEN_TRAIN=1e7), so a Kubernetes Job sets them as env vars.
-// Progress goes to stderr (chief/cli/progress.h).
+// Progress goes to stderr (cli/progress.h).
 #include <cmath>
 #include <cstdint>
 #include <iostream>
@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "chief/cli/commands.h"
-#include "chief/cli/progress.h"
+#include "cli/commands.h"
+#include "cli/progress.h"
 #include "common/usable_cpus.h"
 #include "datatools/synthetic.h"
 #include "storage/tfrecord.h"

@@ -1,4 +1,4 @@
-#include "chief/cli/security_flags.h"
+#include "cli/security_flags.h"
 
 #include <cstdlib>
 #include <iostream>

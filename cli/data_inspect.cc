@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "chief/cli/commands.h"
+#include "cli/commands.h"
 #include "datatools/natural_order.h"
 #include "storage/tfrecord.h"
 #include "tensorflow/example.pb.h"

@@ -1,4 +1,4 @@
-#include "chief/cli/progress.h"
+#include "cli/progress.h"
 
 #include <sstream>
 #include <string>

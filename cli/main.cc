@@ -6,10 +6,10 @@
 
 #include <CLI/CLI.hpp>
 
-#include "chief/cli/commands.h"
-#include "chief/cli/local_path_flags.h"
-#include "chief/cli/subcommand_groups.h"
-#include "chief/cli/unknown_words.h"
+#include "cli/commands.h"
+#include "cli/local_path_flags.h"
+#include "cli/subcommand_groups.h"
+#include "cli/unknown_words.h"
 #include "common/malloc_tuning.h"
 #include "common/mutex_tuning.h"
 #include "common/version.h"

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
-#include "chief/cli/commands.h"
-#include "chief/cli/progress.h"
+#include "cli/commands.h"
+#include "cli/progress.h"
 #include "datatools/convert_schema.h"
 #include "datatools/csv_convert.h"
 

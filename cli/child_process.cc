@@ -1,4 +1,4 @@
-#include "chief/cli/child_process.h"
+#include "cli/child_process.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-#include "chief/cli/local_path_flags.h"
+#include "cli/local_path_flags.h"
 
 #include <algorithm>
 #include <functional>

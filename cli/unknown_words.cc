@@ -1,4 +1,4 @@
-#include "chief/cli/unknown_words.h"
+#include "cli/unknown_words.h"
 
 #include <algorithm>
 #include <functional>

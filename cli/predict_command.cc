@@ -30,7 +30,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "chief/cli/commands.h"
+#include "cli/commands.h"
 #include "chief/export/model_export.h"
 #include "chief/export/score_output.h"
 #include "common/status_macros.h"

@@ -19,8 +19,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "chief/cli/commands.h"
-#include "chief/cli/progress.h"
+#include "cli/commands.h"
+#include "cli/progress.h"
 #include "datatools/data_schema.h"
 #include "datatools/data_stats.h"
 #include "datatools/spec_inference.h"

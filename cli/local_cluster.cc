@@ -1,4 +1,4 @@
-#include "chief/cli/local_cluster.h"
+#include "cli/local_cluster.h"
 
 #include <stdlib.h>
 

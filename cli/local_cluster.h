@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "chief/cli/child_process.h"
+#include "cli/child_process.h"
 
 namespace brook::cli {
 

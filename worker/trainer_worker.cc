@@ -1,4 +1,4 @@
-#include "chief/service/trainer_worker.h"
+#include "worker/trainer_worker.h"
 
 #include <unistd.h>
 
@@ -26,7 +26,13 @@
 #include "trainer/input/progress.h"
 #include "trainer/trainer.h"
 
-namespace brook::chief {
+namespace brook::worker {
+
+using chief::ChiefClient;
+using chief::ChiefClientOptions;
+using chief::JobSpec;
+using chief::kOnCorruptHint;
+
 namespace {
 
 // Calls the chief until it answers with anything but "unreachable": a chief
@@ -270,7 +276,7 @@ absl::Status TrainerWorker::Commit(const v1::AcquireWorkResponse& lease, uint64_
 
 absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& lease) {
   const JobSpec& spec = job->spec;
-  // Exactly-once steps (DESIGN.md "Exactly once per epoch", docs/reliability.md):
+  // Exactly-once steps (docs/architecture.md "Exactly once per epoch", docs/reliability.md):
   // every holder of this unit in this data epoch pushes its steps under one
   // PS stream, numbered from the unit's start, so a step an earlier holder
   // pushed but did not commit (it died) is applied once. That needs the
@@ -516,4 +522,4 @@ absl::Status TrainerWorker::Run() {
   return result;
 }
 
-}  // namespace brook::chief
+}  // namespace brook::worker

@@ -4,7 +4,7 @@
 // evaluates on --eval-data. Standalone (no chief): for tests and debugging.
 // Prints "brook trainer metrics on HOST:PORT" when --metrics-listen is set,
 // progress on stderr (a live line on a terminal, a log line every 5 s
-// otherwise: chief/cli/progress.h), and the evaluation as one JSON object
+// otherwise: cli/progress.h), and the evaluation as one JSON object
 // on stdout.
 //
 // `--job JOB.yaml` takes the feature and model specs, data, optimizers,
@@ -34,14 +34,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "chief/cli/commands.h"
-#include "chief/cli/progress.h"
-#include "chief/cli/security_flags.h"
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "cli/security_flags.h"
 #include "chief/client/cluster_spec.h"
 #include "chief/core/job_queue.h"
 #include "chief/export/model_export.h"
 #include "chief/job/job_spec.h"
-#include "chief/service/trainer_worker.h"
+#include "worker/trainer_worker.h"
 #include "common/random_id.h"
 #include "common/status_macros.h"
 #include "metrics/collector.h"
@@ -603,7 +603,7 @@ absl::Status RunTrainerWorker(const TrainerFlags& f) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  chief::TrainerWorkerOptions o;
+  worker::TrainerWorkerOptions o;
   o.chief = f.chief;
   o.node_id = f.node_id;
   o.device = f.device;
@@ -618,11 +618,11 @@ absl::Status RunTrainerWorker(const TrainerFlags& f) {
     ASSIGN_OR_RETURN(exposer, metrics::MetricsExposer::Start(f.metrics_listen));
     o.address = exposer->address();
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<chief::TrainerWorker> worker, chief::TrainerWorker::Create(o));
+  ASSIGN_OR_RETURN(std::unique_ptr<worker::TrainerWorker> worker, worker::TrainerWorker::Create(o));
   std::shared_ptr<prometheus::Collectable> collector = TrainerCollector(
       [w = worker.get()] { return w->stats().trainer; },
       [w = worker.get()](metrics::FamilySet* set) {
-        const chief::TrainerWorkerStats ws = w->stats();
+        const worker::TrainerWorkerStats ws = w->stats();
         auto* units = set->Counter("brook_trainer_work_units_total",
                                    "Work units this trainer finished or dropped (lease lost, job "
                                    "cancelled)");
