@@ -9,6 +9,7 @@
 #include <cstring>
 #include <latch>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -119,18 +120,19 @@ struct RedisState {
   std::string status = "skipped";  // "ran", "skipped", "failed: ..."
   std::unique_ptr<RedisProcess> process;
   std::vector<std::unique_ptr<RedisConnection>> conns;
+  bool ran() const { return status == "ran"; }
 };
 
-// (d): a training step's tables over gRPC, one call per table in sequence
-// (what a trainer did before the batch RPCs) vs one PullBatch / PushBatch.
-absl::Status RunStepBench(const PsBenchOptions& o, std::ostream& out, nlohmann::json* result) {
-  if (o.step_keys <= 0 || o.step_dim <= 0 || o.step_dim > ps::kMaxDim || o.step_shards <= 0 ||
-      o.step_rows <= 0) {
-    return absl::InvalidArgumentError(
-        "step benchmark: keys, dim, shards and rows must be positive");
-  }
-  const int tables = o.step_tables, keys = o.step_keys, dim = o.step_dim;
+// (d)'s cluster: step_shards PS shards in this process, one client over them,
+// and step_tables tables ("C1", "C2", ...) with step_rows rows each.
+struct StepCluster {
   std::vector<std::unique_ptr<ps::rpc::PsServer>> servers;
+  std::unique_ptr<ps::GrpcPsClient> client;
+  std::vector<std::string> names;  // of the tables
+};
+
+absl::Status StartStepCluster(const PsBenchOptions& o, StepCluster* c) {
+  const int tables = o.step_tables, dim = o.step_dim;
   ps::GrpcPsClientOptions co;
   co.channels_per_shard = kPsChannels;
   for (int s = 0; s < o.step_shards; ++s) {
@@ -142,28 +144,42 @@ absl::Status RunStepBench(const PsBenchOptions& o, std::ostream& out, nlohmann::
     so.ps.num_shards = o.step_shards;
     ASSIGN_OR_RETURN(auto server, ps::rpc::PsServer::Start(so));
     co.addresses.push_back(server->address());
-    servers.push_back(std::move(server));
+    c->servers.push_back(std::move(server));
   }
-  ASSIGN_OR_RETURN(auto client, ps::GrpcPsClient::Create(co));
-  RETURN_IF_ERROR(client->WaitForReady(absl::Seconds(10)));
-  std::vector<std::string> names(tables);
+  ASSIGN_OR_RETURN(c->client, ps::GrpcPsClient::Create(co));
+  RETURN_IF_ERROR(c->client->WaitForReady(absl::Seconds(10)));
+  c->names.resize(tables);
   for (int t = 0; t < tables; ++t) {
-    names[t] = absl::StrCat("C", t + 1);
+    c->names[t] = absl::StrCat("C", t + 1);
     ps::TableOptions to;
-    to.name = names[t];
+    to.name = c->names[t];
     to.dim = dim;
     to.seed = 7 + t;
     to.optimizer.kind = ps::OptimizerKind::kSgd;
     to.optimizer.learning_rate = kLearningRate;
-    RETURN_IF_ERROR(client->CreateTable(to));
+    RETURN_IF_ERROR(c->client->CreateTable(to));
     std::vector<uint64_t> populate(std::min<int64_t>(o.step_rows, 4096));
     for (int64_t k0 = 0; k0 < o.step_rows; k0 += static_cast<int64_t>(populate.size())) {
       const size_t n = static_cast<size_t>(std::min<int64_t>(populate.size(), o.step_rows - k0));
       for (size_t i = 0; i < n; ++i) populate[i] = static_cast<uint64_t>(k0) + i;
-      RETURN_IF_ERROR(client->Push(names[t], absl::MakeConstSpan(populate.data(), n),
-                                   std::vector<float>(n * dim, 1e-3f), 0));
+      RETURN_IF_ERROR(c->client->Push(c->names[t], absl::MakeConstSpan(populate.data(), n),
+                                      std::vector<float>(n * dim, 1e-3f), 0));
     }
   }
+  return absl::OkStatus();
+}
+
+// (d)'s figures, M rows/s.
+struct StepRates {
+  double seq_pull = 0;
+  double batch_pull = 0;
+  double seq_push = 0;
+  double batch_push = 0;
+};
+
+absl::StatusOr<StepRates> MeasureStepRates(const PsBenchOptions& o, ps::GrpcPsClient* client,
+                                           const std::vector<std::string>& names) {
+  const int tables = o.step_tables, keys = o.step_keys, dim = o.step_dim;
   // Pre-drawn steps: per table `keys` keys, uniform (repeats allowed, as in
   // a real batch), so drawing costs nothing in the loops.
   constexpr int kSteps = 32;
@@ -186,29 +202,37 @@ absl::Status RunStepBench(const PsBenchOptions& o, std::ostream& out, nlohmann::
     ASSIGN_OR_RETURN(double steps, CallsPerSecond(1, o.seconds, fn));
     return steps * rows_per_step / 1e6;  // M rows/s
   };
-  ASSIGN_OR_RETURN(double seq_pull, rate([&](int, int64_t i) -> absl::Status {
+  StepRates r;
+  ASSIGN_OR_RETURN(r.seq_pull, rate([&](int, int64_t i) -> absl::Status {
                      for (int t = 0; t < tables; ++t) {
                        RETURN_IF_ERROR(
                            client->Pull(names[t], keys_of(i, t), absl::MakeSpan(rows[t])));
                      }
                      return absl::OkStatus();
                    }));
-  ASSIGN_OR_RETURN(double batch_pull, rate([&](int, int64_t i) {
+  ASSIGN_OR_RETURN(r.batch_pull, rate([&](int, int64_t i) {
                      for (int t = 0; t < tables; ++t) {
                        pulls[t] = {names[t], keys_of(i, t), absl::MakeSpan(rows[t])};
                      }
                      return client->PullBatch(pulls, {});
                    }));
-  ASSIGN_OR_RETURN(double seq_push, rate([&](int, int64_t i) -> absl::Status {
+  ASSIGN_OR_RETURN(r.seq_push, rate([&](int, int64_t i) -> absl::Status {
                      for (int t = 0; t < tables; ++t) {
                        RETURN_IF_ERROR(client->Push(names[t], keys_of(i, t), grads, i));
                      }
                      return absl::OkStatus();
                    }));
-  ASSIGN_OR_RETURN(double batch_push, rate([&](int, int64_t i) {
+  ASSIGN_OR_RETURN(r.batch_push, rate([&](int, int64_t i) {
                      for (int t = 0; t < tables; ++t) pushes[t] = {names[t], keys_of(i, t), grads};
                      return client->PushBatch(pushes, {}, i, 1.0f);
                    }));
+  return r;
+}
+
+void ReportStepRates(const PsBenchOptions& o, const StepRates& r, std::ostream& out,
+                     nlohmann::json* result) {
+  const int tables = o.step_tables, keys = o.step_keys, dim = o.step_dim;
+  const double rows_per_step = static_cast<double>(tables) * keys;
   const double gb = static_cast<double>(dim) * sizeof(float) / 1e3;  // M rows/s -> GB/s
   out << absl::StrFormat(
       "\n(d) one training step over gRPC (127.0.0.1, %d PS shard%s in this process, 1 client "
@@ -216,36 +240,48 @@ absl::Status RunStepBench(const PsBenchOptions& o, std::ostream& out, nlohmann::
       o.step_shards, o.step_shards == 1 ? "" : "s", tables, keys, o.step_rows, dim);
   out << absl::StrFormat("    %-56s %9s %7s %9s   %s\n", "", "M rows/s", "GB/s", "steps/s",
                          "vs per-table calls");
-  auto line = [&](const std::string& name, double r, const std::string& note) {
-    out << absl::StrFormat("    %-56s %9.3f %7.3f %9.0f   %s\n", name, r, r * gb,
-                           r * 1e6 / rows_per_step, note);
+  auto line = [&](const std::string& name, double rate, const std::string& note) {
+    out << absl::StrFormat("    %-56s %9.3f %7.3f %9.0f   %s\n", name, rate, rate * gb,
+                           rate * 1e6 / rows_per_step, note);
   };
-  line(absl::StrCat(tables, " x GrpcPsClient::Pull, one after another"), seq_pull, "baseline");
-  line("GrpcPsClient::PullBatch (one RPC per shard)", batch_pull,
-       absl::StrFormat("%.1fx", batch_pull / seq_pull));
-  line(absl::StrCat(tables, " x GrpcPsClient::Push, one after another"), seq_push, "baseline");
-  line("GrpcPsClient::PushBatch (one RPC per shard)", batch_push,
-       absl::StrFormat("%.1fx", batch_push / seq_push));
+  line(absl::StrCat(tables, " x GrpcPsClient::Pull, one after another"), r.seq_pull, "baseline");
+  line("GrpcPsClient::PullBatch (one RPC per shard)", r.batch_pull,
+       absl::StrFormat("%.1fx", r.batch_pull / r.seq_pull));
+  line(absl::StrCat(tables, " x GrpcPsClient::Push, one after another"), r.seq_push, "baseline");
+  line("GrpcPsClient::PushBatch (one RPC per shard)", r.batch_push,
+       absl::StrFormat("%.1fx", r.batch_push / r.seq_push));
   if (result != nullptr) {
     *result = {{"tables", tables},
                {"keys_per_table", keys},
                {"dim", dim},
                {"shards", o.step_shards},
-               {"sequential_pull_mrows_s", seq_pull},
-               {"batch_pull_mrows_s", batch_pull},
-               {"pull_batch_speedup", batch_pull / seq_pull},
-               {"sequential_push_mrows_s", seq_push},
-               {"batch_push_mrows_s", batch_push},
-               {"push_batch_speedup", batch_push / seq_push}};
+               {"sequential_pull_mrows_s", r.seq_pull},
+               {"batch_pull_mrows_s", r.batch_pull},
+               {"pull_batch_speedup", r.batch_pull / r.seq_pull},
+               {"sequential_push_mrows_s", r.seq_push},
+               {"batch_push_mrows_s", r.batch_push},
+               {"push_batch_speedup", r.batch_push / r.seq_push}};
   }
-  client.reset();
-  for (auto& server : servers) server->Shutdown(absl::Seconds(1));
+}
+
+// (d): a training step's tables over gRPC, one call per table in sequence
+// (what a trainer did before the batch RPCs) vs one PullBatch / PushBatch.
+absl::Status RunStepBench(const PsBenchOptions& o, std::ostream& out, nlohmann::json* result) {
+  if (o.step_keys <= 0 || o.step_dim <= 0 || o.step_dim > ps::kMaxDim || o.step_shards <= 0 ||
+      o.step_rows <= 0) {
+    return absl::InvalidArgumentError(
+        "step benchmark: keys, dim, shards and rows must be positive");
+  }
+  StepCluster cluster;
+  RETURN_IF_ERROR(StartStepCluster(o, &cluster));
+  ASSIGN_OR_RETURN(const StepRates rates, MeasureStepRates(o, cluster.client.get(), cluster.names));
+  ReportStepRates(o, rates, out, result);
+  cluster.client.reset();
+  for (auto& server : cluster.servers) server->Shutdown(absl::Seconds(1));
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohmann::json* result) {
+absl::Status ValidatePsBenchOptions(const PsBenchOptions& options) {
   if (options.rows <= 0 || options.batch <= 0 || options.seconds <= 0 || options.dims.empty() ||
       options.threads.empty() || options.slices <= 0)
     return absl::InvalidArgumentError("--rows, --batch, --seconds, --slices, --dims, --threads "
@@ -262,14 +298,15 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
                                                    " is below 10 x --batch (", options.tier.batch,
                                                    "); 0 skips (c)"));
   }
-  const int max_threads = *std::max_element(options.threads.begin(), options.threads.end());
-  const int batch = options.batch;
-  const auto wall0 = Clock::now();
+  return absl::OkStatus();
+}
 
+// What is measured, and how.
+void PrintPreamble(const PsBenchOptions& options, std::ostream& out) {
   out << absl::StrFormat(
       "brook bench ps: batches of %d distinct keys drawn uniformly at random from the populated "
       "rows (%d pre-drawn batches max), %.1f s per figure, %d cores, allocator: %s\n",
-      batch, kMaxPoolBatches, options.seconds, UsableCpus(),
+      options.batch, kMaxPoolBatches, options.seconds, UsableCpus(),
       MallocDescription());
   out << absl::StrFormat(
       "  each figure and its ceiling alternate in %d slice pairs (A B, B A, ...); a ratio is the "
@@ -284,298 +321,403 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
          "PullBatch / PushBatch (one RPC per shard)\n"
          "  rows/s are M rows/s; GB/s counts row payload only (rows x dim x 4 B); cores: process "
          "CPU seconds (user + system, client and server alike) per wall second\n";
+}
 
-  // Redis, started once for the whole run.
+// Redis, started once for the whole run: one connection per thread of the
+// largest thread count. Says on `out` whether it runs.
+RedisState StartRedis(const PsBenchOptions& options, int max_threads, std::ostream& out) {
   RedisState redis;
-  if (options.redis) {
-    std::string bin = FindRedisServer();
-    if (bin.empty()) {
-      out << "  Redis: SKIPPED (redis-server not installed; apt-get install redis-server)\n";
-    } else {
-      auto proc = RedisProcess::Start(bin);
-      absl::Status st = proc.status();
-      if (st.ok()) {
-        redis.process = std::move(*proc);
-        for (int i = 0; i < max_threads && st.ok(); ++i) {
-          auto c = RedisConnection::Connect(redis.process->port(), absl::Seconds(10));
-          if (!c.ok()) st = c.status();
-          else redis.conns.push_back(std::move(*c));
-        }
-      }
-      if (st.ok()) {
-        redis.status = "ran";
-        out << "  Redis: " << bin << " on 127.0.0.1:" << redis.process->port()
-            << " (no persistence), RESP over TCP, one connection per thread\n";
-      } else {
-        redis.status = absl::StrCat("failed: ", st.message());
-        out << "  Redis: FAILED (" << st.message() << ")\n";
-        redis.conns.clear();
-        redis.process.reset();
-      }
-    }
-  } else {
+  if (!options.redis) {
     out << "  Redis: SKIPPED (--no-redis)\n";
+    return redis;
   }
-  const bool use_redis = redis.status == "ran";
+  std::string bin = FindRedisServer();
+  if (bin.empty()) {
+    out << "  Redis: SKIPPED (redis-server not installed; apt-get install redis-server)\n";
+    return redis;
+  }
+  auto proc = RedisProcess::Start(bin);
+  absl::Status st = proc.status();
+  if (st.ok()) {
+    redis.process = std::move(*proc);
+    for (int i = 0; i < max_threads && st.ok(); ++i) {
+      auto c = RedisConnection::Connect(redis.process->port(), absl::Seconds(10));
+      if (!c.ok()) st = c.status();
+      else redis.conns.push_back(std::move(*c));
+    }
+  }
+  if (st.ok()) {
+    redis.status = "ran";
+    out << "  Redis: " << bin << " on 127.0.0.1:" << redis.process->port()
+        << " (no persistence), RESP over TCP, one connection per thread\n";
+  } else {
+    redis.status = absl::StrCat("failed: ", st.message());
+    out << "  Redis: FAILED (" << st.message() << ")\n";
+    redis.conns.clear();
+    redis.process.reset();
+  }
+  return redis;
+}
+
+// (a) and (b) at one dim: the PS (core + gRPC server in this process; they
+// share one malloc) with a populated table and a client, the ceilings beside
+// it, Redis holding the same rows, and each thread's buffers. Members in the
+// order they are set up; they are torn down in reverse.
+struct DimBench {
+  int dim = 0;
+  int64_t rows = 0;
+  size_t row_bytes = 0;
+  KeyPool pool;
+  std::unique_ptr<ps::rpc::PsServer> server;
+  ps::ParameterServer* core = nullptr;  // server's
+  std::vector<float> grads;             // of one batch, for every push
+  std::unique_ptr<ps::GrpcPsClient> client;
+  std::optional<PlainTable> plain;
+  std::unique_ptr<BareGrpcServer> bare_server;
+  std::unique_ptr<BareGrpcClient> bare_client;
+  grpc::ByteBuffer pull_request;
+  grpc::ByteBuffer push_request;
+  double redis_populate_s = 0;
+  std::vector<std::vector<float>> outs;      // per thread
+  std::vector<std::vector<char>> redis_outs;  // per thread, when Redis runs
+  std::vector<char> redis_values;
+};
+
+// The PS and its client, the table populated: push every key once.
+absl::Status StartDimPs(const PsBenchOptions& options, DimBench* d) {
+  const int batch = options.batch, dim = d->dim;
+  ps::rpc::PsServerOptions so;
+  so.listen = "127.0.0.1:0";
+  so.metrics_listen = "";
+  so.evict_interval = absl::ZeroDuration();
+  so.helpers = options.helpers;
+  ASSIGN_OR_RETURN(d->server, ps::rpc::PsServer::Start(so));
+  d->core = d->server->parameter_server();
+  ps::TableOptions to;
+  to.name = kTable;
+  to.dim = dim;
+  to.seed = 7;
+  to.optimizer.kind = ps::OptimizerKind::kSgd;
+  to.optimizer.learning_rate = kLearningRate;
+  to.memory_budget_bytes = 8ull << 30;
+  RETURN_IF_ERROR(d->core->CreateTable(to));
+  d->grads.assign(static_cast<size_t>(batch) * dim, 1e-3f);
+  {
+    std::vector<uint64_t> keys(batch);
+    for (int64_t k0 = 0; k0 < d->rows; k0 += batch) {
+      const int n = static_cast<int>(std::min<int64_t>(batch, d->rows - k0));
+      for (int i = 0; i < n; ++i) keys[i] = static_cast<uint64_t>(k0 + i);
+      const size_t floats = static_cast<size_t>(n) * dim;
+      auto pushed = d->core->Push(kTable, absl::MakeConstSpan(keys.data(), n),
+                                  absl::MakeConstSpan(d->grads.data(), floats), ps::PushContext{});
+      if (!pushed.ok()) return pushed.status();
+    }
+  }
+  ps::GrpcPsClientOptions co;
+  co.addresses = {d->server->address()};
+  co.channels_per_shard = kPsChannels;
+  ASSIGN_OR_RETURN(d->client, ps::GrpcPsClient::Create(co));
+  return d->client->WaitForReady(absl::Seconds(10));
+}
+
+// The ceilings: a plain array of the same rows for (a), a bare gRPC service
+// moving the same bytes for (b).
+absl::Status StartDimCeilings(const PsBenchOptions& options, DimBench* d) {
+  const int batch = options.batch;
+  d->plain.emplace(d->rows, d->dim);
+  if (!d->plain->ok()) return absl::ResourceExhaustedError("cannot map the plain table");
+  ASSIGN_OR_RETURN(d->bare_server,
+                   BareGrpcServer::Start(static_cast<size_t>(batch) * d->row_bytes));
+  ASSIGN_OR_RETURN(d->bare_client, BareGrpcClient::Create(d->bare_server->port(), kPsChannels));
+  d->pull_request = MakePayload(static_cast<size_t>(batch) * 8);
+  d->push_request = MakePayload(static_cast<size_t>(batch) * (8 + d->row_bytes));
+  return absl::OkStatus();
+}
+
+// Redis: the same rows, dim x 4-byte values.
+absl::Status PopulateRedis(const PsBenchOptions& options, RedisState* redis, DimBench* d) {
+  const int batch = options.batch;
+  auto r0 = Clock::now();
+  RETURN_IF_ERROR(redis->conns[0]->Simple({"FLUSHALL"}));
+  std::vector<uint64_t> keys(batch);
+  std::vector<char> values(static_cast<size_t>(batch) * d->row_bytes, '\x01');
+  for (int64_t k0 = 0; k0 < d->rows; k0 += batch) {
+    const int n = static_cast<int>(std::min<int64_t>(batch, d->rows - k0));
+    for (int i = 0; i < n; ++i) keys[i] = static_cast<uint64_t>(k0 + i);
+    RETURN_IF_ERROR(redis->conns[0]->MSet(absl::MakeConstSpan(keys.data(), n), values.data(),
+                                          d->row_bytes));
+  }
+  d->redis_populate_s = std::chrono::duration<double>(Clock::now() - r0).count();
+  return absl::OkStatus();
+}
+
+// Sets up *d for `dim` and prints its heading.
+absl::Status SetUpDim(const PsBenchOptions& options, int dim, int max_threads, RedisState* redis,
+                      std::ostream& out, DimBench* d) {
+  const int batch = options.batch;
+  d->dim = dim;
+  d->rows = std::min<int64_t>(options.rows, static_cast<int64_t>((512ull << 20) / (dim * 4ull)));
+  if (d->rows < batch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rows ", d->rows, " is below --batch ", batch));
+  }
+  d->row_bytes = static_cast<size_t>(dim) * sizeof(float);
+  d->pool = MakeKeyPool(d->rows, batch, options.seed + dim);
+  RETURN_IF_ERROR(StartDimPs(options, d));
+  RETURN_IF_ERROR(StartDimCeilings(options, d));
+  if (redis->ran()) RETURN_IF_ERROR(PopulateRedis(options, redis, d));
+
+  const size_t row_bytes = d->row_bytes;
+  out << absl::StrFormat(
+      "\ndim %d: %d rows (%.0f MB of weights), %d B per row, pull reply %.2f MB, push request "
+      "%.2f MB; (b) PS helper threads: %d\n",
+      dim, d->rows, static_cast<double>(d->rows) * row_bytes / 1e6, row_bytes,
+      static_cast<double>(batch) * row_bytes / 1e6,
+      static_cast<double>(batch) * (8 + row_bytes) / 1e6, d->server->helpers());
+
+  d->outs.assign(max_threads, std::vector<float>(static_cast<size_t>(batch) * dim));
+  d->redis_outs.assign(redis->ran() ? max_threads : 0,
+                       std::vector<char>(static_cast<size_t>(batch) * row_bytes));
+  d->redis_values.assign(static_cast<size_t>(batch) * row_bytes, '\x02');
+  return absl::OkStatus();
+}
+
+// Every figure at one dim and thread count, each of (a) and (b) with its
+// ceiling; Redis's when it runs.
+struct ThreadFigures {
+  FigurePair a_pull;  // ceiling: gather
+  FigurePair a_push;  // ceiling: scatter
+  FigurePair b_pull;  // ceiling: bare gRPC
+  FigurePair b_push;  // ceiling: bare gRPC
+  Figure mget, mset;
+};
+
+absl::StatusOr<ThreadFigures> MeasureFigures(const PsBenchOptions& options, int threads,
+                                             RedisState* redis, DimBench* d) {
+  const int batch = options.batch;
+  const KeyPool& pool = d->pool;
+  auto keys_for = [&](int t, int64_t i) { return pool.Batch(pool.Start(t, threads) + i); };
+  auto rate = [&](auto fn) -> absl::StatusOr<Figure> {
+    ASSIGN_OR_RETURN(MeasuredRate r, MeasureCallRate(threads, options.seconds, fn));
+    return Figure{r.calls_per_second * batch / 1e6, r.cores_busy};
+  };
+  // A figure and its ceiling, alternating slice by slice.
+  auto paired = [&](auto figure_fn, auto ceiling_fn) -> absl::StatusOr<FigurePair> {
+    ASSIGN_OR_RETURN(PairedRates p, MeasurePairedCallRates(threads, options.seconds,
+                                                           options.slices, figure_fn,
+                                                           ceiling_fn));
+    return FigurePair{Figure{p.a.calls_per_second * batch / 1e6, p.a.cores_busy},
+                      Figure{p.b.calls_per_second * batch / 1e6, p.b.cores_busy}, p.ratio};
+  };
+  ThreadFigures f;
+  ASSIGN_OR_RETURN(
+      f.a_pull,
+      paired(
+          [&](int t, int64_t i) {
+            return d->core->Pull(kTable, keys_for(t, i), absl::MakeSpan(d->outs[t]));
+          },
+          [&](int t, int64_t i) {
+            d->plain->Gather(keys_for(t, i), d->outs[t].data());
+            return absl::OkStatus();
+          }));
+  ASSIGN_OR_RETURN(
+      f.a_push,
+      paired(
+          [&](int t, int64_t i) {
+            return d->core->Push(kTable, keys_for(t, i), d->grads, ps::PushContext{}).status();
+          },
+          [&](int t, int64_t i) {
+            d->plain->ScatterSgd(keys_for(t, i), d->grads.data());
+            return absl::OkStatus();
+          }));
+  ASSIGN_OR_RETURN(
+      f.b_pull,
+      paired(
+          [&](int t, int64_t i) {
+            return d->client->Pull(kTable, keys_for(t, i), absl::MakeSpan(d->outs[t]));
+          },
+          [&](int, int64_t) { return d->bare_client->Call(kBarePullMethod, d->pull_request); }));
+  ASSIGN_OR_RETURN(
+      f.b_push,
+      paired(
+          [&](int t, int64_t i) { return d->client->Push(kTable, keys_for(t, i), d->grads, 0); },
+          [&](int, int64_t) { return d->bare_client->Call(kBarePushMethod, d->push_request); }));
+  if (redis->ran()) {
+    const size_t row_bytes = d->row_bytes;
+    ASSIGN_OR_RETURN(f.mget, rate([&](int t, int64_t i) {
+                       return redis->conns[t]->MGet(keys_for(t, i), row_bytes,
+                                                    d->redis_outs[t].data());
+                     }));
+    ASSIGN_OR_RETURN(f.mset, rate([&](int t, int64_t i) {
+                       return redis->conns[t]->MSet(keys_for(t, i), d->redis_values.data(),
+                                                    row_bytes);
+                     }));
+  }
+  return f;
+}
+
+// What (b) can reach if the PS's own work (the in-process figure) runs
+// after the transport's (the bare figure) rather than beside it: their
+// times per row add. A request's lookup only overlaps another's
+// transport when there are cores to spare (BENCHMARKS.md).
+double SerialBound(const Figure& inproc, const Figure& bare) {
+  return 1.0 / (1.0 / inproc.mrows + 1.0 / bare.mrows);
+}
+
+// The table of one dim and thread count: each figure beside its ceiling.
+void PrintFigures(const DimBench& d, int threads, const ThreadFigures& f, bool redis_ran,
+                  std::ostream& out) {
+  const Figure& a_pull = f.a_pull.figure;
+  const Figure& a_push = f.a_push.figure;
+  const double gb = static_cast<double>(d.row_bytes) / 1e3;  // M rows/s -> GB/s
+  out << absl::StrFormat("  dim %d, %d thread%s %38s %9s %7s %6s   %s\n", d.dim, threads,
+                         threads == 1 ? " " : "s", "", "M rows/s", "GB/s", "cores",
+                         "vs ceiling");
+  auto line = [&](const char* name, const Figure& fig, const std::string& note) {
+    out << absl::StrFormat("    %-56s %9.2f %7.2f %6.2f   %s\n", name, fig.mrows, fig.mrows * gb,
+                           fig.cores, note);
+  };
+  auto bound_line = [&](const std::string& name, double r, const std::string& note) {
+    out << absl::StrFormat("    %-56s %9.2f %7.2f %6s   %s\n", name, r, r * gb, "", note);
+  };
+  // Where the cores went, per row: once every core is busy (the cores
+  // column at the machine's count) the ratio to bare gRPC is the ratio of
+  // CPU per row, so 70% leaves the PS path bare x (1/0.7 - 1) of CPU on
+  // top of the transport's, and its in-process lookup alone needs what the
+  // (a) line shows.
+  auto cpu_line = [&](const char* what, const Figure& ps, const Figure& bare,
+                      const Figure& inproc) {
+    out << absl::StrFormat(
+        "        CPU per row: %s %.0f ns = bare %.0f + %.0f ns; 70%% allows + %.0f ns; the "
+        "in-process %s alone uses %.0f ns (information)\n",
+        what, ps.CpuNanosPerRow(), bare.CpuNanosPerRow(),
+        ps.CpuNanosPerRow() - bare.CpuNanosPerRow(),
+        bare.CpuNanosPerRow() * (1 / kGrpcGoal - 1),
+        what, inproc.CpuNanosPerRow());
+  };
+  // (b)'s lines for pulls or pushes (`what`): the figure beside bare gRPC,
+  // the serial bound and where the CPU went.
+  auto grpc_lines = [&](const char* name, const char* what, const FigurePair& b,
+                        const Figure& inproc) {
+    const double ratio = b.ratio.median;
+    const double bound = SerialBound(inproc, b.ceiling);
+    line(name, b.figure,
+         absl::StrFormat("%.0f%% of bare gRPC [goal >= 70%%] %s%s", 100 * ratio,
+                         Pass(ratio >= kGrpcGoal), SpreadNote(b.ratio)));
+    line("    bare gRPC, same bytes, pre-built ByteBuffer (ceiling)", b.ceiling, "ceiling");
+    bound_line(absl::StrCat("    bound if the PS's ", what, " adds to the transport"), bound,
+               absl::StrFormat("%.0f%% of bare gRPC (information)",
+                               100 * bound / b.ceiling.mrows));
+    cpu_line(what, b.figure, b.ceiling, inproc);
+  };
+  const double a_ratio = f.a_pull.ratio.median;
+  line("(a) in process: ParameterServer::Pull", a_pull,
+       absl::StrFormat("%.0f%% of gather [goal >= 50%%] %s%s", 100 * a_ratio,
+                       Pass(a_ratio >= 0.5), SpreadNote(f.a_pull.ratio)));
+  line("    gather from a plain array (ceiling)", f.a_pull.ceiling, "ceiling");
+  line("(a) in process: ParameterServer::Push (SGD)", a_push,
+       absl::StrFormat("%.0f%% of scatter (information)%s", 100 * f.a_push.ratio.median,
+                       SpreadNote(f.a_push.ratio)));
+  line("    scatter-SGD into a plain array (ceiling)", f.a_push.ceiling, "ceiling");
+  grpc_lines("(b) gRPC 127.0.0.1: GrpcPsClient::Pull", "pull", f.b_pull, a_pull);
+  grpc_lines("(b) gRPC 127.0.0.1: GrpcPsClient::Push (SGD)", "push", f.b_push, a_push);
+  if (redis_ran) {
+    const double pull_x = f.b_pull.figure.mrows / f.mget.mrows;
+    const double push_x = f.b_push.figure.mrows / f.mset.mrows;
+    line("Redis MGET (baseline)", f.mget,
+         absl::StrFormat("Brook gRPC pull = %.1fx [goal >= 3x] %s", pull_x,
+                         Pass(pull_x >= 3.0)));
+    line("Redis MSET (baseline)", f.mset,
+         absl::StrFormat("Brook gRPC push = %.1fx [goal >= 3x] %s", push_x,
+                         Pass(push_x >= 3.0)));
+  }
+}
+
+// One entry of the JSON's "runs": the figures of one dim and thread count.
+nlohmann::json FiguresJson(const PsBenchOptions& options, const DimBench& d, int threads,
+                           const ThreadFigures& f, bool redis_ran) {
+  const Figure& b_pull = f.b_pull.figure;
+  const Figure& bare_pull = f.b_pull.ceiling;
+  const Figure& b_push = f.b_push.figure;
+  const Figure& bare_push = f.b_push.ceiling;
+  const double gb = static_cast<double>(d.row_bytes) / 1e3;  // M rows/s -> GB/s
+  nlohmann::json run = {
+      {"dim", d.dim},
+      {"threads", threads},
+      {"rows", d.rows},
+      {"inproc_pull_vs_gather", f.a_pull.ratio.median},
+      {"inproc_push_vs_scatter", f.a_push.ratio.median},
+      {"grpc_pull_gb_s", b_pull.mrows * gb},
+      {"grpc_pull_vs_bare", f.b_pull.ratio.median},
+      {"grpc_push_vs_bare", f.b_push.ratio.median},
+      {"grpc_pull_serial_bound_vs_bare",
+       SerialBound(f.a_pull.figure, bare_pull) / bare_pull.mrows},
+      {"grpc_push_serial_bound_vs_bare",
+       SerialBound(f.a_push.figure, bare_push) / bare_push.mrows},
+      {"slice_pairs", options.slices},
+      {"helpers", d.server->helpers()}};
+  // Each ratio's lowest and highest slice pair beside its median.
+  for (const auto& [key, pair] :
+       {std::pair<const char*, const FigurePair&>{"inproc_pull_vs_gather", f.a_pull},
+        {"inproc_push_vs_scatter", f.a_push},
+        {"grpc_pull_vs_bare", f.b_pull},
+        {"grpc_push_vs_bare", f.b_push}}) {
+    run[absl::StrCat(key, "_low")] = pair.ratio.low;
+    run[absl::StrCat(key, "_high")] = pair.ratio.high;
+  }
+  // Every figure's rate, cores busy and CPU per row: "<figure>_mrows_s",
+  // "<figure>_cores", "<figure>_cpu_ns_per_row".
+  for (const auto& [key, fig] :
+       {std::pair<const char*, const Figure&>{"inproc_pull", f.a_pull.figure},
+        {"gather", f.a_pull.ceiling},
+        {"inproc_push", f.a_push.figure},
+        {"scatter", f.a_push.ceiling},
+        {"grpc_pull", b_pull},
+        {"bare_grpc_pull", bare_pull},
+        {"grpc_push", b_push},
+        {"bare_grpc_push", bare_push}}) {
+    run[absl::StrCat(key, "_mrows_s")] = fig.mrows;
+    run[absl::StrCat(key, "_cores")] = fig.cores;
+    run[absl::StrCat(key, "_cpu_ns_per_row")] = fig.CpuNanosPerRow();
+  }
+  if (redis_ran) {
+    run["redis_mget_mrows_s"] = f.mget.mrows;
+    run["redis_mset_mrows_s"] = f.mset.mrows;
+    run["grpc_pull_vs_redis_mget"] = b_pull.mrows / f.mget.mrows;
+    run["grpc_push_vs_redis_mset"] = b_push.mrows / f.mset.mrows;
+    run["redis_populate_s"] = d.redis_populate_s;
+  }
+  return run;
+}
+
+// (a), (b) and Redis at one dim, for every thread count: the table on `out`,
+// one entry per thread count appended to *runs.
+absl::Status RunDim(const PsBenchOptions& options, int dim, int max_threads, RedisState* redis,
+                    std::ostream& out, nlohmann::json* runs) {
+  DimBench d;
+  RETURN_IF_ERROR(SetUpDim(options, dim, max_threads, redis, out, &d));
+  for (int threads : options.threads) {
+    ASSIGN_OR_RETURN(const ThreadFigures figures, MeasureFigures(options, threads, redis, &d));
+    PrintFigures(d, threads, figures, redis->ran(), out);
+    runs->push_back(FiguresJson(options, d, threads, figures, redis->ran()));
+  }
+  d.client.reset();
+  d.server->Shutdown(absl::Seconds(1));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohmann::json* result) {
+  RETURN_IF_ERROR(ValidatePsBenchOptions(options));
+  const int max_threads = *std::max_element(options.threads.begin(), options.threads.end());
+  const auto wall0 = Clock::now();
+  PrintPreamble(options, out);
+  RedisState redis = StartRedis(options, max_threads, out);
 
   nlohmann::json runs = nlohmann::json::array();
   for (int dim : options.dims) {
-    const int64_t rows =
-        std::min<int64_t>(options.rows, static_cast<int64_t>((512ull << 20) / (dim * 4ull)));
-    if (rows < batch)
-      return absl::InvalidArgumentError(absl::StrCat("--rows ", rows, " is below --batch ", batch));
-    const size_t row_bytes = static_cast<size_t>(dim) * sizeof(float);
-    const KeyPool pool = MakeKeyPool(rows, batch, options.seed + dim);
-
-    // The PS: core + gRPC server in this process (they share one malloc).
-    ps::rpc::PsServerOptions so;
-    so.listen = "127.0.0.1:0";
-    so.metrics_listen = "";
-    so.evict_interval = absl::ZeroDuration();
-    so.helpers = options.helpers;
-    ASSIGN_OR_RETURN(auto server, ps::rpc::PsServer::Start(so));
-    ps::ParameterServer* core = server->parameter_server();
-    ps::TableOptions to;
-    to.name = kTable;
-    to.dim = dim;
-    to.seed = 7;
-    to.optimizer.kind = ps::OptimizerKind::kSgd;
-    to.optimizer.learning_rate = kLearningRate;
-    to.memory_budget_bytes = 8ull << 30;
-    RETURN_IF_ERROR(core->CreateTable(to));
-    std::vector<float> grads(static_cast<size_t>(batch) * dim, 1e-3f);
-    {  // populate: push every key once
-      std::vector<uint64_t> keys(batch);
-      for (int64_t k0 = 0; k0 < rows; k0 += batch) {
-        const int n = static_cast<int>(std::min<int64_t>(batch, rows - k0));
-        for (int i = 0; i < n; ++i) keys[i] = static_cast<uint64_t>(k0 + i);
-        auto pushed = core->Push(kTable, absl::MakeConstSpan(keys.data(), n),
-                                 absl::MakeConstSpan(grads.data(), static_cast<size_t>(n) * dim),
-                                 ps::PushContext{});
-        if (!pushed.ok()) return pushed.status();
-      }
-    }
-    ps::GrpcPsClientOptions co;
-    co.addresses = {server->address()};
-    co.channels_per_shard = kPsChannels;
-    ASSIGN_OR_RETURN(auto client, ps::GrpcPsClient::Create(co));
-    RETURN_IF_ERROR(client->WaitForReady(absl::Seconds(10)));
-
-    // Ceilings.
-    PlainTable plain(rows, dim);
-    if (!plain.ok()) return absl::ResourceExhaustedError("cannot map the plain table");
-    ASSIGN_OR_RETURN(auto bare_server, BareGrpcServer::Start(static_cast<size_t>(batch) * row_bytes));
-    ASSIGN_OR_RETURN(auto bare_client, BareGrpcClient::Create(bare_server->port(), kPsChannels));
-    const grpc::ByteBuffer pull_request = MakePayload(static_cast<size_t>(batch) * 8);
-    const grpc::ByteBuffer push_request =
-        MakePayload(static_cast<size_t>(batch) * (8 + row_bytes));
-
-    // Redis: the same rows, dim x 4-byte values.
-    double redis_populate_s = 0;
-    if (use_redis) {
-      auto r0 = Clock::now();
-      RETURN_IF_ERROR(redis.conns[0]->Simple({"FLUSHALL"}));
-      std::vector<uint64_t> keys(batch);
-      std::vector<char> values(static_cast<size_t>(batch) * row_bytes, '\x01');
-      for (int64_t k0 = 0; k0 < rows; k0 += batch) {
-        const int n = static_cast<int>(std::min<int64_t>(batch, rows - k0));
-        for (int i = 0; i < n; ++i) keys[i] = static_cast<uint64_t>(k0 + i);
-        RETURN_IF_ERROR(
-            redis.conns[0]->MSet(absl::MakeConstSpan(keys.data(), n), values.data(), row_bytes));
-      }
-      redis_populate_s = std::chrono::duration<double>(Clock::now() - r0).count();
-    }
-
-    out << absl::StrFormat(
-        "\ndim %d: %d rows (%.0f MB of weights), %d B per row, pull reply %.2f MB, push request "
-        "%.2f MB; (b) PS helper threads: %d\n",
-        dim, rows, static_cast<double>(rows) * row_bytes / 1e6, row_bytes,
-        static_cast<double>(batch) * row_bytes / 1e6,
-        static_cast<double>(batch) * (8 + row_bytes) / 1e6, server->helpers());
-
-    std::vector<std::vector<float>> outs(max_threads,
-                                         std::vector<float>(static_cast<size_t>(batch) * dim));
-    std::vector<std::vector<char>> redis_outs(
-        use_redis ? max_threads : 0, std::vector<char>(static_cast<size_t>(batch) * row_bytes));
-    std::vector<char> redis_values(static_cast<size_t>(batch) * row_bytes, '\x02');
-
-    for (int threads : options.threads) {
-      auto keys_for = [&](int t, int64_t i) { return pool.Batch(pool.Start(t, threads) + i); };
-      auto rate = [&](auto fn) -> absl::StatusOr<Figure> {
-        ASSIGN_OR_RETURN(MeasuredRate r, MeasureCallRate(threads, options.seconds, fn));
-        return Figure{r.calls_per_second * batch / 1e6, r.cores_busy};
-      };
-      // A figure and its ceiling, alternating slice by slice.
-      auto paired = [&](auto figure_fn, auto ceiling_fn) -> absl::StatusOr<FigurePair> {
-        ASSIGN_OR_RETURN(PairedRates p, MeasurePairedCallRates(threads, options.seconds,
-                                                               options.slices, figure_fn,
-                                                               ceiling_fn));
-        return FigurePair{Figure{p.a.calls_per_second * batch / 1e6, p.a.cores_busy},
-                          Figure{p.b.calls_per_second * batch / 1e6, p.b.cores_busy}, p.ratio};
-      };
-      ASSIGN_OR_RETURN(
-          const FigurePair a_pull_pair,
-          paired(
-              [&](int t, int64_t i) {
-                return core->Pull(kTable, keys_for(t, i), absl::MakeSpan(outs[t]));
-              },
-              [&](int t, int64_t i) {
-                plain.Gather(keys_for(t, i), outs[t].data());
-                return absl::OkStatus();
-              }));
-      ASSIGN_OR_RETURN(
-          const FigurePair a_push_pair,
-          paired(
-              [&](int t, int64_t i) {
-                return core->Push(kTable, keys_for(t, i), grads, ps::PushContext{}).status();
-              },
-              [&](int t, int64_t i) {
-                plain.ScatterSgd(keys_for(t, i), grads.data());
-                return absl::OkStatus();
-              }));
-      ASSIGN_OR_RETURN(
-          const FigurePair b_pull_pair,
-          paired(
-              [&](int t, int64_t i) {
-                return client->Pull(kTable, keys_for(t, i), absl::MakeSpan(outs[t]));
-              },
-              [&](int, int64_t) { return bare_client->Call(kBarePullMethod, pull_request); }));
-      ASSIGN_OR_RETURN(
-          const FigurePair b_push_pair,
-          paired([&](int t, int64_t i) { return client->Push(kTable, keys_for(t, i), grads, 0); },
-                 [&](int, int64_t) { return bare_client->Call(kBarePushMethod, push_request); }));
-      const Figure& a_pull = a_pull_pair.figure;
-      const Figure& gather = a_pull_pair.ceiling;
-      const Figure& a_push = a_push_pair.figure;
-      const Figure& scatter = a_push_pair.ceiling;
-      const Figure& b_pull = b_pull_pair.figure;
-      const Figure& bare_pull = b_pull_pair.ceiling;
-      const Figure& b_push = b_push_pair.figure;
-      const Figure& bare_push = b_push_pair.ceiling;
-      Figure mget, mset;
-      if (use_redis) {
-        ASSIGN_OR_RETURN(mget, rate([&](int t, int64_t i) {
-                           return redis.conns[t]->MGet(keys_for(t, i), row_bytes,
-                                                       redis_outs[t].data());
-                         }));
-        ASSIGN_OR_RETURN(mset, rate([&](int t, int64_t i) {
-                           return redis.conns[t]->MSet(keys_for(t, i), redis_values.data(),
-                                                       row_bytes);
-                         }));
-      }
-
-      const double gb = static_cast<double>(row_bytes) / 1e3;  // M rows/s -> GB/s
-      const double a_ratio = a_pull_pair.ratio.median,
-                   a_push_ratio = a_push_pair.ratio.median;
-      const double b_ratio = b_pull_pair.ratio.median, b_push_ratio = b_push_pair.ratio.median;
-      // What (b) can reach if the PS's own work (the in-process figure) runs
-      // after the transport's (the bare figure) rather than beside it: their
-      // times per row add. A request's lookup only overlaps another's
-      // transport when there are cores to spare (BENCHMARKS.md).
-      const double pull_bound = 1.0 / (1.0 / a_pull.mrows + 1.0 / bare_pull.mrows);
-      const double push_bound = 1.0 / (1.0 / a_push.mrows + 1.0 / bare_push.mrows);
-      out << absl::StrFormat("  dim %d, %d thread%s %38s %9s %7s %6s   %s\n", dim, threads,
-                             threads == 1 ? " " : "s", "", "M rows/s", "GB/s", "cores",
-                             "vs ceiling");
-      auto line = [&](const char* name, const Figure& f, const std::string& note) {
-        out << absl::StrFormat("    %-56s %9.2f %7.2f %6.2f   %s\n", name, f.mrows, f.mrows * gb,
-                               f.cores, note);
-      };
-      auto bound_line = [&](const char* name, double r, const std::string& note) {
-        out << absl::StrFormat("    %-56s %9.2f %7.2f %6s   %s\n", name, r, r * gb, "", note);
-      };
-      // Where the cores went, per row: once every core is busy (the cores
-      // column at the machine's count) the ratio to bare gRPC is the ratio of
-      // CPU per row, so 70% leaves the PS path bare x (1/0.7 - 1) of CPU on
-      // top of the transport's, and its in-process lookup alone needs what the
-      // (a) line shows.
-      auto cpu_line = [&](const char* what, const Figure& ps, const Figure& bare,
-                          const Figure& inproc) {
-        out << absl::StrFormat(
-            "        CPU per row: %s %.0f ns = bare %.0f + %.0f ns; 70%% allows + %.0f ns; the "
-            "in-process %s alone uses %.0f ns (information)\n",
-            what, ps.CpuNanosPerRow(), bare.CpuNanosPerRow(),
-            ps.CpuNanosPerRow() - bare.CpuNanosPerRow(),
-            bare.CpuNanosPerRow() * (1 / kGrpcGoal - 1),
-            what, inproc.CpuNanosPerRow());
-      };
-      line("(a) in process: ParameterServer::Pull", a_pull,
-           absl::StrFormat("%.0f%% of gather [goal >= 50%%] %s%s", 100 * a_ratio,
-                           Pass(a_ratio >= 0.5), SpreadNote(a_pull_pair.ratio)));
-      line("    gather from a plain array (ceiling)", gather, "ceiling");
-      line("(a) in process: ParameterServer::Push (SGD)", a_push,
-           absl::StrFormat("%.0f%% of scatter (information)%s", 100 * a_push_ratio,
-                           SpreadNote(a_push_pair.ratio)));
-      line("    scatter-SGD into a plain array (ceiling)", scatter, "ceiling");
-      line("(b) gRPC 127.0.0.1: GrpcPsClient::Pull", b_pull,
-           absl::StrFormat("%.0f%% of bare gRPC [goal >= 70%%] %s%s", 100 * b_ratio,
-                           Pass(b_ratio >= kGrpcGoal), SpreadNote(b_pull_pair.ratio)));
-      line("    bare gRPC, same bytes, pre-built ByteBuffer (ceiling)", bare_pull, "ceiling");
-      bound_line("    bound if the PS's pull adds to the transport", pull_bound,
-                 absl::StrFormat("%.0f%% of bare gRPC (information)",
-                                 100 * pull_bound / bare_pull.mrows));
-      cpu_line("pull", b_pull, bare_pull, a_pull);
-      line("(b) gRPC 127.0.0.1: GrpcPsClient::Push (SGD)", b_push,
-           absl::StrFormat("%.0f%% of bare gRPC [goal >= 70%%] %s%s", 100 * b_push_ratio,
-                           Pass(b_push_ratio >= kGrpcGoal), SpreadNote(b_push_pair.ratio)));
-      line("    bare gRPC, same bytes, pre-built ByteBuffer (ceiling)", bare_push, "ceiling");
-      bound_line("    bound if the PS's push adds to the transport", push_bound,
-                 absl::StrFormat("%.0f%% of bare gRPC (information)",
-                                 100 * push_bound / bare_push.mrows));
-      cpu_line("push", b_push, bare_push, a_push);
-      nlohmann::json run = {{"dim", dim},
-                            {"threads", threads},
-                            {"rows", rows},
-                            {"inproc_pull_vs_gather", a_ratio},
-                            {"inproc_push_vs_scatter", a_push_ratio},
-                            {"grpc_pull_gb_s", b_pull.mrows * gb},
-                            {"grpc_pull_vs_bare", b_ratio},
-                            {"grpc_push_vs_bare", b_push_ratio},
-                            {"grpc_pull_serial_bound_vs_bare", pull_bound / bare_pull.mrows},
-                            {"grpc_push_serial_bound_vs_bare", push_bound / bare_push.mrows},
-                            {"slice_pairs", options.slices},
-                            {"helpers", server->helpers()}};
-      // Each ratio's lowest and highest slice pair beside its median.
-      for (const auto& [key, pair] :
-           {std::pair<const char*, const FigurePair&>{"inproc_pull_vs_gather", a_pull_pair},
-            {"inproc_push_vs_scatter", a_push_pair},
-            {"grpc_pull_vs_bare", b_pull_pair},
-            {"grpc_push_vs_bare", b_push_pair}}) {
-        run[absl::StrCat(key, "_low")] = pair.ratio.low;
-        run[absl::StrCat(key, "_high")] = pair.ratio.high;
-      }
-      // Every figure's rate, cores busy and CPU per row: "<figure>_mrows_s",
-      // "<figure>_cores", "<figure>_cpu_ns_per_row".
-      for (const auto& [key, f] : {std::pair<const char*, const Figure&>{"inproc_pull", a_pull},
-                                   {"gather", gather},
-                                   {"inproc_push", a_push},
-                                   {"scatter", scatter},
-                                   {"grpc_pull", b_pull},
-                                   {"bare_grpc_pull", bare_pull},
-                                   {"grpc_push", b_push},
-                                   {"bare_grpc_push", bare_push}}) {
-        run[absl::StrCat(key, "_mrows_s")] = f.mrows;
-        run[absl::StrCat(key, "_cores")] = f.cores;
-        run[absl::StrCat(key, "_cpu_ns_per_row")] = f.CpuNanosPerRow();
-      }
-      if (use_redis) {
-        const double pull_x = b_pull.mrows / mget.mrows, push_x = b_push.mrows / mset.mrows;
-        line("Redis MGET (baseline)", mget,
-             absl::StrFormat("Brook gRPC pull = %.1fx [goal >= 3x] %s", pull_x,
-                             Pass(pull_x >= 3.0)));
-        line("Redis MSET (baseline)", mset,
-             absl::StrFormat("Brook gRPC push = %.1fx [goal >= 3x] %s", push_x,
-                             Pass(push_x >= 3.0)));
-        run["redis_mget_mrows_s"] = mget.mrows;
-        run["redis_mset_mrows_s"] = mset.mrows;
-        run["grpc_pull_vs_redis_mget"] = pull_x;
-        run["grpc_push_vs_redis_mset"] = push_x;
-        run["redis_populate_s"] = redis_populate_s;
-      }
-      runs.push_back(std::move(run));
-    }
-    client.reset();
-    server->Shutdown(absl::Seconds(1));
+    RETURN_IF_ERROR(RunDim(options, dim, max_threads, &redis, out, &runs));
   }
   nlohmann::json step;
   if (options.step_tables > 0) {
@@ -594,7 +736,7 @@ absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohma
   if (result) {
     *result = {{"allocator", MallocDescription()},
                {"cores", UsableCpus()},
-               {"batch", batch},
+               {"batch", options.batch},
                {"seconds_per_figure", options.seconds},
                {"keys", "distinct per batch, uniform over the populated rows"},
                {"redis", redis.status},

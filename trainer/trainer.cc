@@ -1,8 +1,6 @@
 #include "trainer/trainer.h"
 
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -10,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "trainer/internal/stage_sync.h"
 #include "trainer/model/metrics.h"
 
 namespace brook::trainer {
@@ -21,89 +20,25 @@ double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// A bounded queue between two trainer threads, closable from either side.
-template <typename T>
-class Channel {
- public:
-  explicit Channel(size_t capacity) : capacity_(capacity) {}
-  // False if the channel was closed.
-  bool Put(T item) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return closed_ || items_.size() < capacity_; });
-    if (closed_) return false;
-    items_.push_back(std::move(item));
-    cv_.notify_all();
-    return true;
+// The optimizer step of the `steps_started`th step a Train call pulls: the
+// job's (TrainStream), or this trainer's own count, continued across Train
+// calls from `own_first_step`.
+int64_t StepNumber(const TrainStream& stream, int64_t own_first_step, int64_t steps_started) {
+  if (stream.job_step_base != nullptr) {
+    return stream.job_step_base->load(std::memory_order_relaxed) +
+           static_cast<int64_t>(stream.first_step) + steps_started;
   }
-  // nullopt once closed and drained.
-  std::optional<T> Take() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return closed_ || !items_.empty(); });
-    if (items_.empty()) return std::nullopt;
-    T item = std::move(items_.front());
-    items_.pop_front();
-    cv_.notify_all();
-    return item;
-  }
-  void Close() {
-    std::lock_guard<std::mutex> lock(mu_);
-    closed_ = true;
-    cv_.notify_all();
-  }
+  return own_first_step + steps_started;
+}
 
- private:
-  const size_t capacity_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<T> items_;
-  bool closed_ = false;
-};
-
-// Counting semaphore with cancellation: the staleness credits.
-class Credits {
- public:
-  explicit Credits(int n) : free_(n) {}
-  bool Acquire() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return cancelled_ || free_ > 0; });
-    if (cancelled_) return false;
-    --free_;
-    return true;
-  }
-  void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++free_;
-    cv_.notify_all();
-  }
-  void Cancel() {
-    std::lock_guard<std::mutex> lock(mu_);
-    cancelled_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int free_;
-  bool cancelled_ = false;
-};
-
-// The first error of several threads.
-class FirstError {
- public:
-  void Set(absl::Status s) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (status_.ok() && !s.ok()) status_ = std::move(s);
-  }
-  absl::Status Get() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return status_;
-  }
-
- private:
-  mutable std::mutex mu_;
-  absl::Status status_;
-};
+// A batch of only provenance (records discarded at an epoch's end): nothing
+// to train, but its records are settled once earlier batches are.
+absl::Status SettleProvenanceOnly(input::UnitProgress* progress,
+                                  const input::BatchProvenance& provenance) {
+  if (progress == nullptr) return absl::OkStatus();
+  RETURN_IF_ERROR(progress->Track(provenance));
+  return progress->Ack(provenance.sequence);
+}
 
 }  // namespace
 
@@ -137,14 +72,13 @@ ps::TableOptions TableOptionsFor(const TableSpec& t, const TrainerOptions& o) {
   return table;
 }
 
-
 // Everything one batch carries through the threads.
 struct Trainer::InFlight {
   ModelBatch batch;
   input::BatchProvenance provenance;
   std::vector<std::vector<float>> rows;    // per table
-  // Per dense variable; shared by the batches between two refreshes.
-  std::shared_ptr<const std::vector<std::vector<float>>> params;
+  // Shared by the batches between two refreshes.
+  std::shared_ptr<const DenseValues> params;
   StepResult result;
   int64_t step = 0;  // the optimizer step this micro-batch belongs to
 };
@@ -339,213 +273,260 @@ absl::Status SkipSteps(input::Pipeline* pipeline, input::UnitProgress* progress,
   return absl::OkStatus();
 }
 
-absl::Status Trainer::Train(input::Pipeline* pipeline, input::UnitProgress* progress,
-                            TrainStream stream) {
-  const auto wall0 = Clock::now();
-  const int k = options_.accumulation_steps;
-  Credits credits(options_.staleness + 1);
-  Channel<std::unique_ptr<InFlight>> to_compute(1);
-  Channel<std::unique_ptr<InFlight>> to_push(static_cast<size_t>(options_.staleness + 1) * k);
-  FirstError error;
-  auto stop_all = [&] {
+// One Train call's state, shared by its pull, compute and push threads.
+struct Trainer::TrainRun {
+  TrainRun(input::Pipeline* pipeline, input::UnitProgress* progress, TrainStream stream,
+           const TrainerOptions& options)
+      : pipeline(pipeline),
+        progress(progress),
+        stream(stream),
+        accumulation_steps(options.accumulation_steps),
+        credits(options.staleness + 1),
+        to_push(static_cast<size_t>(options.staleness + 1) * options.accumulation_steps) {}
+
+  // Ends the run early: wakes every thread blocked on a queue, a credit or
+  // the pipeline, and each then ends its stage.
+  void StopAll() {
     credits.Cancel();
     to_compute.Close();
     to_push.Close();
     pipeline->Cancel();
-  };
-  auto add = [&](double TrainerStats::*field, double seconds) {
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    stats_.*field += seconds;
-  };
+  }
 
-  std::thread puller([&] {
-    std::shared_ptr<const std::vector<std::vector<float>>> params;
-    // Optimizer step of the next micro-batch: the job's (TrainStream), or
-    // this trainer's own count, continued across Train calls.
-    const int64_t own_first_step = options_.first_step + stats().steps;
-    auto step_of = [&](int64_t steps_started) {
-      if (stream.job_step_base != nullptr) {
-        return stream.job_step_base->load(std::memory_order_relaxed) +
-               static_cast<int64_t>(stream.first_step) + steps_started;
-      }
-      return own_first_step + steps_started;
-    };
-    int64_t step = step_of(0);
-    int64_t steps_started = 0;
-    int micro = 0;                       // its index within the step
-    for (;;) {
-      if (micro == 0 && options_.max_steps > 0 && steps_started >= options_.max_steps) break;
-      if (micro == 0 && stop_requested_.load(std::memory_order_relaxed)) break;
-      if (micro == 0) step = step_of(steps_started);
-      auto t0 = Clock::now();
-      absl::StatusOr<std::optional<input::Batch>> next = pipeline->Next();
-      add(&TrainerStats::input_wait_seconds, Since(t0));
-      if (!next.ok()) {
-        error.Set(next.status());
-        break;
-      }
-      if (!next->has_value()) break;
-      if ((*next)->data.num_rows == 0) {
-        // Only provenance (records discarded at an epoch's end): nothing to
-        // train, but its records are settled once earlier batches are.
-        if (progress != nullptr) {
-          absl::Status st = progress->Track((*next)->provenance);
-          if (st.ok()) st = progress->Ack((*next)->provenance.sequence);
-          if (!st.ok()) {
-            error.Set(st);
-            break;
-          }
-        }
-        continue;
-      }
-      auto item = std::make_unique<InFlight>();
-      item->step = step;
-      item->provenance = std::move((*next)->provenance);
-      absl::Status st = builder_.Build((*next)->data, &item->batch);
-      if (!st.ok()) {
-        error.Set(st);
-        break;
-      }
-      // Dropout masks differ per micro-batch.
-      item->batch.step = static_cast<uint64_t>(step * k + micro);
-      const bool first_micro = micro == 0;
-      if (first_micro) {
-        t0 = Clock::now();
-        if (!credits.Acquire()) break;
-        add(&TrainerStats::credit_wait_seconds, Since(t0));
-      }
-      if (progress != nullptr) {
-        st = progress->Track(item->provenance);
-        if (!st.ok()) {
-          error.Set(st);
-          break;
-        }
-      }
-      // The micro-batches of one step share the dense variables pulled with
-      // its first.
-      const bool refresh =
-          first_micro && (params == nullptr || steps_started % options_.dense_refresh_steps == 0);
-      std::shared_ptr<std::vector<std::vector<float>>> fresh;
-      if (refresh) fresh = std::make_shared<std::vector<std::vector<float>>>();
-      t0 = Clock::now();
-      st = Pull(item->batch, &item->rows, fresh.get());
-      add(&TrainerStats::pull_seconds, Since(t0));
-      if (!st.ok()) {
-        error.Set(st);
-        break;
-      }
-      if (refresh) params = std::move(fresh);
-      item->params = params;
-      if (first_micro) {
-        ++steps_started;
-        steps_pulled_.fetch_add(1, std::memory_order_relaxed);
-      }
-      if (++micro == k) micro = 0;
-      if (!to_compute.Put(std::move(item))) break;
-    }
-    to_compute.Close();
-  });
+  input::Pipeline* const pipeline;
+  input::UnitProgress* const progress;  // may be null
+  const TrainStream stream;
+  const int accumulation_steps;
+  internal::Credits credits;
+  internal::Channel<std::unique_ptr<InFlight>> to_compute{1};
+  internal::Channel<std::unique_ptr<InFlight>> to_push;
+  internal::FirstError error;
+};
 
-  std::thread pusher([&] {
-    Accumulator acc(model_->layout(), model_->dense_variables());
-    std::vector<ps::TablePush> tables;
-    std::vector<ps::DensePush> dense;
-    std::vector<uint64_t> batch_sequences;
-    uint64_t pushed = 0;  // steps pushed by this call
-    auto flush = [&]() -> bool {
-      const int64_t step = acc.step();
-      const float scale = options_.lr_schedule.Scale(step);
-      acc.MakeParts(&tables, &dense);
-      ps::PushStream push_stream;
-      if (stream.id != 0) push_stream = {.id = stream.id, .step = stream.first_step + pushed};
-      auto t0 = Clock::now();
-      absl::Status st = ps_->PushBatch(tables, dense, step, scale, push_stream);
-      // Shards that applied it already acknowledge the retry as a duplicate.
-      if (RedeclareLostTables(st)) st = ps_->PushBatch(tables, dense, step, scale, push_stream);
-      add(&TrainerStats::push_seconds, Since(t0));
-      ++pushed;
-      if (st.ok() && progress != nullptr) {
-        batch_sequences.clear();
-        for (size_t i = 0; i < acc.size(); ++i) {
-          batch_sequences.push_back(acc.items()[i]->provenance.sequence);
-        }
-        st = progress->AckStep(batch_sequences);
-      }
-      acc.Clear();
-      if (!st.ok()) {
-        error.Set(st);
-        stop_all();
-        return false;
-      }
-      {
-        std::lock_guard<std::mutex> lock(stats_mu_);
-        ++stats_.steps;
-        stats_.learning_rate_scale = scale;
-      }
-      credits.Release();
-      return true;
-    };
-    bool ok = true;
-    while (std::optional<std::unique_ptr<InFlight>> item = to_push.Take()) {
-      acc.Add(std::move(*item));
-      if (static_cast<int>(acc.size()) == k && !(ok = flush())) break;
-    }
-    // A last, partial step (the data ran out mid-step) is pushed too, unless
-    // training stopped on an error.
-    if (ok && !acc.empty() && error.Get().ok()) flush();
-  });
+// The push thread's step being gathered and its buffers, reused step by step.
+struct Trainer::PushState {
+  explicit PushState(const Model& model) : acc(model.layout(), model.dense_variables()) {}
 
+  Accumulator acc;
+  std::vector<ps::TablePush> tables;
+  std::vector<ps::DensePush> dense;
+  std::vector<uint64_t> batch_sequences;
+  uint64_t steps_pushed = 0;  // by this Train call
+};
+
+absl::Status Trainer::Train(input::Pipeline* pipeline, input::UnitProgress* progress,
+                            TrainStream stream) {
+  const auto wall0 = Clock::now();
+  TrainRun run(pipeline, progress, stream, options_);
+  std::thread puller([&] { PullStage(&run); });
+  std::thread pusher([&] { PushStage(&run); });
   // The calling thread computes.
+  ComputeStage(&run);
+  puller.join();
+  pusher.join();
+  AddSeconds(&TrainerStats::wall_seconds, Since(wall0));
+  return run.error.Get();
+}
+
+void Trainer::PullStage(TrainRun* run) {
+  const int k = run->accumulation_steps;
+  std::shared_ptr<const DenseValues> params;
+  // Optimizer step of the next micro-batch: the job's (TrainStream), or
+  // this trainer's own count, continued across Train calls.
+  const int64_t own_first_step = options_.first_step + stats().steps;
+  int64_t step = StepNumber(run->stream, own_first_step, 0);
+  int64_t steps_started = 0;
+  int micro = 0;  // its index within the step
+  for (;;) {
+    if (micro == 0 && options_.max_steps > 0 && steps_started >= options_.max_steps) break;
+    if (micro == 0 && stop_requested_.load(std::memory_order_relaxed)) break;
+    if (micro == 0) step = StepNumber(run->stream, own_first_step, steps_started);
+    std::optional<input::Batch> next = NextInput(run);
+    if (!next.has_value()) break;
+    if (next->data.num_rows == 0) {
+      absl::Status st = SettleProvenanceOnly(run->progress, next->provenance);
+      if (!st.ok()) {
+        run->error.Set(st);
+        break;
+      }
+      continue;
+    }
+    auto item = std::make_unique<InFlight>();
+    item->step = step;
+    item->provenance = std::move(next->provenance);
+    absl::Status st = builder_.Build(next->data, &item->batch);
+    if (!st.ok()) {
+      run->error.Set(st);
+      break;
+    }
+    // Dropout masks differ per micro-batch.
+    item->batch.step = static_cast<uint64_t>(step * k + micro);
+    const bool first_micro = micro == 0;
+    if (first_micro && !AcquireCredit(run)) break;
+    // The micro-batches of one step share the dense variables pulled with
+    // its first.
+    const bool refresh =
+        first_micro && (params == nullptr || steps_started % options_.dense_refresh_steps == 0);
+    st = PullMicroBatch(run, item.get(), refresh, &params);
+    if (!st.ok()) {
+      run->error.Set(st);
+      break;
+    }
+    if (first_micro) {
+      ++steps_started;
+      steps_pulled_.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (++micro == k) micro = 0;
+    if (!run->to_compute.Put(std::move(item))) break;
+  }
+  run->to_compute.Close();
+}
+
+std::optional<input::Batch> Trainer::NextInput(TrainRun* run) {
+  const auto t0 = Clock::now();
+  absl::StatusOr<std::optional<input::Batch>> next = run->pipeline->Next();
+  AddSeconds(&TrainerStats::input_wait_seconds, Since(t0));
+  if (!next.ok()) {
+    run->error.Set(next.status());
+    return std::nullopt;
+  }
+  return std::move(*next);
+}
+
+bool Trainer::AcquireCredit(TrainRun* run) {
+  const auto t0 = Clock::now();
+  if (!run->credits.Acquire()) return false;
+  AddSeconds(&TrainerStats::credit_wait_seconds, Since(t0));
+  return true;
+}
+
+absl::Status Trainer::PullMicroBatch(TrainRun* run, InFlight* item, bool refresh,
+                                     std::shared_ptr<const DenseValues>* params) {
+  if (run->progress != nullptr) RETURN_IF_ERROR(run->progress->Track(item->provenance));
+  std::shared_ptr<DenseValues> fresh;
+  if (refresh) fresh = std::make_shared<DenseValues>();
+  const auto t0 = Clock::now();
+  absl::Status pulled = Pull(item->batch, &item->rows, fresh.get());
+  AddSeconds(&TrainerStats::pull_seconds, Since(t0));
+  RETURN_IF_ERROR(pulled);
+  if (refresh) *params = std::move(fresh);
+  item->params = *params;
+  return absl::OkStatus();
+}
+
+void Trainer::ComputeStage(TrainRun* run) {
   std::vector<absl::Span<const float>> rows, params;
   int64_t auc_batches = 0;
   for (;;) {
     auto t0 = Clock::now();
-    std::optional<std::unique_ptr<InFlight>> item = to_compute.Take();
-    add(&TrainerStats::ps_wait_seconds, Since(t0));
+    std::optional<std::unique_ptr<InFlight>> item = run->to_compute.Take();
+    AddSeconds(&TrainerStats::ps_wait_seconds, Since(t0));
     if (!item.has_value()) break;
     InFlight& f = **item;
     rows.assign(f.rows.begin(), f.rows.end());
     params.assign(f.params->begin(), f.params->end());
     t0 = Clock::now();
     absl::Status st = model_->Step(f.batch, rows, params, /*train=*/true, &f.result);
-    add(&TrainerStats::compute_seconds, Since(t0));
+    AddSeconds(&TrainerStats::compute_seconds, Since(t0));
     if (!st.ok()) {
-      error.Set(st);
-      stop_all();
+      run->error.Set(st);
+      run->StopAll();
       break;
     }
     std::optional<double> train_auc;
-    if (spec_.loss == LossKind::kLogLoss) {
-      constexpr uint64_t kAucWindow = 65536;
-      recent_auc_.Add(f.result.predictions, f.batch.labels);
-      const bool roll = recent_auc_.positives() + recent_auc_.negatives() >= kAucWindow;
-      // The estimate costs two histogram passes: every 8th batch, at a roll
-      // and while the trainer is young is often enough for a gauge.
-      if (roll || ++auc_batches % 8 == 0 || auc_batches < 8) {
-        StreamingAuc window = previous_auc_;
-        window.Merge(recent_auc_);
-        train_auc = window.Auc();
-      }
-      if (roll) {
-        previous_auc_ = recent_auc_;
-        recent_auc_.Reset();
-      }
-    }
-    {
-      std::lock_guard<std::mutex> lock(stats_mu_);
-      if (train_auc.has_value()) stats_.train_auc = *train_auc;
-      ++stats_.micro_batches;
-      stats_.examples += f.batch.batch_size;
-      stats_.loss_sum += f.result.loss_sum;
-      stats_.last_loss = f.batch.batch_size > 0 ? f.result.loss_sum / f.batch.batch_size : 0;
-    }
-    if (!to_push.Put(std::move(*item))) break;
+    if (spec_.loss == LossKind::kLogLoss) train_auc = UpdateTrainAuc(f, &auc_batches);
+    RecordComputed(f, train_auc);
+    if (!run->to_push.Put(std::move(*item))) break;
   }
-  to_push.Close();
-  puller.join();
-  pusher.join();
-  add(&TrainerStats::wall_seconds, Since(wall0));
-  return error.Get();
+  run->to_push.Close();
+}
+
+std::optional<double> Trainer::UpdateTrainAuc(const InFlight& item, int64_t* batches) {
+  constexpr uint64_t kAucWindow = 65536;
+  recent_auc_.Add(item.result.predictions, item.batch.labels);
+  const bool roll = recent_auc_.positives() + recent_auc_.negatives() >= kAucWindow;
+  std::optional<double> train_auc;
+  // The estimate costs two histogram passes: every 8th batch, at a roll
+  // and while the trainer is young is often enough for a gauge.
+  if (roll || ++*batches % 8 == 0 || *batches < 8) {
+    StreamingAuc window = previous_auc_;
+    window.Merge(recent_auc_);
+    train_auc = window.Auc();
+  }
+  if (roll) {
+    previous_auc_ = recent_auc_;
+    recent_auc_.Reset();
+  }
+  return train_auc;
+}
+
+void Trainer::RecordComputed(const InFlight& item, std::optional<double> train_auc) {
+  const ModelBatch& batch = item.batch;
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  if (train_auc.has_value()) stats_.train_auc = *train_auc;
+  ++stats_.micro_batches;
+  stats_.examples += batch.batch_size;
+  stats_.loss_sum += item.result.loss_sum;
+  stats_.last_loss = batch.batch_size > 0 ? item.result.loss_sum / batch.batch_size : 0;
+}
+
+void Trainer::PushStage(TrainRun* run) {
+  PushState push(*model_);
+  bool ok = true;
+  while (std::optional<std::unique_ptr<InFlight>> item = run->to_push.Take()) {
+    push.acc.Add(std::move(*item));
+    if (static_cast<int>(push.acc.size()) == run->accumulation_steps &&
+        !(ok = PushStep(run, &push))) {
+      break;
+    }
+  }
+  // A last, partial step (the data ran out mid-step) is pushed too, unless
+  // training stopped on an error.
+  if (ok && !push.acc.empty() && run->error.Get().ok()) PushStep(run, &push);
+}
+
+bool Trainer::PushStep(TrainRun* run, PushState* push) {
+  Accumulator& acc = push->acc;
+  const int64_t step = acc.step();
+  const float scale = options_.lr_schedule.Scale(step);
+  acc.MakeParts(&push->tables, &push->dense);
+  ps::PushStream push_stream;
+  if (run->stream.id != 0) {
+    push_stream = {.id = run->stream.id, .step = run->stream.first_step + push->steps_pushed};
+  }
+  auto t0 = Clock::now();
+  absl::Status st = ps_->PushBatch(push->tables, push->dense, step, scale, push_stream);
+  // Shards that applied it already acknowledge the retry as a duplicate.
+  if (RedeclareLostTables(st)) {
+    st = ps_->PushBatch(push->tables, push->dense, step, scale, push_stream);
+  }
+  AddSeconds(&TrainerStats::push_seconds, Since(t0));
+  ++push->steps_pushed;
+  if (st.ok() && run->progress != nullptr) {
+    push->batch_sequences.clear();
+    for (size_t i = 0; i < acc.size(); ++i) {
+      push->batch_sequences.push_back(acc.items()[i]->provenance.sequence);
+    }
+    st = run->progress->AckStep(push->batch_sequences);
+  }
+  acc.Clear();
+  if (!st.ok()) {
+    run->error.Set(st);
+    run->StopAll();
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    ++stats_.steps;
+    stats_.learning_rate_scale = scale;
+  }
+  run->credits.Release();
+  return true;
+}
+
+void Trainer::AddSeconds(double TrainerStats::*field, double seconds) {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_.*field += seconds;
 }
 
 absl::StatusOr<EvalResult> Trainer::Evaluate(input::Pipeline* pipeline,

@@ -237,13 +237,49 @@ class Trainer {
           ModelBatchBuilder builder, std::unique_ptr<Model> model);
   struct InFlight;
   class Accumulator;
+  // One Train call's state that its three threads share; PushState is the
+  // push thread's own.
+  struct TrainRun;
+  struct PushState;
+  // The dense variables pulled with a step, one vector per variable.
+  using DenseValues = std::vector<std::vector<float>>;
+
+  // The stages of Train (see the file comment), each run by one thread:
+  // they hand batches on through `run`, and the first to fail records its
+  // error there and stops the others.
+  void PullStage(TrainRun* run);
+  void ComputeStage(TrainRun* run);
+  void PushStage(TrainRun* run);
+  // Pull stage: the pipeline's next batch, or nullopt at its end or on an
+  // error (recorded in run->error); the wait counts as input wait.
+  std::optional<input::Batch> NextInput(TrainRun* run);
+  // Pull stage: takes a staleness credit; false once the run is stopping.
+  bool AcquireCredit(TrainRun* run);
+  // Pull stage: tracks the micro-batch's records and pulls its rows, and,
+  // when `refresh`, the dense variables into a new *params; every item
+  // carries the latest *params.
+  absl::Status PullMicroBatch(TrainRun* run, InFlight* item, bool refresh,
+                              std::shared_ptr<const DenseValues>* params);
+  // Compute stage: adds the micro-batch's predictions to the train AUC
+  // window; the window's AUC when the estimate is due. *batches counts this
+  // Train call's calls (the estimate's cadence).
+  std::optional<double> UpdateTrainAuc(const InFlight& item, int64_t* batches);
+  // Compute stage: the micro-batch's examples and loss into stats_.
+  void RecordComputed(const InFlight& item, std::optional<double> train_auc);
+  // Push stage: pushes the optimizer step in push->acc and, once the PS
+  // acknowledged it, acks its records and returns its credit. False (the
+  // run stopped, its error recorded) when the push or the ack failed.
+  bool PushStep(TrainRun* run, PushState* push);
+  // stats_.*field += seconds, under stats_mu_; any thread.
+  void AddSeconds(double TrainerStats::*field, double seconds);
+
   // One PullBatch: every table's rows of `batch` into *rows (one vector per
   // table) and, when params is not null, every dense variable into *params.
+  absl::Status Pull(const ModelBatch& batch, std::vector<std::vector<float>>* rows,
+                    std::vector<std::vector<float>>* params);
   // True when `status` says a PS lost the job's tables and Setup() declared
   // them again: the caller retries its call once.
   bool RedeclareLostTables(const absl::Status& status);
-  absl::Status Pull(const ModelBatch& batch, std::vector<std::vector<float>>* rows,
-                    std::vector<std::vector<float>>* params);
 
   ps::PsClient* const ps_;
   const ModelSpec spec_;
@@ -253,8 +289,8 @@ class Trainer {
   Backend* backend_ = nullptr;  // not owned; its device_stats() feed stats()
 
   std::atomic<bool> stop_requested_{false};
-  std::atomic<int64_t> steps_pulled_{0};
-  std::atomic<int64_t> tables_redeclared_{0};  // RedeclareLostTables  // optimizer steps whose first pull was sent
+  std::atomic<int64_t> steps_pulled_{0};       // optimizer steps whose first pull was sent
+  std::atomic<int64_t> tables_redeclared_{0};  // RedeclareLostTables
   mutable std::mutex stats_mu_;
   TrainerStats stats_;  // guarded by stats_mu_
   // train_auc's window: the examples since the last roll, and the window
