@@ -269,6 +269,15 @@ class ParameterServer {
   // Restores `parts` (a whole checkpoint, or this shard's own part alone).
   absl::StatusOr<RestoreInfo> RestoreLocked(const std::vector<v1::CheckpointManifest>& parts,
                                             bool startup);
+  // RestoreLocked's steps: what to take (no change yet), the tables and
+  // dense variables to create, then each part's rows.
+  struct RestorePlan;
+  absl::StatusOr<RestorePlan> PlanRestore(const std::vector<v1::CheckpointManifest>& parts) const;
+  absl::Status CreateRestoredVariables(const RestorePlan& plan, bool startup);
+  absl::Status ImportPartRocksDb(const RestorePlan& plan, const std::string& part,
+                                 RestoreInfo* info);
+  absl::Status ImportPartRowsFile(const RestorePlan& plan, const std::string& part,
+                                  RestoreInfo* info);
   // Checkpoint's work. REQUIRES: checkpoint_mu held; with gate_held, the
   // caller holds the gate exclusively throughout (else it is taken for the
   // cut only). Keeps `keep_restart_points` restart points.

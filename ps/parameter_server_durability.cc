@@ -902,145 +902,179 @@ absl::StatusOr<RestoreInfo> ParameterServer::Restore(const std::string& dir) {
   return info;
 }
 
-absl::StatusOr<RestoreInfo> ParameterServer::RestoreLocked(
-    const std::vector<v1::CheckpointManifest>& parts, bool startup) {
-  const auto start = std::chrono::steady_clock::now();
+// What a restore takes from its parts, decided before anything changes.
+struct ParameterServer::RestorePlan {
+  // Each part's chain, newest last (an incremental part's bases first).
   std::vector<std::vector<v1::CheckpointManifest>> chains;
-  for (const v1::CheckpointManifest& p : parts) {
-    ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> chain, internal::ReadChain(p));
-    chains.push_back(std::move(chain));
-  }
-  const int32_t me = options_.shard_index, shards = options_.num_shards;
+  int32_t me = 0, shards = 1;
   // This shard's own part alone (StartParts): everything in it is this
   // shard's, dense variables included.
-  const bool own_part = parts.size() == 1 && shards > 1;
-  const bool same_layout = own_part || static_cast<int32_t>(parts.size()) == shards;
-  auto shard_of = [&](size_t j) { return own_part ? me : static_cast<int32_t>(j); };
+  bool own_part = false;
+  // As many parts as shards (or the own part): a key's owner has not changed.
+  bool same_layout = false;
+  absl::flat_hash_map<std::string, TableOptions> tables;  // every part lists all
+  std::vector<DenseOptions> dense;                         // every part's
+  absl::flat_hash_set<std::string> my_dense;               // placed on this shard
 
-  // Tables: every part lists all of them (tables live on every shard).
-  absl::flat_hash_map<std::string, TableOptions> tables;
+  int32_t ShardOf(size_t part) const { return own_part ? me : static_cast<int32_t>(part); }
+  // Parts this shard reads: with the same layout only its own.
+  bool Reads(size_t part) const { return !same_layout || ShardOf(part) == me; }
+};
+
+absl::StatusOr<ParameterServer::RestorePlan> ParameterServer::PlanRestore(
+    const std::vector<v1::CheckpointManifest>& parts) const {
+  RestorePlan plan;
+  for (const v1::CheckpointManifest& p : parts) {
+    ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> chain, internal::ReadChain(p));
+    plan.chains.push_back(std::move(chain));
+  }
+  plan.me = options_.shard_index;
+  plan.shards = options_.num_shards;
+  plan.own_part = parts.size() == 1 && plan.shards > 1;
+  plan.same_layout = plan.own_part || static_cast<int32_t>(parts.size()) == plan.shards;
   for (const v1::CheckpointTable& ct : parts[0].tables()) {
     ASSIGN_OR_RETURN(TableOptions o, FromProto(ct.config()));
-    tables.emplace(o.name, o);
+    plan.tables.emplace(o.name, o);
   }
   // Dense variables: each on one part; placed again for this shard count.
-  std::vector<DenseOptions> dense;
   for (const v1::CheckpointManifest& p : parts) {
     for (const v1::DenseConfig& dc : p.dense()) {
       ASSIGN_OR_RETURN(DenseOptions o, FromProto(dc));
-      dense.push_back(o);
+      plan.dense.push_back(o);
     }
   }
   std::vector<sharding::DenseVariable> placed;
-  for (const DenseOptions& o : dense) placed.push_back({o.name, o.num_floats()});
-  ASSIGN_OR_RETURN(std::vector<int32_t> dense_shard, sharding::PlaceDenseVariables(placed, shards));
-  absl::flat_hash_set<std::string> my_dense;
-  for (size_t i = 0; i < dense.size(); ++i) {
-    if (!own_part && dense_shard[i] != me) continue;
-    ASSIGN_OR_RETURN(std::unique_ptr<internal::DenseVariable> v,
-                     internal::DenseVariable::Create(dense[i]));
+  for (const DenseOptions& o : plan.dense) placed.push_back({o.name, o.num_floats()});
+  ASSIGN_OR_RETURN(std::vector<int32_t> dense_shard,
+                   sharding::PlaceDenseVariables(placed, plan.shards));
+  for (size_t i = 0; i < plan.dense.size(); ++i) {
+    if (plan.own_part || dense_shard[i] == plan.me) plan.my_dense.insert(plan.dense[i].name);
+  }
+  return plan;
+}
+
+absl::Status ParameterServer::CreateRestoredVariables(const RestorePlan& plan, bool startup) {
+  for (const DenseOptions& o : plan.dense) {
+    if (!plan.my_dense.contains(o.name)) continue;
+    ASSIGN_OR_RETURN(std::unique_ptr<internal::DenseVariable> v, internal::DenseVariable::Create(o));
     internal::WriterLock lock(&state_->mu);
-    state_->dense.emplace(dense[i].name, std::move(v));
-    my_dense.insert(dense[i].name);
+    state_->dense.emplace(o.name, std::move(v));
   }
   // Families of the linked RocksDB whose table is gone.
   if (state_->db != nullptr) {
     for (const std::string& family : state_->db->ColumnFamilies()) {
       bool used = false;
-      for (const auto& [name, o] : tables) used = used || internal::TableFamily(name) == family;
+      for (const auto& [name, o] : plan.tables) used = used || internal::TableFamily(name) == family;
       if (!used) RETURN_IF_ERROR(state_->db->DropColumnFamily(family));
     }
   }
-  for (const auto& [name, o] : tables) {
+  for (const auto& [name, o] : plan.tables) {
     const bool cold = startup && state_->db != nullptr &&
                       state_->db->HasColumnFamily(internal::TableFamily(name));
     RETURN_IF_ERROR(CreateTableLocked(o, cold).status());
   }
-
   // Size each table's index for the rows coming (Table::ReserveRows says
   // why). With another shard count this shard keeps about 1/shards of each
   // chain.
-  for (const auto& [name, o] : tables) {
+  for (const auto& [name, o] : plan.tables) {
     uint64_t expected = 0;
-    for (size_t j = 0; j < chains.size(); ++j) {
-      if (same_layout && shard_of(j) != me) continue;
-      const uint64_t rows = ChainRows(chains[j], name);
-      expected += same_layout ? rows : rows / static_cast<uint64_t>(shards);
+    for (size_t j = 0; j < plan.chains.size(); ++j) {
+      if (!plan.Reads(j)) continue;
+      const uint64_t rows = ChainRows(plan.chains[j], name);
+      expected += plan.same_layout ? rows : rows / static_cast<uint64_t>(plan.shards);
     }
     ASSIGN_OR_RETURN(std::shared_ptr<Table> t, state_->FindTable(name));
     t->ReserveRows(expected);
   }
+  return absl::OkStatus();
+}
 
-  RestoreInfo info;
-  for (size_t j = 0; j < chains.size(); ++j) {
-    // With the same shard count, a key's owner has not changed.
-    if (same_layout && shard_of(j) != me) continue;
-    for (const v1::CheckpointManifest& m : chains[j]) {
-      const std::string& part = m.info().shard_dir();
-      if (m.has_rocksdb() && !(startup && shard_of(j) == me)) {
-        ASSIGN_OR_RETURN(std::unique_ptr<storage::RocksDb> old,
-                         storage::RocksDb::OpenReadOnly(part + "/" + internal::kRocksDirName));
-        for (const auto& [name, o] : tables) {
-          if (!old->HasColumnFamily(internal::TableFamily(name))) continue;
-          ASSIGN_OR_RETURN(std::shared_ptr<Table> t, state_->FindTable(name));
-          RowImporter importer(t.get(), Owner(name, me, shards));
-          const size_t row_bytes = t->stored_row_bytes();
-          // A named reference for the lambda: clang 14 (the fuzz build's compiler)
-          // cannot capture a structured binding.
-          const std::string& table_name = name;
-          RETURN_IF_ERROR(
-              old->ForEach(internal::TableFamily(name), [&](uint64_t key, std::string_view value) {
-                if (value.size() != row_bytes) {
-                  return absl::DataLossError(absl::StrCat(part, ": table '", table_name, "' key ",
-                                                          key, " holds ", value.size(),
-                                                          " bytes, expected ", row_bytes));
-                }
-                return importer.Add(value.data(), row_bytes);
-              }));
-          RETURN_IF_ERROR(importer.Flush());
-          info.rows += importer.rows();
+absl::Status ParameterServer::ImportPartRocksDb(const RestorePlan& plan, const std::string& part,
+                                                RestoreInfo* info) {
+  ASSIGN_OR_RETURN(std::unique_ptr<storage::RocksDb> old,
+                   storage::RocksDb::OpenReadOnly(part + "/" + internal::kRocksDirName));
+  for (const auto& [name, o] : plan.tables) {
+    if (!old->HasColumnFamily(internal::TableFamily(name))) continue;
+    ASSIGN_OR_RETURN(std::shared_ptr<Table> t, state_->FindTable(name));
+    RowImporter importer(t.get(), Owner(name, plan.me, plan.shards));
+    const size_t row_bytes = t->stored_row_bytes();
+    // A named reference for the lambda: clang 14 (the fuzz build's compiler)
+    // cannot capture a structured binding.
+    const std::string& table_name = name;
+    RETURN_IF_ERROR(
+        old->ForEach(internal::TableFamily(name), [&](uint64_t key, std::string_view value) {
+          if (value.size() != row_bytes) {
+            return absl::DataLossError(absl::StrCat(part, ": table '", table_name, "' key ", key,
+                                                    " holds ", value.size(), " bytes, expected ",
+                                                    row_bytes));
+          }
+          return importer.Add(value.data(), row_bytes);
+        }));
+    RETURN_IF_ERROR(importer.Flush());
+    info->rows += importer.rows();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterServer::ImportPartRowsFile(const RestorePlan& plan, const std::string& part,
+                                                 RestoreInfo* info) {
+  absl::flat_hash_map<std::string, std::unique_ptr<RowImporter>> importers;
+  std::vector<std::shared_ptr<Table>> held;
+  RETURN_IF_ERROR(internal::ForEachCheckpointRecord(
+      part + "/" + internal::kRowsFileName, [&](const v1::CheckpointRecord& r) -> absl::Status {
+        if (r.has_dense()) {
+          const v1::DenseBlock& d = r.dense();
+          if (!plan.my_dense.contains(d.name())) return absl::OkStatus();
+          ASSIGN_OR_RETURN(std::shared_ptr<internal::DenseVariable> v, state_->FindDense(d.name()));
+          ++info->dense;
+          return v->Import(CopyOut<float>(d.values()), CopyOut<float>(d.slots()));
         }
+        const v1::RowBlock& b = r.rows();
+        if (!plan.tables.contains(b.table())) return absl::OkStatus();  // dropped later
+        auto it = importers.find(b.table());
+        if (it == importers.end()) {
+          ASSIGN_OR_RETURN(std::shared_ptr<Table> t, state_->FindTable(b.table()));
+          held.push_back(t);
+          it = importers
+                   .emplace(b.table(), std::make_unique<RowImporter>(
+                                           t.get(), Owner(b.table(), plan.me, plan.shards)))
+                   .first;
+        }
+        if (!b.deleted_keys().empty()) {
+          // Rows buffered so far came before these deletes.
+          RETURN_IF_ERROR(it->second->Flush());
+          ASSIGN_OR_RETURN(std::shared_ptr<Table> t, state_->FindTable(b.table()));
+          RETURN_IF_ERROR(
+              t->ImportDeletes(OwnedDeletedKeys(b, Owner(b.table(), plan.me, plan.shards))));
+        }
+        ASSIGN_OR_RETURN(const size_t row_bytes, RowBytesOf(b, part));
+        for (size_t off = 0; off < b.rows().size(); off += row_bytes) {
+          RETURN_IF_ERROR(it->second->Add(b.rows().data() + off, row_bytes));
+        }
+        return absl::OkStatus();
+      }));
+  for (auto& [name, importer] : importers) {
+    RETURN_IF_ERROR(importer->Flush());
+    info->rows += importer->rows();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RestoreInfo> ParameterServer::RestoreLocked(
+    const std::vector<v1::CheckpointManifest>& parts, bool startup) {
+  const auto start = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(const RestorePlan plan, PlanRestore(parts));
+  RETURN_IF_ERROR(CreateRestoredVariables(plan, startup));
+  RestoreInfo info;
+  for (size_t j = 0; j < plan.chains.size(); ++j) {
+    if (!plan.Reads(j)) continue;
+    for (const v1::CheckpointManifest& m : plan.chains[j]) {
+      const std::string& part = m.info().shard_dir();
+      // At startup this shard's own RocksDB is the linked one already.
+      if (m.has_rocksdb() && !(startup && plan.ShardOf(j) == plan.me)) {
+        RETURN_IF_ERROR(ImportPartRocksDb(plan, part, &info));
       }
-      absl::flat_hash_map<std::string, std::unique_ptr<RowImporter>> importers;
-      std::vector<std::shared_ptr<Table>> held;
-      RETURN_IF_ERROR(internal::ForEachCheckpointRecord(
-          part + "/" + internal::kRowsFileName, [&](const v1::CheckpointRecord& r) -> absl::Status {
-            if (r.has_dense()) {
-              const v1::DenseBlock& d = r.dense();
-              if (!my_dense.contains(d.name())) return absl::OkStatus();
-              ASSIGN_OR_RETURN(std::shared_ptr<internal::DenseVariable> v,
-                               state_->FindDense(d.name()));
-              ++info.dense;
-              return v->Import(CopyOut<float>(d.values()), CopyOut<float>(d.slots()));
-            }
-            const v1::RowBlock& b = r.rows();
-            if (!tables.contains(b.table())) return absl::OkStatus();  // dropped later
-            auto it = importers.find(b.table());
-            if (it == importers.end()) {
-              ASSIGN_OR_RETURN(std::shared_ptr<Table> t, state_->FindTable(b.table()));
-              held.push_back(t);
-              it = importers
-                       .emplace(b.table(), std::make_unique<RowImporter>(
-                                               t.get(), Owner(b.table(), me, shards)))
-                       .first;
-            }
-            if (!b.deleted_keys().empty()) {
-              // Rows buffered so far came before these deletes.
-              RETURN_IF_ERROR(it->second->Flush());
-              ASSIGN_OR_RETURN(std::shared_ptr<Table> t, state_->FindTable(b.table()));
-              RETURN_IF_ERROR(
-                  t->ImportDeletes(OwnedDeletedKeys(b, Owner(b.table(), me, shards))));
-            }
-            ASSIGN_OR_RETURN(const size_t row_bytes, RowBytesOf(b, part));
-            for (size_t off = 0; off < b.rows().size(); off += row_bytes) {
-              RETURN_IF_ERROR(it->second->Add(b.rows().data() + off, row_bytes));
-            }
-            return absl::OkStatus();
-          }));
-      for (auto& [name, importer] : importers) {
-        RETURN_IF_ERROR(importer->Flush());
-        info.rows += importer->rows();
-      }
+      RETURN_IF_ERROR(ImportPartRowsFile(plan, part, &info));
     }
   }
   info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
