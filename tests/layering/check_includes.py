@@ -89,10 +89,9 @@ CORE_FOLDERS = ["ps/*", "chief/core/*", "chief/job/*", "trainer/*", "storage/*",
                 "features/*", "common/*"]
 NOT_CORE = ["ps/rpc/*", "ps/client/*", "ps/wire/*", "common/rpc/*"]
 PB_ALLOWED = [  # state stores, checkpoint files, codecs, what reads or writes tf.Example
-    "ps/config_codec.cc", "ps/internal/config_codec.cc", "ps/parameter_server_durability.cc",
-    "ps/internal/checkpoint_files.cc", "chief/core/*_state.cc", "chief/core/chief_state_store.cc",
-    "trainer/input/example_parser*.cc", "datatools/csv_convert.cc", "datatools/data_stats.cc",
-    "datatools/example_builder.cc", "datatools/synthetic.cc",
+    "ps/config_codec.cc", "ps/parameter_server_durability.cc", "ps/internal/checkpoint_files.cc",
+    "chief/core/*_state.cc", "chief/core/chief_state_store.cc", "trainer/input/example_parser*.cc",
+    "datatools/csv_convert.cc", "datatools/data_stats.cc",
 ]
 
 # Quoted includes that are third-party: anyone may use them (but see the grpc/prometheus layers).
@@ -156,6 +155,9 @@ def sources(root):
 def check_file(root, src):
     """Yields (line number, include, from, to, rule) for each forbidden include of src."""
     src_layer = layer_of(src)
+    if src_layer is None:  # a new folder: its rules go into LAYERS before it passes
+        yield 1, src, "?", "?", "in no layer: add its folder to LAYERS in check_includes.py"
+        return
     core = matches(src, CORE_FOLDERS) and not matches(src, NOT_CORE)
     with open(os.path.join(root, src), encoding="utf-8", errors="replace") as f:
         for number, line in enumerate(f, 1):
@@ -168,7 +170,7 @@ def check_file(root, src):
             if quoted and not inc.startswith(THIRD_PARTY) and not exists(root, inc):
                 yield number, shown, src_layer, "(missing)", "no such file (stale include?)"
                 continue
-            if src_layer is None or src_layer == "tests":
+            if src_layer == "tests":
                 continue
             if core and inc_layer in ("proto", "prometheus"):
                 if src.endswith((".h", ".cuh")):
@@ -195,7 +197,7 @@ def main():
         for number, inc, src_layer, inc_layer, rule in check_file(root, src):
             print(f"{src}:{number}: {inc} crosses {src_layer} -> {inc_layer}: {rule}")
             count += 1
-    print(f"check_includes: {count} forbidden include(s) in {len(files)} files")
+    print(f"check_includes: {count} violation(s) in {len(files)} files")
     return 1 if count else 0
 
 

@@ -28,10 +28,12 @@ TREE = {
     "tests/testing/fake.h": [],
     "tests/unit/table_test.cc": ['"tests/testing/fake.h"', '"ps/table.h"'],  # tests: anything
     "cli/main.cc": ['"trainer/trainer.cc"', '"tests/testing/fake.h"'],  # no test code in cli
+    "newfolder/thing.cc": [],  # in no layer
 }
 FORBIDDEN = {
     ("common/hash.cc", 2), ("ps/table.h", 2), ("ps/table.cc", 2), ("trainer/trainer.cc", 2),
     ("trainer/model.cc", 2), ("trainer/backend/cpu.cc", 1), ("cli/main.cc", 2),
+    ("newfolder/thing.cc", 0),
 }
 
 
@@ -60,7 +62,7 @@ class CheckIncludesTest(unittest.TestCase):
             flagged.add((path, int(number) - 1))
             self.assertIn(" crosses ", line)
         self.assertEqual(flagged, FORBIDDEN, result.stdout)
-        self.assertIn(f"{len(FORBIDDEN)} forbidden include(s)", result.stdout.splitlines()[-1])
+        self.assertIn(f"{len(FORBIDDEN)} violation(s)", result.stdout.splitlines()[-1])
 
     def test_names_the_layers_and_the_rule(self):
         with tempfile.TemporaryDirectory() as root:
@@ -70,15 +72,16 @@ class CheckIncludesTest(unittest.TestCase):
         self.assertIn('trainer/model.cc:3: "common/gone.h" crosses trainer -> (missing): ', out)
         self.assertIn('ps/table.h:3: "brook/v1/ps.pb.h" crosses ps -> proto: ', out)
         self.assertIn("common/hash.cc:3: <grpcpp/grpcpp.h> crosses common -> grpc: ", out)
+        self.assertIn("newfolder/thing.cc:1: newfolder/thing.cc crosses ? -> ?: in no layer", out)
 
     def test_a_clean_tree_passes(self):
         clean = {path: [i for n, i in enumerate(includes, 1) if (path, n) not in FORBIDDEN]
-                 for path, includes in TREE.items()}
+                 for path, includes in TREE.items() if not path.startswith("newfolder/")}
         with tempfile.TemporaryDirectory() as root:
             write_tree(root, clean)
             result = run_checker(root)
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
-        self.assertIn("0 forbidden include(s) in 16 files", result.stdout)
+        self.assertIn("0 violation(s) in 16 files", result.stdout)
 
 
 if __name__ == "__main__":
