@@ -5,7 +5,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config git clang libclang-rt-14-dev
+  build-essential cmake ninja-build pkg-config git clang libclang-rt-14-dev clang-format
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost-dev librocksdb-dev prometheus-cpp-dev libgtest-dev libgmock-dev
   libbenchmark-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev zlib1g-dev

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs every test tier: the warnings-as-errors build with unit + integration
-# tests and the Helm chart checks, the same tests under ASan+UBSan, the concurrent PS core, chief
-# and trainer step pipeline under TSan,
-# and a short libFuzzer run of each fuzz target. Usage: scripts/test.sh [--quick]  (--quick: main tier only)
+# Runs every test tier: the clang-format check (scripts/format.sh), the warnings-as-errors
+# build with unit + integration tests and the Helm chart checks, the same tests under
+# ASan+UBSan, the concurrent PS core, chief and trainer step pipeline under TSan, and a short
+# libFuzzer run of each fuzz target.
+# Usage: scripts/test.sh [--quick]  (--quick: main tier only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${BROOK_JOBS:-$(nproc)}
@@ -10,6 +11,10 @@ QUICK=0
 [[ "${1:-}" == "--quick" ]] && QUICK=1
 
 step() { echo; echo "=== $* ($(date +%T))"; }
+
+step "formatting (clang-format)"
+# Before the build: a misformatted file fails in seconds, not after the compile.
+bash scripts/format.sh --check
 
 step "build (warnings are errors)"
 # -g1 (line tables, no variable info): backtraces keep file:line while the
