@@ -21,7 +21,6 @@
 #include "ps/internal/push_dedup.h"
 #include "ps/memory_accountant.h"
 #include "ps/parameter_server.h"
-#include "ps/wire/proto_convert.h"
 #include "ps/table.h"
 #include "storage/rocks_db.h"
 #include "storage/wal.h"
