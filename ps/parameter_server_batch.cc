@@ -43,15 +43,16 @@ absl::Status ParameterServer::PullBatch(absl::Span<const TablePull> tables,
     if (part.keys.size() > limit) {
       return internal::TooManyKeys("table", part.table, part.keys.size(), limit);
     }
+    RETURN_IF_ERROR(found_tables[i]->CheckPullSize(part.keys.size(), part.out.size()));
   }
   std::vector<std::shared_ptr<internal::DenseVariable>> found_dense(dense.size());
   for (size_t i = 0; i < dense.size(); ++i) {
     ASSIGN_OR_RETURN(found_dense[i], state_->FindDense(dense[i].name));
+    RETURN_IF_ERROR(found_dense[i]->CheckPullSize(dense[i].out.size()));
   }
-  // Sizes are checked by Table::Pull and DenseVariable::Pull: a pull
-  // changes no state, so a bad part after good ones has nothing to undo.
+  // Every part is checked before the first is read.
   for (size_t i = 0; i < tables.size(); ++i) {
-    RETURN_IF_ERROR(found_tables[i]->Pull(tables[i].keys, tables[i].out));
+    RETURN_IF_ERROR(found_tables[i]->PullChecked(tables[i].keys, tables[i].out));
   }
   for (size_t i = 0; i < dense.size(); ++i) {
     RETURN_IF_ERROR(found_dense[i]->Pull(dense[i].out));

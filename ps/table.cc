@@ -168,12 +168,21 @@ void Table::Unreserve(uint64_t rows) {
 
 absl::Status Table::Pull(absl::Span<const uint64_t> keys, absl::Span<float> out,
                          PartRunner* helpers) {
+  RETURN_IF_ERROR(CheckPullSize(keys.size(), out.size()));
+  return PullChecked(keys, out, helpers);
+}
+
+absl::Status Table::CheckPullSize(size_t keys, size_t floats) const {
   const size_t dim = options_.dim;
-  if (out.size() != keys.size() * dim) {
-    return absl::InvalidArgumentError(absl::StrCat("table '", options_.name, "': pull of ",
-                                                   keys.size(), " keys x dim ", dim, " needs ",
-                                                   keys.size() * dim, " floats, got ", out.size()));
-  }
+  if (floats == keys * dim) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("table '", options_.name, "': pull of ", keys,
+                                                 " keys x dim ", dim, " needs ", keys * dim,
+                                                 " floats, got ", floats));
+}
+
+absl::Status Table::PullChecked(absl::Span<const uint64_t> keys, absl::Span<float> out,
+                                PartRunner* helpers) {
+  const size_t dim = options_.dim;
   if (helpers == nullptr) return PullPart(keys, out);
   // Each part pulls its own keys into its own rows (written per key), so the
   // parts never share one.

@@ -137,6 +137,11 @@ class Table {
   // on its idle helper threads.
   absl::Status Pull(absl::Span<const uint64_t> keys, absl::Span<float> out,
                     PartRunner* helpers = nullptr);
+  // Pull's one size check, and Pull after it: a batch checks every part
+  // before it reads any (ParameterServer::PullBatch).
+  absl::Status CheckPullSize(size_t keys, size_t floats) const;
+  absl::Status PullChecked(absl::Span<const uint64_t> keys, absl::Span<float> out,
+                           PartRunner* helpers = nullptr);
   // Keys per part of a split pull: enough that each part's lookup still
   // gives every stripe dozens of keys to keep its prefetch pipeline
   // (MemRowStore's FindBatch) full.
@@ -227,7 +232,7 @@ class Table {
   TableStats Stats() const;
 
  private:
-  // Pull of keys into out (sizes checked by Pull).
+  // One part of PullChecked.
   absl::Status PullPart(absl::Span<const uint64_t> keys, absl::Span<float> out);
   Table(const TableOptions& options, std::unique_ptr<Optimizer> optimizer, Clock clock,
         const TableTier* tier, MemoryAccountant* accountant);

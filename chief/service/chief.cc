@@ -92,16 +92,12 @@ absl::Status ComputeMoments(const std::vector<std::string>& files, JobSpec* spec
 
 class Chief::Impl {
  public:
-  // Opens the state store and restores the queue. `ps` (not owned, may be
-  // null: then jobs are neither checkpointed, evaluated nor exported) is the
-  // whole PS cluster; it must outlive the chief.
+  // What chief.h documents, one for one; Chief forwards to these.
   static absl::StatusOr<std::unique_ptr<Impl>> Open(const ChiefOptions& options,
                                                     ps::PsClient* ps);
   ~Impl();
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
-
-  // The Chief API (proto/brook/v1/chief.proto).
   absl::StatusOr<v1::JobStatus> SubmitJob(const v1::SubmitJobRequest& request);
   absl::StatusOr<v1::JobStatus> GetJob(const v1::GetJobRequest& request);
   absl::StatusOr<v1::ListJobsResponse> ListJobs();
@@ -111,19 +107,10 @@ class Chief::Impl {
   absl::StatusOr<v1::AcquireWorkResponse> AcquireWork(const v1::AcquireWorkRequest& request);
   absl::StatusOr<v1::CompleteWorkResponse> CompleteWork(const v1::CompleteWorkRequest& request);
   absl::Status ReportMetrics(const v1::ReportMetricsRequest& request);
-
-  // One round of housekeeping at `now` (the background thread calls it).
   void Tick(absl::Time now);
-  // Runs the checkpoints and finalizations Tick queued, on the calling thread
-  // (tests without background threads).
   void RunPendingWork();
-
-  // Sends the fence list to every PS now (the fencing thread calls it when a
-  // trainer expired and every fence_resend). OK with nothing to send or no PS.
   absl::Status SendFences();
-  // The fenced PS client ids, oldest first.
   std::vector<uint64_t> FencedClients() const;
-
   ChiefStats Stats() const;
 
  private:

@@ -28,11 +28,14 @@ DenseVariable::DenseVariable(const DenseOptions& options, std::unique_ptr<Optimi
   optimizer_->InitSlots(absl::MakeSpan(slots_));
 }
 
+absl::Status DenseVariable::CheckPullSize(size_t floats) const {
+  if (floats == n_) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("dense variable '", options_.name, "' has ", n_,
+                                                 " floats; pull buffer has ", floats));
+}
+
 absl::Status DenseVariable::Pull(absl::Span<float> out) const {
-  if (out.size() != n_) {
-    return absl::InvalidArgumentError(absl::StrCat("dense variable '", options_.name, "' has ", n_,
-                                                   " floats; pull buffer has ", out.size()));
-  }
+  if (absl::Status s = CheckPullSize(out.size()); !s.ok()) return s;
   ReaderLock lock(&mu_);
   std::memcpy(out.data(), weights_.data(), n_ * sizeof(float));
   return absl::OkStatus();

@@ -32,6 +32,8 @@ class DenseVariable {
 
   // INVALID_ARGUMENT unless out.size() == num_floats.
   absl::Status Pull(absl::Span<float> out) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Pull's one size check (a batch checks every part before it reads any).
+  absl::Status CheckPullSize(size_t floats) const;
 
   // Stage 1: INVALID_ARGUMENT for a size mismatch or (kReject) NaN/Inf, which
   // is counted. Returns the number of non-finite values (kZero zeroes them).
