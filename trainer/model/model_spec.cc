@@ -65,7 +65,7 @@ std::string_view TransformName(DenseTransform t) {
   return "unknown";
 }
 
-// ---- YAML helpers (the same conventions as trainer/input/feature_spec.cc).
+// ---- YAML helpers (the same conventions as features/feature_spec.cc).
 
 int LineOf(const YAML::Node& n) { return n.Mark().is_null() ? 0 : n.Mark().line + 1; }
 

@@ -14,10 +14,10 @@
 
 #include "absl/strings/str_format.h"
 #include "datatools/convert_schema.h"
+#include "features/feature_spec.h"
 #include "storage/tfrecord.h"
 #include "tensorflow/example.pb.h"
 #include "tests/testing/test_util.h"
-#include "trainer/input/feature_spec.h"
 
 namespace brook::datatools {
 namespace {

@@ -1,4 +1,4 @@
-#include "trainer/input/feature_spec.h"
+#include "features/feature_spec.h"
 
 #include <cmath>
 #include <cstdio>
