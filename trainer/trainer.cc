@@ -10,7 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "trainer/model/metrics.h"
+#include "trainer/model/quality_metrics.h"
 
 namespace brook::trainer {
 namespace {

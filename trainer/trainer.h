@@ -52,10 +52,10 @@
 #include "ps/options.h"
 #include "trainer/input/pipeline.h"
 #include "trainer/lr_schedule.h"
-#include "trainer/model/metrics.h"
 #include "trainer/model/model.h"
 #include "trainer/model/model_batch.h"
 #include "trainer/model/model_spec.h"
+#include "trainer/model/quality_metrics.h"
 
 namespace brook::trainer {
 

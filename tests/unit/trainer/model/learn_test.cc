@@ -14,9 +14,9 @@
 #include "gtest/gtest.h"
 #include "trainer/backend/cpu_backend.h"
 #include "trainer/input/columnar_batch.h"
-#include "trainer/model/metrics.h"
 #include "trainer/model/model.h"
 #include "trainer/model/model_batch.h"
+#include "trainer/model/quality_metrics.h"
 
 namespace brook::trainer {
 namespace {
