@@ -5,14 +5,15 @@
 #include <cstdlib>
 #include <exception>
 #include <fstream>
-#include <initializer_list>
 #include <sstream>
+#include <string_view>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "common/status_macros.h"
+#include "common/yaml_fields.h"
 #include "yaml-cpp/yaml.h"
 
 namespace brook::input {
@@ -23,10 +24,8 @@ namespace {
 // example is far above any real dense feature.
 constexpr int kMaxFixedLength = 1 << 20;
 
-constexpr absl::string_view kTypesAllowed = "int64, float, bytes";
-
 // Note: our abseil (Debian 20220623) has its own absl::string_view, which
-// StrCat and StrJoin take; std::string_view must be converted explicitly.
+// StrCat takes; std::string_view must be converted explicitly.
 
 // Checks one entry on its own (not against the others). Returns "" if it is
 // valid, else the reason, without the "feature ..." prefix, so that Validate()
@@ -62,38 +61,19 @@ std::string CheckEntry(const FeatureSpecEntry& f) {
   return "";
 }
 
-std::string LineSuffix(int line) { return line > 0 ? absl::StrCat(" (line ", line, ")") : ""; }
-
-absl::Status FeatureError(const std::string& name, int index, int line, absl::string_view msg) {
-  const std::string who =
-      name.empty() ? absl::StrCat("feature #", index + 1) : absl::StrCat("feature \"", name, "\"");
-  return absl::InvalidArgumentError(absl::StrCat(who, LineSuffix(line), ": ", msg));
+std::string FeatureName(const std::string& name, int index) {
+  return name.empty() ? absl::StrCat("feature #", index + 1)
+                      : absl::StrCat("feature \"", name, "\"");
 }
 
-absl::Status SpecError(int line, absl::string_view msg) {
-  return absl::InvalidArgumentError(absl::StrCat("feature spec", LineSuffix(line), ": ", msg));
+absl::Status FeatureError(const std::string& name, int index, int line, std::string_view msg) {
+  return yaml::FieldError(FeatureName(name, index), line, msg);
 }
 
-// Sets *out to the value named by scalar `node`; false if it names none.
-template <typename E>
-bool ParseChoice(const YAML::Node& node,
-                 std::initializer_list<std::pair<absl::string_view, E>> choices, E* out) {
-  if (!node.IsScalar()) return false;
-  for (const auto& [name, value] : choices) {
-    if (node.Scalar() == name) {
-      *out = value;
-      return true;
-    }
-  }
-  return false;
-}
+constexpr std::string_view kFeatureSpec = "feature spec";  // errors about the whole spec
 
-bool ParseType(const YAML::Node& node, FeatureType* t) {
-  return ParseChoice(node,
-                     {{"int64", FeatureType::kInt64},
-                      {"float", FeatureType::kFloat},
-                      {"bytes", FeatureType::kBytes}},
-                     t);
+absl::Status SpecError(int line, std::string_view msg) {
+  return yaml::FieldError(kFeatureSpec, line, msg);
 }
 
 // Shortest decimal text that reads back as exactly `d`, so ToYaml round-trips
@@ -112,195 +92,107 @@ std::string DoubleText(double d) {
 // ---- YAML reading. Every helper returns a Status instead of throwing; the
 // ---- whole parse is additionally wrapped in a catch-all (see FromYaml).
 
-int LineOf(const YAML::Node& n) { return n.Mark().is_null() ? 0 : n.Mark().line + 1; }
-
-std::string ScalarText(const YAML::Node& n) {
-  return n.IsScalar() ? absl::StrCat("\"", n.Scalar(), "\"") : std::string("a non-scalar");
-}
-
-// Calls fn(key, value) for each pair of `map`; unknown keys and keys given
-// twice are errors so that a typo ("lenght: 4") is never silently ignored.
-template <typename ErrorFn, typename Fn>
-absl::Status ForEachKey(const YAML::Node& map, std::initializer_list<absl::string_view> allowed,
-                        const ErrorFn& error, Fn&& fn) {
-  absl::flat_hash_map<std::string, int> seen;
-  // Range-for binds each pair by value: yaml-cpp's operator-> returns a proxy,
-  // so `const Node& key = it->first` would dangle.
-  for (const auto& pair : map) {
-    const YAML::Node key = pair.first;
-    const int line = LineOf(key);
-    if (!key.IsScalar()) return error(line, "keys must be plain names");
-    const std::string& k = key.Scalar();
-    bool known = false;
-    for (absl::string_view a : allowed) known |= (a == k);
-    if (!known) {
-      return error(
-          line, absl::StrCat("unknown key \"", k, "\"; allowed: ", absl::StrJoin(allowed, ", ")));
-    }
-    auto [pos, inserted] = seen.emplace(k, line);
-    if (!inserted) {
-      return error(line,
-                   absl::StrCat("key \"", k, "\" given twice (first on line ", pos->second, ")"));
-    }
-    absl::Status s = fn(k, pair.second);
-    if (!s.ok()) return s;
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ReadFeature(const YAML::Node& node, int index, FeatureSpecEntry* out, int* line) {
-  *line = LineOf(node);
-  if (!node.IsMap()) {
-    return FeatureError("", index, *line,
-                        "must be a map such as {name: I1, type: float, length: 1}");
-  }
+  *line = yaml::LineOf(node);
   // The name is needed for every other message, so read it first.
-  if (const YAML::Node name = node["name"]; name && name.IsScalar()) out->name = name.Scalar();
-  auto error = [&](int l, absl::string_view msg) { return FeatureError(out->name, index, l, msg); };
-  bool has_type = false, has_kind = false, has_length = false, has_default = false,
-       has_max_length = false;
-  int kind_line = *line;
-  absl::Status s = ForEachKey(
-      node, {"name", "type", "kind", "length", "default", "max_length"}, error,
-      [&](const std::string& key, const YAML::Node& v) -> absl::Status {
-        const int l = LineOf(v);
-        if (key == "name") {
-          if (!v.IsScalar()) return error(l, "name must be a non-empty string");
-        } else if (key == "type") {
-          has_type = true;
-          if (!ParseType(v, &out->type)) {
-            return error(
-                l, absl::StrCat("unknown type ", ScalarText(v), "; allowed: ", kTypesAllowed));
-          }
-        } else if (key == "kind") {
-          has_kind = true;
-          kind_line = l;
-          if (!ParseChoice(v, {{"fixed", FeatureKind::kFixed}, {"varlen", FeatureKind::kVarLen}},
-                           &out->kind)) {
-            return error(l,
-                         absl::StrCat("unknown kind ", ScalarText(v), "; allowed: fixed, varlen"));
-          }
-        } else if (key == "length") {
-          has_length = true;
-          if (!YAML::convert<int>::decode(v, out->length)) {
-            return error(l, absl::StrCat("length must be an integer, got ", ScalarText(v)));
-          }
-        } else if (key == "default") {
-          has_default = true;
-          if (!YAML::convert<double>::decode(v, out->default_value)) {
-            return error(l, absl::StrCat("default must be a number, got ", ScalarText(v)));
-          }
-        } else if (key == "max_length") {
-          has_max_length = true;
-          if (!YAML::convert<int>::decode(v, out->max_length)) {
-            return error(l, absl::StrCat("max_length must be an integer, got ", ScalarText(v)));
-          }
-        }
-        return absl::OkStatus();
-      });
-  if (!s.ok()) return s;
-  if (!has_type) {
-    return error(*line, absl::StrCat("missing \"type\" (one of ", kTypesAllowed, ")"));
+  if (node.IsMap()) {
+    if (const YAML::Node name = node["name"]; name && name.IsScalar()) out->name = name.Scalar();
+  }
+  yaml::MapReader r = yaml::MapReader::Named(node, FeatureName(out->name, index));
+  RETURN_IF_ERROR(r.Check({"name", "type", "kind", "length", "default", "max_length"},
+                          "{name: I1, type: float, length: 1}"));
+  if (r.Has("name") && !r.Get("name").IsScalar()) {
+    return r.Error("name", "name must be a non-empty string");
+  }
+  if (!r.Has("type")) return r.Missing("type", "one of int64, float, bytes");
+  RETURN_IF_ERROR(r.Choice("type", "type",
+                           {{"int64", FeatureType::kInt64},
+                            {"float", FeatureType::kFloat},
+                            {"bytes", FeatureType::kBytes}},
+                           &out->type));
+  RETURN_IF_ERROR(r.Choice("kind", "kind",
+                           {{"fixed", FeatureKind::kFixed}, {"varlen", FeatureKind::kVarLen}},
+                           &out->kind));
+  if (r.Has("length") && !YAML::convert<int>::decode(r.Get("length"), out->length)) {
+    return r.Error("length", absl::StrCat("length must be an integer, got ",
+                                          yaml::Describe(r.Get("length"))));
+  }
+  if (r.Has("default") && !YAML::convert<double>::decode(r.Get("default"), out->default_value)) {
+    return r.Error("default", absl::StrCat("default must be a number, got ",
+                                           yaml::Describe(r.Get("default"))));
+  }
+  if (r.Has("max_length") && !YAML::convert<int>::decode(r.Get("max_length"), out->max_length)) {
+    return r.Error("max_length", absl::StrCat("max_length must be an integer, got ",
+                                              yaml::Describe(r.Get("max_length"))));
   }
   // bytes can only be varlen, so that is its default; numbers default to fixed.
-  if (!has_kind) {
+  if (!r.Has("kind")) {
     out->kind = out->type == FeatureType::kBytes ? FeatureKind::kVarLen : FeatureKind::kFixed;
   }
-  if (out->kind == FeatureKind::kVarLen && (has_length || has_default)) {
-    return error(kind_line, absl::StrCat("\"", has_length ? "length" : "default",
-                                         "\" applies only to kind: fixed"));
+  // Keys that do not apply to the kind: at the kind's line (the map's when
+  // the kind is implied).
+  if (out->kind == FeatureKind::kVarLen && (r.Has("length") || r.Has("default"))) {
+    return r.Error("kind", absl::StrCat("\"", r.Has("length") ? "length" : "default",
+                                        "\" applies only to kind: fixed"));
   }
-  if (out->kind == FeatureKind::kFixed && has_max_length && out->type != FeatureType::kBytes) {
-    return error(kind_line, "\"max_length\" applies only to kind: varlen");
+  if (out->kind == FeatureKind::kFixed && r.Has("max_length") && out->type != FeatureType::kBytes) {
+    return r.Error("kind", "\"max_length\" applies only to kind: varlen");
   }
-  if (std::string msg = CheckEntry(*out); !msg.empty()) return error(*line, msg);
+  if (std::string msg = CheckEntry(*out); !msg.empty()) return r.MapError(msg);
   return absl::OkStatus();
 }
 
 absl::Status ReadLabel(const YAML::Node& node, FeatureSpec* spec) {
-  const int line = LineOf(node);
   if (node.IsScalar()) {  // shorthand: `label: clicked` (float)
     spec->label_name = node.Scalar();
     return absl::OkStatus();
   }
   if (!node.IsMap()) {
-    return SpecError(line, "label must be a map such as {name: label, type: float}");
+    return SpecError(yaml::LineOf(node), "label must be a map such as {name: label, type: float}");
   }
-  auto error = [&](int l, absl::string_view msg) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("label \"", spec->label_name, "\"", LineSuffix(l), ": ", msg));
-  };
   if (const YAML::Node name = node["name"]; name && name.IsScalar()) {
     spec->label_name = name.Scalar();
   }
-  return ForEachKey(
-      node, {"name", "type"}, error,
-      [&](const std::string& key, const YAML::Node& v) -> absl::Status {
-        if (key == "type") {
-          if (!ParseType(v, &spec->label_type) || spec->label_type == FeatureType::kBytes) {
-            return error(LineOf(v), absl::StrCat("unknown label type ", ScalarText(v),
-                                                 "; allowed: int64, float"));
-          }
-        } else if (!v.IsScalar()) {
-          return error(LineOf(v), "name must be a string");
-        }
-        return absl::OkStatus();
-      });
+  yaml::MapReader r =
+      yaml::MapReader::Named(node, absl::StrCat("label \"", spec->label_name, "\""));
+  RETURN_IF_ERROR(r.Check({"name", "type"}, "{name: label, type: float}"));
+  if (r.Has("name") && !r.Get("name").IsScalar()) return r.Error("name", "name must be a string");
+  return r.Choice("type", "label type",
+                  {{"int64", FeatureType::kInt64}, {"float", FeatureType::kFloat}},
+                  &spec->label_type);
 }
 
 absl::StatusOr<FeatureSpec> FromYamlImpl(const std::string& yaml_text) {
   const YAML::Node root = YAML::Load(yaml_text);
   if (!root || root.IsNull()) return SpecError(0, "empty document");
-  if (!root.IsMap()) return SpecError(LineOf(root), "must be a map with label and features");
+  yaml::MapReader r = yaml::MapReader::Named(root, std::string(kFeatureSpec));
+  RETURN_IF_ERROR(r.Check({"label", "on_missing", "on_type_mismatch", "features"},
+                          "{label: label, features: [...]}"));
   FeatureSpec spec;
-  std::vector<int> feature_lines;
-  bool has_label = false, has_features = false;
-  auto error = [](int l, absl::string_view msg) { return SpecError(l, msg); };
-  absl::Status s = ForEachKey(
-      root, {"label", "on_missing", "on_type_mismatch", "features"}, error,
-      [&](const std::string& key, const YAML::Node& v) -> absl::Status {
-        const int l = LineOf(v);
-        if (key == "label") {
-          has_label = true;
-          return ReadLabel(v, &spec);
-        }
-        if (key == "on_missing") {
-          if (!ParseChoice(v,
+  if (!r.Has("label")) return r.Missing("label", "e.g. label: {name: label, type: float}");
+  RETURN_IF_ERROR(ReadLabel(r.Get("label"), &spec));
+  if (spec.label_name.empty()) return r.MapError("label name must be non-empty");
+  RETURN_IF_ERROR(r.Choice("on_missing", "on_missing policy",
                            {{"default", MissingPolicy::kDefault}, {"error", MissingPolicy::kError}},
-                           &spec.on_missing)) {
-            return SpecError(l, absl::StrCat("on_missing: unknown policy ", ScalarText(v),
-                                             "; allowed: default, error"));
-          }
-          return absl::OkStatus();
-        }
-        if (key == "on_type_mismatch") {
-          if (!ParseChoice(
-                  v, {{"error", MismatchPolicy::kError}, {"default", MismatchPolicy::kDefault}},
-                  &spec.on_type_mismatch)) {
-            return SpecError(l, absl::StrCat("on_type_mismatch: unknown policy ", ScalarText(v),
-                                             "; allowed: error, default"));
-          }
-          return absl::OkStatus();
-        }
-        has_features = true;                      // key == "features"
-        if (v.IsNull()) return absl::OkStatus();  // `features:` with nothing: none
-        if (!v.IsSequence()) return SpecError(l, "features must be a list");
-        for (size_t i = 0; i < v.size(); ++i) {
-          FeatureSpecEntry entry;
-          int line = 0;
-          absl::Status fs = ReadFeature(v[i], static_cast<int>(i), &entry, &line);
-          if (!fs.ok()) return fs;
-          spec.features.push_back(std::move(entry));
-          feature_lines.push_back(line);
-        }
-        return absl::OkStatus();
-      });
-  if (!s.ok()) return s;
-  if (!has_label) {
-    return SpecError(LineOf(root), "missing \"label\" (e.g. label: {name: label, type: float})");
+                           &spec.on_missing));
+  RETURN_IF_ERROR(
+      r.Choice("on_type_mismatch", "on_type_mismatch policy",
+               {{"error", MismatchPolicy::kError}, {"default", MismatchPolicy::kDefault}},
+               &spec.on_type_mismatch));
+  if (!r.Has("features")) return r.Missing("features", "a list of features");
+  const YAML::Node features = r.Get("features");
+  std::vector<int> feature_lines;
+  // `features:` with nothing: none.
+  if (!features.IsNull() && !features.IsSequence()) {
+    return r.Error("features", "features must be a list");
   }
-  if (spec.label_name.empty()) return SpecError(LineOf(root), "label name must be non-empty");
-  if (!has_features) return SpecError(LineOf(root), "missing \"features\" list");
+  for (size_t i = 0; features.IsSequence() && i < features.size(); ++i) {
+    FeatureSpecEntry entry;
+    int line = 0;
+    RETURN_IF_ERROR(ReadFeature(features[i], static_cast<int>(i), &entry, &line));
+    spec.features.push_back(std::move(entry));
+    feature_lines.push_back(line);
+  }
   // Cross-feature checks, here rather than only in Validate() so that the
   // message can point at both lines.
   absl::flat_hash_map<absl::string_view, size_t> first;
@@ -342,11 +234,8 @@ absl::StatusOr<FeatureSpec> FeatureSpec::FromYaml(const std::string& yaml_text) 
   // exception may leave this API, so convert every one to a Status here.
   try {
     return FromYamlImpl(yaml_text);
-  } catch (const YAML::Exception& e) {
-    const int line = e.mark.is_null() ? 0 : e.mark.line + 1;
-    return SpecError(line, absl::StrCat("invalid YAML: ", e.msg));
   } catch (const std::exception& e) {
-    return SpecError(0, absl::StrCat("invalid YAML: ", e.what()));
+    return yaml::InvalidYaml(kFeatureSpec, e);
   }
 }
 

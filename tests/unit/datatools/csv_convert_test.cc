@@ -508,12 +508,13 @@ TEST(ConvertSchemaTest, SeparatorNeedsACategoricalColumn) {
   auto s = ConvertSchema::FromYaml(
       "label: y\ncolumns:\n  - {name: a, type: numeric, separator: \";\"}\n");
   ASSERT_FALSE(s.ok());
-  EXPECT_THAT(std::string(s.status().message()), HasSubstr("line 3"));
-  EXPECT_THAT(std::string(s.status().message()), HasSubstr("\"a\": `separator` needs"));
+  EXPECT_THAT(std::string(s.status().message()),
+              HasSubstr("column \"a\" (line 3): separator needs"));
   auto empty = ConvertSchema::FromYaml(
       "label: y\ncolumns:\n  - {name: a, type: categorical, separator: \"\"}\n");
   ASSERT_FALSE(empty.ok());
-  EXPECT_THAT(std::string(empty.status().message()), HasSubstr("must not be empty"));
+  EXPECT_THAT(std::string(empty.status().message()),
+              HasSubstr("separator must be a non-empty string"));
 }
 
 TEST_F(ConvertTest, TestFractionSplitsByRowHashDeterministically) {
