@@ -96,6 +96,19 @@ class MapReader {
   absl::Status Float(const std::string& key, double min, double max, bool min_exclusive,
                      float* out) const;
   absl::Status String(const std::string& key, std::string* out) const;
+  // Calls read(item, index) for each entry of the list at `key`, stopping at
+  // the first error; an absent key or an empty value (`key:`) has none.
+  template <typename Fn>
+  absl::Status ForEachItem(const std::string& key, Fn&& read) const {
+    if (!Has(key) || Get(key).IsNull()) return absl::OkStatus();
+    const YAML::Node list = Get(key);
+    if (!list.IsSequence()) return ValueError(key, "must be a list, got " + Describe(list));
+    for (size_t i = 0; i < list.size(); ++i) {
+      absl::Status s = read(list[i], i);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
   // One of `choices` (by name), listed in the error: "must be one of a, b".
   template <typename E>
   absl::Status Choice(const std::string& key,

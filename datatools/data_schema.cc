@@ -56,14 +56,19 @@ template <typename T>
 absl::Status ReadPair(const yaml::MapReader& r, const std::string& key, std::optional<T>* min,
                       std::optional<T>* max) {
   const YAML::Node v = r.Get(key);
-  T lo{}, hi{};
-  if (!v.IsSequence() || v.size() != 2 || !YAML::convert<T>::decode(v[0], lo) ||
-      !YAML::convert<T>::decode(v[1], hi)) {
-    return r.Error(key, absl::StrCat(key, " must be a list [min, max] of numbers, got ",
-                                     yaml::Describe(v)));
+  if (!v.IsSequence() || v.size() != 2) {
+    return r.Error(key, absl::StrCat(key, " must be a list [min, max], got ", yaml::Describe(v)));
   }
-  *min = lo;
-  *max = hi;
+  T bounds[2] = {};
+  for (size_t i = 0; i < 2; ++i) {
+    if (!YAML::convert<T>::decode(v[i], bounds[i])) {
+      return yaml::FieldError(r.Path(key), yaml::LineOf(v[i]),
+                              absl::StrCat(key, "[", i, "] must be a number, got ",
+                                           yaml::Describe(v[i])));
+    }
+  }
+  *min = bounds[0];
+  *max = bounds[1];
   return absl::OkStatus();
 }
 
@@ -124,20 +129,17 @@ absl::StatusOr<DataSchema> FromNode(const YAML::Node& root) {
   DataSchema schema;
   RETURN_IF_ERROR(r.Int("examples", int64_t{0}, std::numeric_limits<int64_t>::max(),
                         &schema.examples));
-  if (!r.Has("features")) return schema;
-  const YAML::Node features = r.Get("features");
-  if (!features.IsSequence()) {
-    return r.Error("features", absl::StrCat("must be a list, got ", yaml::Describe(features)));
-  }
   std::set<std::string> names;
-  for (size_t i = 0; i < features.size(); ++i) {
-    ASSIGN_OR_RETURN(FeatureSchema f, ReadFeature(features[i], i));
-    if (!names.insert(f.name).second) {
-      return yaml::FieldError(absl::StrCat("feature \"", f.name, "\""),
-                              yaml::LineOf(features[i]), "is listed twice");
-    }
-    schema.features.push_back(std::move(f));
-  }
+  RETURN_IF_ERROR(
+      r.ForEachItem("features", [&](const YAML::Node& item, size_t i) -> absl::Status {
+        ASSIGN_OR_RETURN(FeatureSchema f, ReadFeature(item, i));
+        if (!names.insert(f.name).second) {
+          return yaml::FieldError(absl::StrCat("feature \"", f.name, "\""), yaml::LineOf(item),
+                                  "is listed twice");
+        }
+        schema.features.push_back(std::move(f));
+        return absl::OkStatus();
+      }));
   return schema;
 }
 

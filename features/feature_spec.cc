@@ -180,19 +180,11 @@ absl::StatusOr<FeatureSpec> FromYamlImpl(const std::string& yaml_text) {
                {{"error", MismatchPolicy::kError}, {"default", MismatchPolicy::kDefault}},
                &spec.on_type_mismatch));
   if (!r.Has("features")) return r.Missing("features", "a list of features");
-  const YAML::Node features = r.Get("features");
   std::vector<int> feature_lines;
-  // `features:` with nothing: none.
-  if (!features.IsNull() && !features.IsSequence()) {
-    return r.Error("features", "features must be a list");
-  }
-  for (size_t i = 0; features.IsSequence() && i < features.size(); ++i) {
-    FeatureSpecEntry entry;
-    int line = 0;
-    RETURN_IF_ERROR(ReadFeature(features[i], static_cast<int>(i), &entry, &line));
-    spec.features.push_back(std::move(entry));
-    feature_lines.push_back(line);
-  }
+  RETURN_IF_ERROR(r.ForEachItem("features", [&](const YAML::Node& item, size_t i) {
+    return ReadFeature(item, static_cast<int>(i), &spec.features.emplace_back(),
+                       &feature_lines.emplace_back());
+  }));
   // Cross-feature checks, here rather than only in Validate() so that the
   // message can point at both lines.
   absl::flat_hash_map<absl::string_view, size_t> first;

@@ -265,22 +265,12 @@ absl::StatusOr<ModelSpec> FromYamlImpl(const std::string& yaml_text,
   if (!r.Has("model")) return r.Missing("model", "model: {type: ...}");
   ModelSpec spec;
   RETURN_IF_ERROR(ReadModel(r.Get("model"), &spec));
-  if (const YAML::Node v = r.Get("sparse"); r.Has("sparse") && !v.IsNull()) {
-    if (!v.IsSequence()) return r.Error("sparse", "sparse must be a list");
-    for (size_t i = 0; i < v.size(); ++i) {
-      SparseInputSpec s;
-      RETURN_IF_ERROR(ReadSparse(v[i], i, spec.type, &s));
-      spec.sparse.push_back(std::move(s));
-    }
-  }
-  if (const YAML::Node v = r.Get("dense"); r.Has("dense") && !v.IsNull()) {
-    if (!v.IsSequence()) return r.Error("dense", "dense must be a list");
-    for (size_t i = 0; i < v.size(); ++i) {
-      DenseInputSpec d;
-      RETURN_IF_ERROR(ReadDense(v[i], i, spec.type, &d));
-      spec.dense.push_back(std::move(d));
-    }
-  }
+  RETURN_IF_ERROR(r.ForEachItem("sparse", [&](const YAML::Node& item, size_t i) {
+    return ReadSparse(item, i, spec.type, &spec.sparse.emplace_back());
+  }));
+  RETURN_IF_ERROR(r.ForEachItem("dense", [&](const YAML::Node& item, size_t i) {
+    return ReadDense(item, i, spec.type, &spec.dense.emplace_back());
+  }));
   // Record each dense feature's length so the spec alone sizes the model.
   for (DenseInputSpec& d : spec.dense) {
     const int fi = features.IndexOf(d.feature);
