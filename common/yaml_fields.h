@@ -7,8 +7,8 @@
 //
 // Every YAML reader uses it: job specs (chief/job), feature specs (features/),
 // model specs (trainer/model) and the data tools' schemas (datatools/).
-// yaml-cpp throws on syntax errors and on some conversions; callers wrap the
-// whole parse in a catch and turn what it caught into InvalidYaml().
+// yaml-cpp throws on syntax errors and on some conversions; callers run the
+// whole parse under NoThrow().
 #pragma once
 
 #include <cstdint>
@@ -36,6 +36,17 @@ absl::Status FieldError(std::string_view where, int line, std::string_view msg);
 // What a parse that threw says: "<where> (line N): invalid YAML: ...", with
 // the line of a YAML::Exception's mark.
 absl::Status InvalidYaml(std::string_view where, const std::exception& e);
+
+// parse() (which returns a Status or StatusOr), with any exception it throws
+// turned into InvalidYaml(where, ...): no exception leaves a spec's parser.
+template <typename Parse>
+auto NoThrow(std::string_view where, Parse&& parse) -> decltype(parse()) {
+  try {
+    return parse();
+  } catch (const std::exception& e) {
+    return InvalidYaml(where, e);
+  }
+}
 
 // Sets *out to the value whose name is the scalar `n`; false, *out unchanged,
 // when `n` names none of `choices`.

@@ -274,11 +274,7 @@ std::string_view PresetYaml(std::string_view name) {
 }
 
 absl::StatusOr<ConvertSchema> ConvertSchema::FromYaml(const std::string& yaml_text) {
-  try {
-    return FromYamlNode(YAML::Load(yaml_text));
-  } catch (const std::exception& e) {
-    return yaml::InvalidYaml(kConvertSchema, e);
-  }
+  return yaml::NoThrow(kConvertSchema, [&] { return FromYamlNode(YAML::Load(yaml_text)); });
 }
 
 absl::StatusOr<ConvertSchema> ConvertSchema::Preset(std::string_view name) {

@@ -198,11 +198,7 @@ std::string_view AnomalyKindName(AnomalyKind k) {
 }
 
 absl::StatusOr<DataSchema> DataSchema::FromYaml(const std::string& yaml_text) {
-  try {
-    return FromNode(YAML::Load(yaml_text));
-  } catch (const std::exception& e) {
-    return yaml::InvalidYaml(kDataSchema, e);
-  }
+  return yaml::NoThrow(kDataSchema, [&] { return FromNode(YAML::Load(yaml_text)); });
 }
 
 absl::StatusOr<DataSchema> DataSchema::FromYamlFile(const std::string& path) {

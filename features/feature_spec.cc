@@ -222,13 +222,8 @@ std::string_view FeatureTypeName(FeatureType t) {
 }
 
 absl::StatusOr<FeatureSpec> FeatureSpec::FromYaml(const std::string& yaml_text) {
-  // yaml-cpp reports syntax errors and failed conversions by throwing; no
-  // exception may leave this API, so convert every one to a Status here.
-  try {
-    return FromYamlImpl(yaml_text);
-  } catch (const std::exception& e) {
-    return yaml::InvalidYaml(kFeatureSpec, e);
-  }
+  // yaml-cpp reports syntax errors and failed conversions by throwing.
+  return yaml::NoThrow(kFeatureSpec, [&] { return FromYamlImpl(yaml_text); });
 }
 
 absl::StatusOr<FeatureSpec> FeatureSpec::FromYamlFile(const std::string& path) {

@@ -726,15 +726,13 @@ absl::StatusOr<JobSpec> JobSpec::FromYaml(const std::string& yaml, const std::st
   }
   // yaml-cpp throws on syntax errors and some conversions; no exception may
   // leave this API.
-  try {
+  return yaml::NoThrow(kJobSpec, [&] {
     absl::StatusOr<JobSpec> spec = FromYamlImpl(yaml, base_dir);
     // An escape can still make a string JSON cannot hold (a lone UTF-16
     // surrogate written as a YAML escape): printing it now makes that an error.
     if (spec.ok()) (void)spec->CanonicalJson();
     return spec;
-  } catch (const std::exception& e) {
-    return yaml::InvalidYaml(kJobSpec, e);
-  }
+  });
 }
 
 absl::StatusOr<JobSpec> JobSpec::FromYamlFile(const std::string& path) {

@@ -299,12 +299,8 @@ std::string_view ModelTypeName(ModelType t) {
 absl::StatusOr<ModelSpec> ModelSpec::FromYaml(const std::string& yaml_text,
                                               const input::FeatureSpec& features,
                                               absl::Span<const std::string_view> other_sections) {
-  // yaml-cpp throws on syntax errors; no exception may leave this API.
-  try {
-    return FromYamlImpl(yaml_text, features, other_sections);
-  } catch (const std::exception& e) {
-    return yaml::InvalidYaml(kModelSpec, e);
-  }
+  return yaml::NoThrow(kModelSpec,
+                       [&] { return FromYamlImpl(yaml_text, features, other_sections); });
 }
 
 int ModelSpec::SparseDim(const SparseInputSpec& s) const {
