@@ -46,12 +46,11 @@ MapReader MapReader::Named(YAML::Node node, std::string name) {
 absl::Status MapReader::Check(absl::Span<const std::string_view> allowed,
                               std::string_view example) {
   if (!node_.IsMap()) {
-    return MapError(absl::StrCat("must be a map such as ", AbslView(example), ", got ",
-                                 Describe(node_)));
+    return MapError(
+        absl::StrCat("must be a map such as ", AbslView(example), ", got ", Describe(node_)));
   }
-  const std::string names = absl::StrJoin(allowed, ", ", [](std::string* out, std::string_view a) {
-    out->append(a.data(), a.size());
-  });
+  const std::string names = absl::StrJoin(
+      allowed, ", ", [](std::string* out, std::string_view a) { out->append(a.data(), a.size()); });
   for (const auto& pair : node_) {
     // By value: yaml-cpp's iterator returns a proxy, so a reference to
     // pair.first would dangle.
@@ -109,8 +108,8 @@ absl::Status MapReader::Int(const std::string& key, int64_t min, int64_t max, in
   const YAML::Node v = Get(key);
   int64_t x = 0;
   if (!v.IsScalar() || !YAML::convert<int64_t>::decode(v, x) || x < min || x > max) {
-    return ValueError(key, absl::StrCat("must be an integer in [", min, ", ", max, "], got ",
-                                        Describe(v)));
+    return ValueError(
+        key, absl::StrCat("must be an integer in [", min, ", ", max, "], got ", Describe(v)));
   }
   *out = x;
   return absl::OkStatus();

@@ -7,12 +7,12 @@
 #include <set>
 #include <sstream>
 
-#include "common/absl_compat.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/absl_compat.h"
 #include "common/status_macros.h"
 #include "common/yaml_fields.h"
 
@@ -70,8 +70,8 @@ absl::Status ReadStrings(const yaml::MapReader& r, const std::string& key,
     return absl::OkStatus();
   }
   if (!v.IsSequence()) {
-    return r.Error(key, absl::StrCat("must be a string or a list of strings, got ",
-                                     yaml::Describe(v)));
+    return r.Error(key,
+                   absl::StrCat("must be a string or a list of strings, got ", yaml::Describe(v)));
   }
   for (size_t i = 0; i < v.size(); ++i) {
     if (!v[i].IsScalar()) {
@@ -128,8 +128,7 @@ absl::Status ReadColumnKeys(yaml::MapReader& r, bool name_allowed, ColumnSchema*
     col->type = type;
   }
   if (!col->separator.empty() && col->type != ColumnType::kCategorical) {
-    return r.MapError(
-        "separator needs type: categorical (a multi-valued column is a list of ids)");
+    return r.MapError("separator needs type: categorical (a multi-valued column is a list of ids)");
   }
   return absl::OkStatus();
 }
@@ -159,8 +158,8 @@ absl::Status ReadColumns(const yaml::MapReader& root, std::vector<ColumnSchema>*
     return absl::OkStatus();
   }
   if (!node.IsSequence()) {
-    return root.Error("columns", absl::StrCat("must be a list or a map, got ",
-                                              yaml::Describe(node)));
+    return root.Error("columns",
+                      absl::StrCat("must be a list or a map, got ", yaml::Describe(node)));
   }
   for (size_t i = 0; i < node.size(); ++i) {
     const YAML::Node item = node[i];
@@ -170,14 +169,14 @@ absl::Status ReadColumns(const yaml::MapReader& root, std::vector<ColumnSchema>*
     } else if (item.IsMap()) {
       // Named after the column where it gives a name, for every message.
       const YAML::Node name = item["name"];
-      yaml::MapReader r = yaml::MapReader::Named(
-          item, name && name.IsScalar() ? ColumnName(name.Scalar())
-                                        : absl::StrCat("columns[", i, "]"));
+      yaml::MapReader r =
+          yaml::MapReader::Named(item, name && name.IsScalar() ? ColumnName(name.Scalar())
+                                                               : absl::StrCat("columns[", i, "]"));
       RETURN_IF_ERROR(ReadColumnKeys(r, /*name_allowed=*/true, &col));
     } else {
-      return yaml::FieldError(absl::StrCat("columns[", i, "]"), yaml::LineOf(item),
-                              absl::StrCat("must be a name or {name, type}, got ",
-                                           yaml::Describe(item)));
+      return yaml::FieldError(
+          absl::StrCat("columns[", i, "]"), yaml::LineOf(item),
+          absl::StrCat("must be a name or {name, type}, got ", yaml::Describe(item)));
     }
     columns->push_back(std::move(col));
   }
@@ -213,8 +212,8 @@ absl::StatusOr<ConvertSchema> FromYamlNode(const YAML::Node& root) {
   }
   const bool header_given = r.Has("header");
   if (header_given && !YAML::convert<bool>::decode(r.Get("header"), schema.header)) {
-    return r.Error("header", absl::StrCat("must be true or false, got ",
-                                          yaml::Describe(r.Get("header"))));
+    return r.Error("header",
+                   absl::StrCat("must be true or false, got ", yaml::Describe(r.Get("header"))));
   }
   const bool missing_given = r.Has("missing");
   RETURN_IF_ERROR(ReadStrings(r, "missing", &schema.missing));

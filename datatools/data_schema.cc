@@ -14,10 +14,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/absl_compat.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/absl_compat.h"
 #include "common/status_macros.h"
 #include "common/yaml_fields.h"
 
@@ -62,9 +62,9 @@ absl::Status ReadPair(const yaml::MapReader& r, const std::string& key, std::opt
   T bounds[2] = {};
   for (size_t i = 0; i < 2; ++i) {
     if (!YAML::convert<T>::decode(v[i], bounds[i])) {
-      return yaml::FieldError(r.Path(key), yaml::LineOf(v[i]),
-                              absl::StrCat(key, "[", i, "] must be a number, got ",
-                                           yaml::Describe(v[i])));
+      return yaml::FieldError(
+          r.Path(key), yaml::LineOf(v[i]),
+          absl::StrCat(key, "[", i, "] must be a number, got ", yaml::Describe(v[i])));
     }
   }
   *min = bounds[0];
@@ -127,19 +127,18 @@ absl::StatusOr<DataSchema> FromNode(const YAML::Node& root) {
   yaml::MapReader r(root, "", std::string(kDataSchema));
   RETURN_IF_ERROR(r.Check({"examples", "features"}, "{examples: 1000, features: [...]}"));
   DataSchema schema;
-  RETURN_IF_ERROR(r.Int("examples", int64_t{0}, std::numeric_limits<int64_t>::max(),
-                        &schema.examples));
-  std::set<std::string> names;
   RETURN_IF_ERROR(
-      r.ForEachItem("features", [&](const YAML::Node& item, size_t i) -> absl::Status {
-        ASSIGN_OR_RETURN(FeatureSchema f, ReadFeature(item, i));
-        if (!names.insert(f.name).second) {
-          return yaml::FieldError(absl::StrCat("feature \"", f.name, "\""), yaml::LineOf(item),
-                                  "is listed twice");
-        }
-        schema.features.push_back(std::move(f));
-        return absl::OkStatus();
-      }));
+      r.Int("examples", int64_t{0}, std::numeric_limits<int64_t>::max(), &schema.examples));
+  std::set<std::string> names;
+  RETURN_IF_ERROR(r.ForEachItem("features", [&](const YAML::Node& item, size_t i) -> absl::Status {
+    ASSIGN_OR_RETURN(FeatureSchema f, ReadFeature(item, i));
+    if (!names.insert(f.name).second) {
+      return yaml::FieldError(absl::StrCat("feature \"", f.name, "\""), yaml::LineOf(item),
+                              "is listed twice");
+    }
+    schema.features.push_back(std::move(f));
+    return absl::OkStatus();
+  }));
   return schema;
 }
 

@@ -114,8 +114,8 @@ absl::Status ReadFeature(const YAML::Node& node, int index, FeatureSpecEntry* ou
                            {{"fixed", FeatureKind::kFixed}, {"varlen", FeatureKind::kVarLen}},
                            &out->kind));
   if (r.Has("length") && !YAML::convert<int>::decode(r.Get("length"), out->length)) {
-    return r.Error("length", absl::StrCat("length must be an integer, got ",
-                                          yaml::Describe(r.Get("length"))));
+    return r.Error(
+        "length", absl::StrCat("length must be an integer, got ", yaml::Describe(r.Get("length"))));
   }
   if (r.Has("default") && !YAML::convert<double>::decode(r.Get("default"), out->default_value)) {
     return r.Error("default", absl::StrCat("default must be a number, got ",

@@ -107,9 +107,9 @@ absl::Status ReadWidths(const yaml::MapReader& r, const std::string& key, std::v
 
 absl::Status ReadModel(const YAML::Node& node, ModelSpec* spec) {
   yaml::MapReader r(node, "model");
-  RETURN_IF_ERROR(r.Check({"type", "embedding_dim", "hidden", "bottom", "top", "activation",
-                           "dropout", "loss", "seed"},
-                          "{type: deepfm, embedding_dim: 16}"));
+  RETURN_IF_ERROR(r.Check(
+      {"type", "embedding_dim", "hidden", "bottom", "top", "activation", "dropout", "loss", "seed"},
+      "{type: deepfm, embedding_dim: 16}"));
   if (!r.Has("type")) return r.Missing("type", "one of lr, wide_deep, deepfm, dlrm");
   RETURN_IF_ERROR(r.Choice("type", "model type",
                            {{"lr", ModelType::kLr},
@@ -121,11 +121,10 @@ absl::Status ReadModel(const YAML::Node& node, ModelSpec* spec) {
   RETURN_IF_ERROR(ReadWidths(r, "hidden", &spec->hidden));
   RETURN_IF_ERROR(ReadWidths(r, "bottom", &spec->bottom));
   RETURN_IF_ERROR(ReadWidths(r, "top", &spec->top));
-  RETURN_IF_ERROR(r.Choice("activation", "activation",
-                           {{"relu", Activation::kRelu},
-                            {"sigmoid", Activation::kSigmoid},
-                            {"tanh", Activation::kTanh}},
-                           &spec->activation));
+  RETURN_IF_ERROR(r.Choice(
+      "activation", "activation",
+      {{"relu", Activation::kRelu}, {"sigmoid", Activation::kSigmoid}, {"tanh", Activation::kTanh}},
+      &spec->activation));
   if (r.Has("dropout")) {
     double d = 0;
     if (!ReadDouble(r.Get("dropout"), &d) || !(d >= 0.0 && d < 1.0)) {
@@ -134,15 +133,14 @@ absl::Status ReadModel(const YAML::Node& node, ModelSpec* spec) {
     }
     spec->dropout = static_cast<float>(d);
   }
-  RETURN_IF_ERROR(
-      r.Choice("loss", "loss", {{"logloss", LossKind::kLogLoss}, {"mse", LossKind::kMse}},
-               &spec->loss));
+  RETURN_IF_ERROR(r.Choice(
+      "loss", "loss", {{"logloss", LossKind::kLogLoss}, {"mse", LossKind::kMse}}, &spec->loss));
   RETURN_IF_ERROR(r.Uint("seed", &spec->seed));
   // Keys that do not apply to the chosen type are errors, not silently unused.
   auto reject = [&](const std::string& key, absl::string_view why) -> absl::Status {
     if (!r.Has(key)) return absl::OkStatus();
-    return r.Error(key, absl::StrCat("does not apply to type ", AV(ModelTypeName(spec->type)),
-                                     " (", why, ")"));
+    return r.Error(key, absl::StrCat("does not apply to type ", AV(ModelTypeName(spec->type)), " (",
+                                     why, ")"));
   };
   const ModelType t = spec->type;
   if (t != ModelType::kWideDeep && t != ModelType::kDeepFm) {
@@ -208,8 +206,8 @@ absl::Status ReadDense(const YAML::Node& node, size_t index, ModelType type, Den
                             {"bucketize", DenseTransform::kBucketize}},
                            &out->transform));
   if (r.Has("mean") && (!ReadDouble(r.Get("mean"), &out->mean) || !std::isfinite(out->mean))) {
-    return r.Error("mean", absl::StrCat("mean must be a finite number, got ",
-                                        yaml::Describe(r.Get("mean"))));
+    return r.Error(
+        "mean", absl::StrCat("mean must be a finite number, got ", yaml::Describe(r.Get("mean"))));
   }
   RETURN_IF_ERROR(r.Double("stddev", 0, std::numeric_limits<double>::max(),
                            /*min_exclusive=*/true, &out->stddev));
@@ -230,8 +228,8 @@ absl::Status ReadDense(const YAML::Node& node, size_t index, ModelType type, Den
   const std::string_view tname = TransformName(out->transform);
   auto not_for = [&](const std::string& key, absl::string_view only) -> absl::Status {
     if (!r.Has(key)) return absl::OkStatus();
-    return r.Error(key, absl::StrCat("\"", key, "\" applies only to transform: ", only, ", not ",
-                                     AV(tname)));
+    return r.Error(
+        key, absl::StrCat("\"", key, "\" applies only to transform: ", only, ", not ", AV(tname)));
   };
   if (out->transform != DenseTransform::kStandardize) {
     RETURN_IF_ERROR(not_for("mean", "standardize"));
@@ -318,10 +316,10 @@ absl::Status ModelSpec::Validate() const {
     return FieldError("embedding_dim", 0,
                       absl::StrCat("must be in [1, ", ps::kMaxDim, "], got ", embedding_dim));
   }
-  for (const auto& [name, widths] : {std::pair<std::string_view, const std::vector<int>*>{
-                                         "hidden", &hidden},
-                                     {"bottom", &bottom},
-                                     {"top", &top}}) {
+  for (const auto& [name, widths] :
+       {std::pair<std::string_view, const std::vector<int>*>{"hidden", &hidden},
+        {"bottom", &bottom},
+        {"top", &top}}) {
     for (size_t i = 0; i < widths->size(); ++i) {
       if ((*widths)[i] < 1 || (*widths)[i] > kMaxWidth) {
         return FieldError(name, 0,

@@ -39,8 +39,7 @@ TEST(YamlFieldsTest, UnknownAndRepeatedKeysAreErrors) {
   MapReader named = MapReader::Named(YAML::Load("{name: I1, lenght: 4}"), "feature \"I1\"");
   EXPECT_EQ(named.Check({"name", "length"}, "{name: I1}").message(),
             "feature \"I1\" (line 1): unknown key \"lenght\"; allowed here: name, length");
-  MapReader named_twice =
-      MapReader::Named(YAML::Load("name: x\nname: y\n"), "feature \"x\"");
+  MapReader named_twice = MapReader::Named(YAML::Load("name: x\nname: y\n"), "feature \"x\"");
   EXPECT_EQ(named_twice.Check({"name"}, "{name: I1}").message(),
             "feature \"x\" (line 2): key \"name\" given twice (first on line 1)");
 }
