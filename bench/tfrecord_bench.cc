@@ -17,12 +17,12 @@
 #include "absl/strings/str_format.h"
 #include "common/malloc_tuning.h"
 #include "common/status_macros.h"
+#include "features/feature_spec.h"
 #include "storage/crc32c.h"
 #include "storage/tfrecord.h"
 #include "tensorflow/example.pb.h"
 #include "trainer/input/example_parser.h"
 #include "trainer/input/example_parser_reference.h"
-#include "trainer/input/feature_spec.h"
 
 namespace brook::bench {
 namespace {

@@ -24,7 +24,7 @@
 #include "datatools/data_schema.h"
 #include "datatools/data_stats.h"
 #include "datatools/spec_inference.h"
-#include "trainer/input/feature_spec.h"
+#include "features/feature_spec.h"
 
 namespace brook::cli {
 namespace {

@@ -7,19 +7,21 @@
 #include <set>
 #include <sstream>
 
-#include "common/absl_compat.h"
-#include "datatools/yaml_error.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/absl_compat.h"
 #include "common/status_macros.h"
+#include "common/yaml_fields.h"
 
 namespace brook::datatools {
 namespace {
 
 // Debian's abseil has its own string_view type, not std's.
+
+constexpr std::string_view kConvertSchema = "convert schema";  // errors about the whole file
 
 // UCI Adult as TensorFlow's Wide & Deep census tutorial uses it: fnlwgt (a
 // census sampling weight, not a property of the person) is dropped. The test
@@ -56,130 +58,129 @@ label: {column: label}
 constexpr int kCriteoIntColumns = 13;
 constexpr int kCriteoCatColumns = 26;
 
-absl::StatusOr<std::string> ScalarString(const YAML::Node& node, std::string_view key) {
-  if (!node.IsScalar()) return YamlError(node, absl::StrCat("`", AbslView(key), "` must be a string"));
-  return node.Scalar();
+// A string or a list of strings at `key` of a dotted map; empty strings are
+// allowed (`missing: [""]`: an empty cell is missing).
+absl::Status ReadStrings(const yaml::MapReader& r, const std::string& key,
+                         std::vector<std::string>* out) {
+  if (!r.Has(key)) return absl::OkStatus();
+  const YAML::Node v = r.Get(key);
+  out->clear();
+  if (v.IsScalar()) {
+    out->push_back(v.Scalar());
+    return absl::OkStatus();
+  }
+  if (!v.IsSequence()) {
+    return r.Error(key,
+                   absl::StrCat("must be a string or a list of strings, got ", yaml::Describe(v)));
+  }
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].IsScalar()) {
+      return yaml::FieldError(absl::StrCat(r.Path(key), "[", i, "]"), yaml::LineOf(v[i]),
+                              absl::StrCat("must be a string, got ", yaml::Describe(v[i])));
+    }
+    out->push_back(v[i].Scalar());
+  }
+  return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::string>> StringList(const YAML::Node& node, std::string_view key) {
-  std::vector<std::string> out;
-  if (node.IsScalar()) {
-    out.push_back(node.Scalar());
-    return out;
+// A column type (any case); errors name `where`.
+absl::Status ReadColumnType(const YAML::Node& node, const std::string& where, ColumnType* out) {
+  const std::string s = node.IsScalar() ? absl::AsciiStrToLower(node.Scalar()) : "";
+  if (s == "numeric") {
+    *out = ColumnType::kNumeric;
+  } else if (s == "categorical") {
+    *out = ColumnType::kCategorical;
+  } else if (s == "ignore") {
+    *out = ColumnType::kIgnore;
+  } else {
+    return yaml::FieldError(where, yaml::LineOf(node),
+                            absl::StrCat("unknown type ", yaml::Describe(node),
+                                         "; expected numeric, categorical or ignore"));
   }
-  if (!node.IsSequence()) {
-    return YamlError(node, absl::StrCat("`", AbslView(key), "` must be a list of strings"));
-  }
-  for (const YAML::Node& item : node) {
-    ASSIGN_OR_RETURN(std::string s, ScalarString(item, key));
-    out.push_back(std::move(s));
-  }
-  return out;
+  return absl::OkStatus();
 }
 
-absl::StatusOr<ColumnType> ParseColumnType(const YAML::Node& node, std::string_view where) {
-  ASSIGN_OR_RETURN(std::string s, ScalarString(node, "type"));
-  s = absl::AsciiStrToLower(s);
-  if (s == "numeric") return ColumnType::kNumeric;
-  if (s == "categorical") return ColumnType::kCategorical;
-  if (s == "ignore") return ColumnType::kIgnore;
-  return YamlError(node, absl::StrCat(AbslView(where), ": unknown type \"", node.Scalar(),
-                                      "\"; expected numeric, categorical or ignore"));
-}
-
-absl::Status ParseLabel(const YAML::Node& node, LabelSchema* label) {
+absl::Status ReadLabel(const YAML::Node& node, LabelSchema* label) {
   if (node.IsScalar()) {  // `label: y` is shorthand for {column: y}
     label->column = node.Scalar();
     return absl::OkStatus();
   }
-  if (!node.IsMap()) return YamlError(node, "`label` must be a map like {column: label}");
-  for (const auto& kv : node) {
-    const std::string key = kv.first.Scalar();
-    if (key == "column") {
-      ASSIGN_OR_RETURN(label->column, ScalarString(kv.second, "label.column"));
-    } else if (key == "positive") {
-      ASSIGN_OR_RETURN(label->positive, StringList(kv.second, "label.positive"));
-    } else if (key == "negative") {
-      ASSIGN_OR_RETURN(label->negative, StringList(kv.second, "label.negative"));
-    } else {
-      return YamlError(kv.first, absl::StrCat("unknown key `label.", key,
-                                              "`; expected column, positive, negative"));
-    }
-  }
-  return absl::OkStatus();
+  yaml::MapReader r(node, "label");
+  RETURN_IF_ERROR(r.Check({"column", "positive", "negative"}, "{column: label}"));
+  RETURN_IF_ERROR(r.String("column", &label->column));
+  RETURN_IF_ERROR(ReadStrings(r, "positive", &label->positive));
+  return ReadStrings(r, "negative", &label->negative);
 }
 
-// One column's settings: `type` and `separator` (the name is given).
-absl::Status ParseColumnKeys(const YAML::Node& item, const std::string& where, bool name_allowed,
-                             ColumnSchema* col) {
-  for (const auto& kv : item) {
-    const std::string key = kv.first.Scalar();
-    if (key == "name" && name_allowed) {
-      ASSIGN_OR_RETURN(col->name, ScalarString(kv.second, where + ".name"));
-    } else if (key == "separator") {
-      ASSIGN_OR_RETURN(col->separator, ScalarString(kv.second, where + ".separator"));
-      if (col->separator.empty()) {
-        return YamlError(kv.second, absl::StrCat(where, ": `separator` must not be empty"));
-      }
-    } else if (key != "type") {
-      return YamlError(kv.first, absl::StrCat(where, ": unknown key `", key, "`; expected ",
-                                              name_allowed ? "name, " : "", "type, separator"));
-    }
-  }
-  if (col->name.empty()) return YamlError(item, absl::StrCat(where, ": missing `name`"));
-  if (item["type"]) {
-    ASSIGN_OR_RETURN(col->type, ParseColumnType(item["type"],
-                                                absl::StrCat("column \"", col->name, "\"")));
+// One column given as a map: its `type` and `separator`, and its `name`
+// when the map is an entry of a list. `r` is named after the column.
+absl::Status ReadColumnKeys(yaml::MapReader& r, bool name_allowed, ColumnSchema* col) {
+  static constexpr std::string_view kKeys[] = {"name", "type", "separator"};
+  absl::Span<const std::string_view> allowed = kKeys;
+  if (!name_allowed) allowed.remove_prefix(1);
+  RETURN_IF_ERROR(r.Check(allowed, "{name: tags, type: categorical, separator: \";\"}"));
+  RETURN_IF_ERROR(r.String("name", &col->name));
+  if (name_allowed && col->name.empty()) return r.Missing("name", "");
+  RETURN_IF_ERROR(r.String("separator", &col->separator));
+  if (r.Has("type")) {
+    ColumnType type{};
+    RETURN_IF_ERROR(ReadColumnType(r.Get("type"), r.Path("type"), &type));
+    col->type = type;
   }
   if (!col->separator.empty() && col->type != ColumnType::kCategorical) {
-    return YamlError(item, absl::StrCat("column \"", col->name, "\": `separator` needs "
-                                        "`type: categorical` (a multi-valued column is a list "
-                                        "of ids)"));
+    return r.MapError("separator needs type: categorical (a multi-valued column is a list of ids)");
   }
   return absl::OkStatus();
 }
 
-absl::Status ParseColumns(const YAML::Node& node, std::vector<ColumnSchema>* columns) {
+std::string ColumnName(const std::string& name) { return absl::StrCat("column \"", name, "\""); }
+
+absl::Status ReadColumns(const yaml::MapReader& root, std::vector<ColumnSchema>* columns) {
+  const YAML::Node node = root.Get("columns");
   if (node.IsMap()) {  // {name: type} or {name: {type, separator}}, in order
     for (const auto& kv : node) {
       ColumnSchema col;
       col.name = kv.first.Scalar();
-      const std::string where = absl::StrCat("columns.", col.name);
+      const std::string where = ColumnName(col.name);
       if (kv.second.IsScalar()) {
-        ASSIGN_OR_RETURN(col.type, ParseColumnType(kv.second,
-                                                   absl::StrCat("column \"", col.name, "\"")));
+        ColumnType type{};
+        RETURN_IF_ERROR(ReadColumnType(kv.second, where, &type));
+        col.type = type;
       } else if (kv.second.IsMap()) {
-        RETURN_IF_ERROR(ParseColumnKeys(kv.second, where, /*name_allowed=*/false, &col));
+        yaml::MapReader r = yaml::MapReader::Named(kv.second, where);
+        RETURN_IF_ERROR(ReadColumnKeys(r, /*name_allowed=*/false, &col));
       } else if (!kv.second.IsNull()) {
-        return YamlError(kv.second, absl::StrCat(where, " must be a type or {type, separator}"));
+        return yaml::FieldError(where, yaml::LineOf(kv.second),
+                                "must be a type or {type, separator}");
       }
       columns->push_back(std::move(col));
     }
     return absl::OkStatus();
   }
-  if (!node.IsSequence()) return YamlError(node, "`columns` must be a list or a map");
-  int index = 0;
-  for (const YAML::Node& item : node) {
+  if (!node.IsSequence()) {
+    return root.Error("columns",
+                      absl::StrCat("must be a list or a map, got ", yaml::Describe(node)));
+  }
+  for (size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node item = node[i];
     ColumnSchema col;
     if (item.IsScalar()) {
       col.name = item.Scalar();
     } else if (item.IsMap()) {
-      RETURN_IF_ERROR(ParseColumnKeys(item, absl::StrCat("columns[", index, "]"),
-                                      /*name_allowed=*/true, &col));
+      // Named after the column where it gives a name, for every message.
+      const YAML::Node name = item["name"];
+      yaml::MapReader r =
+          yaml::MapReader::Named(item, name && name.IsScalar() ? ColumnName(name.Scalar())
+                                                               : absl::StrCat("columns[", i, "]"));
+      RETURN_IF_ERROR(ReadColumnKeys(r, /*name_allowed=*/true, &col));
     } else {
-      return YamlError(item, absl::StrCat("columns[", index, "] must be a name or {name, type}"));
+      return yaml::FieldError(
+          absl::StrCat("columns[", i, "]"), yaml::LineOf(item),
+          absl::StrCat("must be a name or {name, type}, got ", yaml::Describe(item)));
     }
     columns->push_back(std::move(col));
-    ++index;
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<TextFormat> ParseFormat(const YAML::Node& node) {
-  ASSIGN_OR_RETURN(std::string s, ScalarString(node, "format"));
-  auto f = ParseTextFormat(s);
-  if (!f.ok()) return YamlError(node, std::string(f.status().message()));
-  return f;
 }
 
 // Fills what `format: criteo` implies and the YAML left out.
@@ -198,37 +199,31 @@ void ApplyCriteoDefaults(ConvertSchema* schema, bool header_given, bool missing_
 }
 
 absl::StatusOr<ConvertSchema> FromYamlNode(const YAML::Node& root) {
-  if (!root.IsMap()) return YamlError(root, "a convert schema must be a YAML map");
+  yaml::MapReader r(root, "", std::string(kConvertSchema));
+  RETURN_IF_ERROR(r.Check({"format", "header", "missing", "label", "default_type", "columns"},
+                          "{format: csv, label: label, columns: [...]}"));
   ConvertSchema schema;
-  bool header_given = false;
-  bool missing_given = false;
-  for (const auto& kv : root) {
-    const std::string key = kv.first.Scalar();
-    const YAML::Node& value = kv.second;
-    if (key == "format") {
-      ASSIGN_OR_RETURN(schema.format, ParseFormat(value));
-    } else if (key == "header") {
-      if (!value.IsScalar()) return YamlError(value, "`header` must be true or false");
-      bool b = false;
-      if (!YAML::convert<bool>::decode(value, b)) {
-        return YamlError(value, "`header` must be true or false");
-      }
-      schema.header = b;
-      header_given = true;
-    } else if (key == "missing") {
-      ASSIGN_OR_RETURN(schema.missing, StringList(value, "missing"));
-      missing_given = true;
-    } else if (key == "label") {
-      RETURN_IF_ERROR(ParseLabel(value, &schema.label));
-    } else if (key == "default_type") {
-      ASSIGN_OR_RETURN(schema.default_type, ParseColumnType(value, "default_type"));
-    } else if (key == "columns") {
-      RETURN_IF_ERROR(ParseColumns(value, &schema.columns));
-    } else {
-      return YamlError(kv.first, absl::StrCat("unknown key `", key, "`; expected format, header, "
-                                              "missing, label, default_type, columns"));
-    }
+  if (r.Has("format")) {
+    std::string name;
+    RETURN_IF_ERROR(r.String("format", &name));
+    absl::StatusOr<TextFormat> f = ParseTextFormat(name);
+    if (!f.ok()) return r.Error("format", std::string(f.status().message()));
+    schema.format = *f;
   }
+  const bool header_given = r.Has("header");
+  if (header_given && !YAML::convert<bool>::decode(r.Get("header"), schema.header)) {
+    return r.Error("header",
+                   absl::StrCat("must be true or false, got ", yaml::Describe(r.Get("header"))));
+  }
+  const bool missing_given = r.Has("missing");
+  RETURN_IF_ERROR(ReadStrings(r, "missing", &schema.missing));
+  if (r.Has("label")) RETURN_IF_ERROR(ReadLabel(r.Get("label"), &schema.label));
+  if (r.Has("default_type")) {
+    ColumnType type{};
+    RETURN_IF_ERROR(ReadColumnType(r.Get("default_type"), r.Path("default_type"), &type));
+    schema.default_type = type;
+  }
+  if (r.Has("columns")) RETURN_IF_ERROR(ReadColumns(r, &schema.columns));
   if (schema.format == TextFormat::kCriteo) {
     ApplyCriteoDefaults(&schema, header_given, missing_given);
   } else if (!header_given && !schema.columns.empty() &&
@@ -278,12 +273,7 @@ std::string_view PresetYaml(std::string_view name) {
 }
 
 absl::StatusOr<ConvertSchema> ConvertSchema::FromYaml(const std::string& yaml_text) {
-  try {
-    return FromYamlNode(YAML::Load(yaml_text));
-  } catch (const YAML::Exception& e) {
-    // yaml-cpp reports syntax errors by throwing; the mark has the line.
-    return absl::InvalidArgumentError(absl::StrCat("line ", e.mark.line + 1, ": ", e.msg));
-  }
+  return yaml::NoThrow(kConvertSchema, [&] { return FromYamlNode(YAML::Load(yaml_text)); });
 }
 
 absl::StatusOr<ConvertSchema> ConvertSchema::Preset(std::string_view name) {

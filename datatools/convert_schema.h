@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "trainer/input/feature_spec.h"
+#include "features/feature_spec.h"
 
 namespace brook::datatools {
 

@@ -6,22 +6,27 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
-#include "common/absl_compat.h"
-#include "datatools/yaml_error.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/absl_compat.h"
 #include "common/status_macros.h"
+#include "common/yaml_fields.h"
 
 namespace brook::datatools {
 namespace {
 
 // Debian's abseil has its own string_view type, not std's.
+
+constexpr std::string_view kDataSchema = "data schema";  // errors about the whole file
 
 // Shortest text that reads back as the same float32: the schema file stays
 // readable (0.1, not 0.100000001490116) and a check of the data the schema
@@ -34,95 +39,106 @@ std::string FloatText(double v) {
 
 std::string NumberText(double v) { return absl::StrFormat("%.6g", v); }
 
-absl::StatusOr<ValueKind> ParseKind(const YAML::Node& node, const std::string& feature) {
-  const std::string s = node.IsScalar() ? node.Scalar() : "";
-  if (s == "int64") return ValueKind::kInt64;
-  if (s == "float") return ValueKind::kFloat;
-  if (s == "bytes") return ValueKind::kBytes;
-  return YamlError(node, absl::StrCat("feature \"", feature, "\": unknown type \"", s,
-                                      "\"; expected int64, float or bytes"));
+// The number at `key` as yaml-cpp converts it to T (".inf" is a double).
+template <typename T>
+absl::Status ReadNumber(const yaml::MapReader& r, const std::string& key, std::optional<T>* out) {
+  if (!r.Has(key)) return absl::OkStatus();
+  T x{};
+  if (!YAML::convert<T>::decode(r.Get(key), x)) {
+    return r.Error(key, absl::StrCat(key, " must be a number, got ", yaml::Describe(r.Get(key))));
+  }
+  *out = x;
+  return absl::OkStatus();
 }
 
-absl::StatusOr<std::pair<YAML::Node, YAML::Node>> Pair(const YAML::Node& node,
-                                                      const std::string& what) {
-  if (!node.IsSequence() || node.size() != 2) {
-    return YamlError(node, absl::StrCat(what, " must be a list [min, max]"));
+// A [min, max] pair at `key`.
+template <typename T>
+absl::Status ReadPair(const yaml::MapReader& r, const std::string& key, std::optional<T>* min,
+                      std::optional<T>* max) {
+  const YAML::Node v = r.Get(key);
+  if (!v.IsSequence() || v.size() != 2) {
+    return r.Error(key, absl::StrCat(key, " must be a list [min, max], got ", yaml::Describe(v)));
   }
-  return std::make_pair(node[0], node[1]);
-}
-
-absl::StatusOr<FeatureSchema> ParseFeature(const YAML::Node& node) {
-  if (!node.IsMap()) return YamlError(node, "each entry of `features` must be a map");
-  FeatureSchema f;
-  if (!node["name"] || !node["name"].IsScalar() || node["name"].Scalar().empty()) {
-    return YamlError(node, "a feature has no `name`");
-  }
-  f.name = node["name"].Scalar();
-  if (!node["type"]) return YamlError(node, absl::StrCat("feature \"", f.name, "\": no `type`"));
-  ASSIGN_OR_RETURN(f.type, ParseKind(node["type"], f.name));
-  const std::string where = absl::StrCat("feature \"", f.name, "\": ");
-  for (const auto& kv : node) {
-    const std::string key = kv.first.Scalar();
-    const YAML::Node& v = kv.second;
-    if (key == "name" || key == "type") continue;
-    if (key == "presence") {
-      f.min_presence = v.as<double>();
-      if (!(*f.min_presence >= 0 && *f.min_presence <= 1)) {
-        return YamlError(v, absl::StrCat(where, "`presence` must be in [0, 1]"));
-      }
-    } else if (key == "values") {
-      ASSIGN_OR_RETURN(auto p, Pair(v, where + "`values`"));
-      f.min_values = p.first.as<int64_t>();
-      f.max_values = p.second.as<int64_t>();
-    } else if (key == "range") {
-      ASSIGN_OR_RETURN(auto p, Pair(v, where + "`range`"));
-      if (f.type == ValueKind::kInt64) {
-        f.int_min = p.first.as<int64_t>();
-        f.int_max = p.second.as<int64_t>();
-      } else if (f.type == ValueKind::kFloat) {
-        f.float_min = p.first.as<double>();
-        f.float_max = p.second.as<double>();
-      } else {
-        return YamlError(v, absl::StrCat(where, "a bytes feature has no `range`"));
-      }
-    } else if (key == "distinct") {
-      f.distinct = v.as<int64_t>();
-    } else if (key == "top_values") {
-      if (!v.IsSequence()) return YamlError(v, absl::StrCat(where, "`top_values` must be a list"));
-      for (const YAML::Node& t : v) f.top_values.push_back(t.Scalar());
-    } else {
-      return YamlError(kv.first, absl::StrCat(where, "unknown key `", key, "`; expected presence, "
-                                              "values, range, distinct, top_values"));
+  T bounds[2] = {};
+  for (size_t i = 0; i < 2; ++i) {
+    if (!YAML::convert<T>::decode(v[i], bounds[i])) {
+      return yaml::FieldError(
+          r.Path(key), yaml::LineOf(v[i]),
+          absl::StrCat(key, "[", i, "] must be a number, got ", yaml::Describe(v[i])));
     }
+  }
+  *min = bounds[0];
+  *max = bounds[1];
+  return absl::OkStatus();
+}
+
+absl::StatusOr<FeatureSchema> ReadFeature(const YAML::Node& node, size_t index) {
+  FeatureSchema f;
+  // Named after the feature where it gives a name, for every message.
+  const YAML::Node name = node.IsMap() ? node["name"] : YAML::Node();
+  yaml::MapReader r = yaml::MapReader::Named(
+      node, name && name.IsScalar() ? absl::StrCat("feature \"", name.Scalar(), "\"")
+                                    : absl::StrCat("features[", index, "]"));
+  RETURN_IF_ERROR(r.Check({"name", "type", "presence", "values", "range", "distinct", "top_values"},
+                          "{name: age, type: int64, presence: 1}"));
+  RETURN_IF_ERROR(r.String("name", &f.name));
+  if (f.name.empty()) return r.Missing("name", "");
+  if (!r.Has("type")) return r.Missing("type", "one of int64, float, bytes");
+  if (!yaml::ParseChoice(r.Get("type"),
+                         {{"int64", ValueKind::kInt64},
+                          {"float", ValueKind::kFloat},
+                          {"bytes", ValueKind::kBytes}},
+                         &f.type)) {
+    return r.Error("type", absl::StrCat("unknown type ", yaml::Describe(r.Get("type")),
+                                        "; expected int64, float or bytes"));
+  }
+  RETURN_IF_ERROR(ReadNumber(r, "presence", &f.min_presence));
+  if (f.min_presence && !(*f.min_presence >= 0 && *f.min_presence <= 1)) {
+    return r.Error("presence", absl::StrCat("presence must be in [0, 1], got ",
+                                            yaml::Describe(r.Get("presence"))));
+  }
+  if (r.Has("values")) RETURN_IF_ERROR(ReadPair(r, "values", &f.min_values, &f.max_values));
+  if (r.Has("range")) {
+    if (f.type == ValueKind::kInt64) {
+      RETURN_IF_ERROR(ReadPair(r, "range", &f.int_min, &f.int_max));
+    } else if (f.type == ValueKind::kFloat) {
+      RETURN_IF_ERROR(ReadPair(r, "range", &f.float_min, &f.float_max));
+    } else {
+      return r.Error("range", "a bytes feature has no range");
+    }
+  }
+  RETURN_IF_ERROR(ReadNumber(r, "distinct", &f.distinct));
+  if (r.Has("top_values")) {
+    const YAML::Node v = r.Get("top_values");
+    if (!v.IsSequence()) {
+      return r.Error("top_values",
+                     absl::StrCat("top_values must be a list, got ", yaml::Describe(v)));
+    }
+    for (const YAML::Node& t : v) f.top_values.push_back(t.Scalar());
   }
   if ((f.min_values && f.max_values && *f.min_values > *f.max_values) ||
       (f.int_min && *f.int_min > *f.int_max) || (f.float_min && *f.float_min > *f.float_max)) {
-    return YamlError(node, absl::StrCat(where, "a [min, max] pair has min > max"));
+    return r.MapError("a [min, max] pair has min > max");
   }
   return f;
 }
 
 absl::StatusOr<DataSchema> FromNode(const YAML::Node& root) {
-  if (!root.IsMap()) return YamlError(root, "a data schema must be a YAML map");
+  yaml::MapReader r(root, "", std::string(kDataSchema));
+  RETURN_IF_ERROR(r.Check({"examples", "features"}, "{examples: 1000, features: [...]}"));
   DataSchema schema;
+  RETURN_IF_ERROR(
+      r.Int("examples", int64_t{0}, std::numeric_limits<int64_t>::max(), &schema.examples));
   std::set<std::string> names;
-  for (const auto& kv : root) {
-    const std::string key = kv.first.Scalar();
-    if (key == "examples") {
-      schema.examples = kv.second.as<int64_t>();
-    } else if (key == "features") {
-      if (!kv.second.IsSequence()) return YamlError(kv.second, "`features` must be a list");
-      for (const YAML::Node& item : kv.second) {
-        ASSIGN_OR_RETURN(FeatureSchema f, ParseFeature(item));
-        if (!names.insert(f.name).second) {
-          return YamlError(item, absl::StrCat("feature \"", f.name, "\" is listed twice"));
-        }
-        schema.features.push_back(std::move(f));
-      }
-    } else {
-      return YamlError(kv.first, absl::StrCat("unknown key `", key, "`; expected examples, features"));
+  RETURN_IF_ERROR(r.ForEachItem("features", [&](const YAML::Node& item, size_t i) -> absl::Status {
+    ASSIGN_OR_RETURN(FeatureSchema f, ReadFeature(item, i));
+    if (!names.insert(f.name).second) {
+      return yaml::FieldError(absl::StrCat("feature \"", f.name, "\""), yaml::LineOf(item),
+                              "is listed twice");
     }
-  }
+    schema.features.push_back(std::move(f));
+    return absl::OkStatus();
+  }));
   return schema;
 }
 
@@ -181,12 +197,7 @@ std::string_view AnomalyKindName(AnomalyKind k) {
 }
 
 absl::StatusOr<DataSchema> DataSchema::FromYaml(const std::string& yaml_text) {
-  try {
-    return FromNode(YAML::Load(yaml_text));
-  } catch (const YAML::Exception& e) {
-    // Syntax errors and failed conversions (`as<int64_t>` of "abc") throw.
-    return absl::InvalidArgumentError(absl::StrCat("line ", e.mark.line + 1, ": ", e.msg));
-  }
+  return yaml::NoThrow(kDataSchema, [&] { return FromNode(YAML::Load(yaml_text)); });
 }
 
 absl::StatusOr<DataSchema> DataSchema::FromYamlFile(const std::string& path) {

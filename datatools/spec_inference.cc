@@ -232,7 +232,7 @@ std::string InferredSpecYaml(const InferredSpec& inferred, const DatasetStats& s
   absl::StrAppend(
       &y,
       "# int64 and bytes features are read as varlen id lists (embedding inputs), floats as\n"
-      "# fixed-length numbers (dense inputs, 0 where missing). See trainer/input/feature_spec.h.\n");
+      "# fixed-length numbers (dense inputs, 0 where missing). See features/feature_spec.h.\n");
   for (const std::string& n : inferred.notes) absl::StrAppend(&y, "# note: ", n, "\n");
   if (inferred.label_guessed) {
     absl::StrAppend(&y, "# CONFIRM THE LABEL: \"", spec.label_name, "\" is a guess (",

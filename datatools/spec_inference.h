@@ -1,4 +1,4 @@
-// A feature spec (trainer/input/feature_spec.h) inferred from TFRecord data,
+// A feature spec (features/feature_spec.h) inferred from TFRecord data,
 // for `brook data spec` and `brook data stats --feature-spec-out`: the user
 // with TensorFlow-written files gets the spec the trainer needs without
 // writing it by hand.
@@ -28,7 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "datatools/data_stats.h"
-#include "trainer/input/feature_spec.h"
+#include "features/feature_spec.h"
 
 namespace brook::datatools {
 

@@ -707,7 +707,7 @@ SplitSummary Summarize(Split split, const std::vector<ShardJob>& jobs,
 }
 
 std::string FeatureSpecYaml(const SyntheticOptions& o) {
-  // trainer/input/feature_spec.h's shape: ids are varlen int64 columns (one
+  // features/feature_spec.h's shape: ids are varlen int64 columns (one
   // value each here), dense counts fixed floats of length 1.
   std::string y = absl::StrCat("# Written by `brook data gen` (seed ", o.seed, ").\n",
                                "label: {name: label, type: float}\n", "on_missing: default\n",

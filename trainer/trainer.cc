@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "trainer/internal/stage_sync.h"
-#include "trainer/model/metrics.h"
+#include "trainer/model/quality_metrics.h"
 
 namespace brook::trainer {
 namespace {

@@ -47,15 +47,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "features/feature_spec.h"
 #include "ps/client/ps_client.h"
 #include "ps/options.h"
-#include "trainer/input/feature_spec.h"
 #include "trainer/input/pipeline.h"
 #include "trainer/lr_schedule.h"
-#include "trainer/model/metrics.h"
 #include "trainer/model/model.h"
 #include "trainer/model/model_batch.h"
 #include "trainer/model/model_spec.h"
+#include "trainer/model/quality_metrics.h"
 
 namespace brook::trainer {
 

@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "chief/export/model_export.h"
-#include "chief/job/yaml_fields.h"
 #include "common/status_macros.h"
+#include "common/yaml_fields.h"
 #include "ps/parameter_server.h"
 #include "trainer/backend/cpu_backend.h"
 #include "trainer/model/model.h"
@@ -18,7 +18,7 @@ namespace brook::chief {
 namespace {
 
 namespace fs = std::filesystem;
-using internal::FieldError;
+using yaml::FieldError;
 
 // The model's parameters by name: a table's dim, or a dense variable's size.
 struct ModelParameter {

@@ -13,18 +13,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "chief/job/yaml_fields.h"
 #include "common/local_path.h"
 #include "common/status_macros.h"
+#include "common/yaml_fields.h"
 #include "yaml-cpp/yaml.h"
 
 namespace brook::chief {
 namespace {
 
-using internal::Describe;
-using internal::FieldError;
-using internal::LineOf;
-using internal::MapReader;
+using yaml::Describe;
+using yaml::FieldError;
+using yaml::LineOf;
+using yaml::MapReader;
+
+// What errors about the whole document name.
+constexpr std::string_view kJobSpec = "job spec";
 
 constexpr float kNoMax = std::numeric_limits<float>::max();
 
@@ -647,8 +650,8 @@ absl::Status CheckTables(const JobSpec& spec, const std::map<std::string, int>& 
 
 absl::StatusOr<JobSpec> FromYamlImpl(const std::string& yaml, const std::string& base_dir) {
   const YAML::Node doc = YAML::Load(yaml);
-  if (!doc || doc.IsNull()) return FieldError("", 0, "empty document");
-  MapReader root(doc, "");
+  if (!doc || doc.IsNull()) return FieldError(kJobSpec, 0, "empty document");
+  MapReader root(doc, "", std::string(kJobSpec));
   RETURN_IF_ERROR(root.Check(
       {"name", "priority", "data", "features", "model", "sparse", "dense", "model_file",
        "optimizer", "embedding_init", "training", "trainers", "checkpoint", "export", "eval",
@@ -719,22 +722,17 @@ absl::StatusOr<JobSpec> JobSpec::FromYaml(const std::string& yaml, const std::st
   // a spec used to parse and then crash CanonicalJson with an uncaught
   // exception (found by tests/fuzz/job_spec_fuzzer). YAML text is Unicode.
   if (const int line = InvalidUtf8Line(yaml); line != 0) {
-    return FieldError("", line, "the job spec is not valid UTF-8 text");
+    return FieldError(kJobSpec, line, "the job spec is not valid UTF-8 text");
   }
   // yaml-cpp throws on syntax errors and some conversions; no exception may
   // leave this API.
-  try {
+  return yaml::NoThrow(kJobSpec, [&] {
     absl::StatusOr<JobSpec> spec = FromYamlImpl(yaml, base_dir);
     // An escape can still make a string JSON cannot hold (a lone UTF-16
     // surrogate written as a YAML escape): printing it now makes that an error.
     if (spec.ok()) (void)spec->CanonicalJson();
     return spec;
-  } catch (const YAML::Exception& e) {
-    return FieldError("", e.mark.is_null() ? 0 : e.mark.line + 1,
-                      absl::StrCat("invalid YAML: ", e.msg));
-  } catch (const std::exception& e) {
-    return FieldError("", 0, absl::StrCat("invalid YAML: ", e.what()));
-  }
+  });
 }
 
 absl::StatusOr<JobSpec> JobSpec::FromYamlFile(const std::string& path) {

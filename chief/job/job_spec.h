@@ -38,10 +38,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "features/feature_spec.h"
 #include "ps/options.h"
 #include "storage/tfrecord.h"
 #include "trainer/input/data_check.h"
-#include "trainer/input/feature_spec.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/model/model_spec.h"
 #include "trainer/trainer.h"

@@ -15,9 +15,9 @@
 
 #include <google/protobuf/stubs/logging.h>
 
+#include "features/feature_spec.h"
 #include "trainer/input/example_parser.h"
 #include "trainer/input/example_parser_reference.h"
-#include "trainer/input/feature_spec.h"
 
 namespace {
 

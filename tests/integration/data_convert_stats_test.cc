@@ -13,10 +13,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "features/feature_spec.h"
 #include "storage/tfrecord.h"
 #include "tensorflow/example.pb.h"
 #include "tests/testing/test_util.h"
-#include "trainer/input/feature_spec.h"
 
 namespace brook {
 namespace {

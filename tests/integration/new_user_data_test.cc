@@ -14,8 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "features/feature_spec.h"
 #include "tests/testing/test_util.h"
-#include "trainer/input/feature_spec.h"
 
 // Its own namespace: in a unity batch the other data tests' helpers share
 // these names.

@@ -22,7 +22,7 @@
 #include "tests/testing/test_util.h"
 #include "trainer/backend/cpu_backend.h"
 #include "trainer/input/pipeline.h"
-#include "trainer/model/metrics.h"
+#include "trainer/model/quality_metrics.h"
 #include "trainer/trainer.h"
 
 namespace brook {

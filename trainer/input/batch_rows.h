@@ -5,8 +5,8 @@
 
 #include <cstddef>
 
+#include "features/feature_spec.h"
 #include "trainer/input/columnar_batch.h"
-#include "trainer/input/feature_spec.h"
 
 namespace brook::input::internal {
 

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "features/feature_spec.h"
 #include "storage/tfrecord.h"
-#include "trainer/input/feature_spec.h"
 
 namespace brook::input {
 

@@ -12,8 +12,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "features/feature_spec.h"
 #include "trainer/input/columnar_batch.h"
-#include "trainer/input/feature_spec.h"
 
 namespace brook::input {
 

@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "features/feature_spec.h"
 #include "trainer/input/columnar_batch.h"
-#include "trainer/input/feature_spec.h"
 
 namespace brook::input {
 

@@ -8,8 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "features/feature_spec.h"
 #include "trainer/input/columnar_batch.h"
-#include "trainer/input/feature_spec.h"
 
 namespace brook::input::internal {
 

@@ -11,7 +11,7 @@
 #include "common/usable_cpus.h"
 #include "trainer/input/autotune.h"
 #include "trainer/input/batch_rows.h"
-#include "trainer/input/pipeline_impl.h"
+#include "trainer/input/pipeline_stages.h"
 #include "trainer/input/sources.h"
 
 namespace brook::input {

@@ -55,10 +55,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "features/feature_spec.h"
 #include "sharding/sharding.h"
 #include "storage/tfrecord.h"
 #include "trainer/input/columnar_batch.h"
-#include "trainer/input/feature_spec.h"
 #include "trainer/input/progress.h"
 
 namespace brook::input {

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/hash.h"
 #include "trainer/input/batch_rows.h"
-#include "trainer/input/pipeline_impl.h"
+#include "trainer/input/pipeline_stages.h"
 #include "trainer/input/sources.h"
 
 namespace brook::input {

@@ -18,9 +18,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "features/feature_spec.h"
 #include "trainer/backend/op_types.h"
 #include "trainer/input/columnar_batch.h"
-#include "trainer/input/feature_spec.h"
 #include "trainer/model/model_spec.h"
 
 namespace brook::trainer {

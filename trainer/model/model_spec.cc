@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "common/yaml_fields.h"
 #include "ps/options.h"
 #include "yaml-cpp/yaml.h"
 
@@ -28,23 +29,30 @@ constexpr size_t kMaxBoundaries = 1 << 20;
 // Our abseil has its own absl::string_view (not std::string_view).
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-std::string LineSuffix(int line) { return line > 0 ? absl::StrCat(" (line ", line, ")") : ""; }
+using yaml::LineSuffix;
 
-absl::Status SpecError(int line, absl::string_view msg) {
-  return absl::InvalidArgumentError(absl::StrCat("model spec", LineSuffix(line), ": ", msg));
+constexpr std::string_view kModelSpec = "model spec";  // errors about the whole spec
+
+absl::Status SpecError(int line, std::string_view msg) {
+  return yaml::FieldError(kModelSpec, line, msg);
 }
-absl::Status FieldError(absl::string_view field, int line, absl::string_view msg) {
-  return absl::InvalidArgumentError(absl::StrCat("model.", field, LineSuffix(line), ": ", msg));
+// An error at a field of the `model` section.
+absl::Status FieldError(std::string_view field, int line, std::string_view msg) {
+  return yaml::FieldError(absl::StrCat("model.", AV(field)), line, msg);
 }
-absl::Status SparseError(const SparseInputSpec& s, size_t index, int line, absl::string_view msg) {
-  const std::string who = s.feature.empty() ? absl::StrCat("sparse input #", index + 1)
-                                            : absl::StrCat("sparse input \"", s.feature, "\"");
-  return absl::InvalidArgumentError(absl::StrCat(who, LineSuffix(line), ": ", msg));
+std::string SparseName(const SparseInputSpec& s, size_t index) {
+  return s.feature.empty() ? absl::StrCat("sparse input #", index + 1)
+                           : absl::StrCat("sparse input \"", s.feature, "\"");
 }
-absl::Status DenseError(const DenseInputSpec& d, size_t index, int line, absl::string_view msg) {
-  const std::string who = d.feature.empty() ? absl::StrCat("dense input #", index + 1)
-                                            : absl::StrCat("dense input \"", d.feature, "\"");
-  return absl::InvalidArgumentError(absl::StrCat(who, LineSuffix(line), ": ", msg));
+std::string DenseName(const DenseInputSpec& d, size_t index) {
+  return d.feature.empty() ? absl::StrCat("dense input #", index + 1)
+                           : absl::StrCat("dense input \"", d.feature, "\"");
+}
+absl::Status SparseError(const SparseInputSpec& s, size_t index, int line, std::string_view msg) {
+  return yaml::FieldError(SparseName(s, index), line, msg);
+}
+absl::Status DenseError(const DenseInputSpec& d, size_t index, int line, std::string_view msg) {
+  return yaml::FieldError(DenseName(d, index), line, msg);
 }
 
 std::string TableName(const SparseInputSpec& s) { return s.table.empty() ? s.feature : s.table; }
@@ -65,72 +73,32 @@ std::string_view TransformName(DenseTransform t) {
   return "unknown";
 }
 
-// ---- YAML helpers (the same conventions as trainer/input/feature_spec.cc).
+// ---- YAML reading. yaml-cpp may throw; FromYaml catches it.
 
-int LineOf(const YAML::Node& n) { return n.Mark().is_null() ? 0 : n.Mark().line + 1; }
-
-std::string ScalarText(const YAML::Node& n) {
-  return n.IsScalar() ? absl::StrCat("\"", n.Scalar(), "\"") : std::string("a non-scalar");
-}
-
-template <typename E>
-bool ParseChoice(const YAML::Node& node,
-                 std::initializer_list<std::pair<absl::string_view, E>> choices, E* out) {
-  if (!node.IsScalar()) return false;
-  for (const auto& [name, value] : choices) {
-    if (node.Scalar() == name) {
-      *out = value;
-      return true;
-    }
-  }
-  return false;
-}
-
-// Calls fn(key, value) for each pair of `map`; unknown and repeated keys are
-// errors, so a typo is never silently ignored.
-template <typename ErrorFn, typename Fn>
-absl::Status ForEachKey(const YAML::Node& map, absl::Span<const absl::string_view> allowed,
-                        const ErrorFn& error, Fn&& fn) {
-  absl::flat_hash_map<std::string, int> seen;
-  for (const auto& pair : map) {
-    const YAML::Node key = pair.first;
-    const int line = LineOf(key);
-    if (!key.IsScalar()) return error(line, "keys must be plain names");
-    const std::string& k = key.Scalar();
-    bool known = false;
-    for (absl::string_view a : allowed) known |= (a == k);
-    if (!known) {
-      return error(
-          line, absl::StrCat("unknown key \"", k, "\"; allowed: ", absl::StrJoin(allowed, ", ")));
-    }
-    auto [pos, inserted] = seen.emplace(k, line);
-    if (!inserted) {
-      return error(line,
-                   absl::StrCat("key \"", k, "\" given twice (first on line ", pos->second, ")"));
-    }
-    RETURN_IF_ERROR(fn(k, pair.second));
-  }
-  return absl::OkStatus();
-}
-
-bool ReadInt(const YAML::Node& v, int* out) {
-  return v.IsScalar() && YAML::convert<int>::decode(v, *out);
-}
 bool ReadDouble(const YAML::Node& v, double* out) {
   return v.IsScalar() && YAML::convert<double>::decode(v, *out);
 }
 
-// A list of layer widths such as [256, 128].
-template <typename ErrorFn>
-absl::Status ReadWidths(const YAML::Node& v, absl::string_view field, const ErrorFn& error,
-                        std::vector<int>* out) {
+// The feature name an entry of sparse/dense gives, so that every message
+// about the entry can name it ("" when it gives none).
+std::string EntryFeature(const YAML::Node& node) {
+  if (!node.IsMap()) return "";
+  const YAML::Node f = node["feature"];
+  return f && f.IsScalar() ? f.Scalar() : "";
+}
+
+// A list of layer widths such as [256, 128] at r's `key`.
+absl::Status ReadWidths(const yaml::MapReader& r, const std::string& key, std::vector<int>* out) {
+  if (!r.Has(key)) return absl::OkStatus();
+  const YAML::Node v = r.Get(key);
   out->clear();
-  if (!v.IsSequence()) return error(LineOf(v), absl::StrCat(field, " must be a list of widths"));
+  if (!v.IsSequence()) return r.Error(key, absl::StrCat(key, " must be a list of widths"));
   for (size_t i = 0; i < v.size(); ++i) {
     int w = 0;
-    if (!ReadInt(v[i], &w) || w < 1 || w > kMaxWidth) {
-      return error(LineOf(v[i]), absl::StrCat(field, "[", i, "] must be an integer in [1, ",
-                                              kMaxWidth, "], got ", ScalarText(v[i])));
+    if (!v[i].IsScalar() || !YAML::convert<int>::decode(v[i], w) || w < 1 || w > kMaxWidth) {
+      return yaml::FieldError(r.Path(key), yaml::LineOf(v[i]),
+                              absl::StrCat(key, "[", i, "] must be an integer in [1, ", kMaxWidth,
+                                           "], got ", yaml::Describe(v[i])));
     }
     out->push_back(w);
   }
@@ -138,90 +106,41 @@ absl::Status ReadWidths(const YAML::Node& v, absl::string_view field, const Erro
 }
 
 absl::Status ReadModel(const YAML::Node& node, ModelSpec* spec) {
-  if (!node.IsMap()) {
-    return SpecError(LineOf(node), "model must be a map such as {type: deepfm, embedding_dim: 16}");
-  }
-  bool has_type = false;
-  // Line of each key given, to check afterwards that it applies to the type.
-  absl::flat_hash_map<std::string, int> lines;
-  auto error = [](absl::string_view field) {
-    return [field](int l, absl::string_view msg) { return FieldError(field, l, msg); };
-  };
-  static constexpr absl::string_view kKeys[] = {"type",       "embedding_dim", "hidden",
-                                                "bottom",     "top",           "activation",
-                                                "dropout",    "loss",          "seed"};
-  RETURN_IF_ERROR(ForEachKey(
-      node, kKeys, [](int l, absl::string_view msg) { return SpecError(l, absl::StrCat("model: ", msg)); },
-      [&](const std::string& key, const YAML::Node& v) -> absl::Status {
-        const int l = LineOf(v);
-        lines[key] = l;
-        if (key == "type") {
-          has_type = true;
-          if (!ParseChoice(v,
+  yaml::MapReader r(node, "model");
+  RETURN_IF_ERROR(r.Check(
+      {"type", "embedding_dim", "hidden", "bottom", "top", "activation", "dropout", "loss", "seed"},
+      "{type: deepfm, embedding_dim: 16}"));
+  if (!r.Has("type")) return r.Missing("type", "one of lr, wide_deep, deepfm, dlrm");
+  RETURN_IF_ERROR(r.Choice("type", "model type",
                            {{"lr", ModelType::kLr},
                             {"wide_deep", ModelType::kWideDeep},
                             {"deepfm", ModelType::kDeepFm},
                             {"dlrm", ModelType::kDlrm}},
-                           &spec->type)) {
-            return FieldError("type", l,
-                              absl::StrCat("unknown model type ", ScalarText(v),
-                                           "; allowed: lr, wide_deep, deepfm, dlrm"));
-          }
-        } else if (key == "embedding_dim") {
-          if (!ReadInt(v, &spec->embedding_dim) || spec->embedding_dim < 1 ||
-              spec->embedding_dim > ps::kMaxDim) {
-            return FieldError("embedding_dim", l,
-                              absl::StrCat("must be an integer in [1, ", ps::kMaxDim, "], got ",
-                                           ScalarText(v)));
-          }
-        } else if (key == "hidden") {
-          return ReadWidths(v, "hidden", error("hidden"), &spec->hidden);
-        } else if (key == "bottom") {
-          return ReadWidths(v, "bottom", error("bottom"), &spec->bottom);
-        } else if (key == "top") {
-          return ReadWidths(v, "top", error("top"), &spec->top);
-        } else if (key == "activation") {
-          if (!ParseChoice(v,
-                           {{"relu", Activation::kRelu},
-                            {"sigmoid", Activation::kSigmoid},
-                            {"tanh", Activation::kTanh}},
-                           &spec->activation)) {
-            return FieldError("activation", l,
-                              absl::StrCat("unknown activation ", ScalarText(v),
-                                           "; allowed: relu, sigmoid, tanh"));
-          }
-        } else if (key == "dropout") {
-          double d = 0;
-          if (!ReadDouble(v, &d) || !(d >= 0.0 && d < 1.0)) {
-            return FieldError("dropout", l,
-                              absl::StrCat("must be a number in [0, 1), got ", ScalarText(v)));
-          }
-          spec->dropout = static_cast<float>(d);
-        } else if (key == "loss") {
-          if (!ParseChoice(v, {{"logloss", LossKind::kLogLoss}, {"mse", LossKind::kMse}},
-                           &spec->loss)) {
-            return FieldError("loss", l,
-                              absl::StrCat("unknown loss ", ScalarText(v), "; allowed: logloss, mse"));
-          }
-        } else if (key == "seed") {
-          if (!v.IsScalar() || v.Scalar().empty() || v.Scalar()[0] == '-' ||
-              !YAML::convert<uint64_t>::decode(v, spec->seed)) {
-            return FieldError("seed", l,
-                              absl::StrCat("must be an unsigned integer, got ", ScalarText(v)));
-          }
-        }
-        return absl::OkStatus();
-      }));
-  if (!has_type) {
-    return SpecError(LineOf(node), "model: missing \"type\" (one of lr, wide_deep, deepfm, dlrm)");
+                           &spec->type));
+  RETURN_IF_ERROR(r.Int("embedding_dim", 1, ps::kMaxDim, &spec->embedding_dim));
+  RETURN_IF_ERROR(ReadWidths(r, "hidden", &spec->hidden));
+  RETURN_IF_ERROR(ReadWidths(r, "bottom", &spec->bottom));
+  RETURN_IF_ERROR(ReadWidths(r, "top", &spec->top));
+  RETURN_IF_ERROR(r.Choice(
+      "activation", "activation",
+      {{"relu", Activation::kRelu}, {"sigmoid", Activation::kSigmoid}, {"tanh", Activation::kTanh}},
+      &spec->activation));
+  if (r.Has("dropout")) {
+    double d = 0;
+    if (!ReadDouble(r.Get("dropout"), &d) || !(d >= 0.0 && d < 1.0)) {
+      return r.Error("dropout", absl::StrCat("must be a number in [0, 1), got ",
+                                             yaml::Describe(r.Get("dropout"))));
+    }
+    spec->dropout = static_cast<float>(d);
   }
+  RETURN_IF_ERROR(r.Choice(
+      "loss", "loss", {{"logloss", LossKind::kLogLoss}, {"mse", LossKind::kMse}}, &spec->loss));
+  RETURN_IF_ERROR(r.Uint("seed", &spec->seed));
   // Keys that do not apply to the chosen type are errors, not silently unused.
-  auto reject = [&](absl::string_view key, absl::string_view why) -> absl::Status {
-    auto it = lines.find(key);
-    if (it == lines.end()) return absl::OkStatus();
-    return FieldError(key, it->second,
-                      absl::StrCat("does not apply to type ", AV(ModelTypeName(spec->type)), " (",
-                                   why, ")"));
+  auto reject = [&](const std::string& key, absl::string_view why) -> absl::Status {
+    if (!r.Has(key)) return absl::OkStatus();
+    return r.Error(key, absl::StrCat("does not apply to type ", AV(ModelTypeName(spec->type)), " (",
+                                     why, ")"));
   };
   const ModelType t = spec->type;
   if (t != ModelType::kWideDeep && t != ModelType::kDeepFm) {
@@ -239,131 +158,93 @@ absl::Status ReadModel(const YAML::Node& node, ModelSpec* spec) {
   return absl::OkStatus();
 }
 
-absl::Status ReadSparse(const YAML::Node& node, size_t index, ModelType type,
-                        SparseInputSpec* out) {
-  out->line = LineOf(node);
-  if (!node.IsMap()) {
-    return SparseError(*out, index, out->line,
-                       "must be a map such as {feature: C1, table: C1, dim: 16, combiner: sum}");
-  }
-  if (const YAML::Node f = node["feature"]; f && f.IsScalar()) out->feature = f.Scalar();
-  auto error = [&](int l, absl::string_view msg) { return SparseError(*out, index, l, msg); };
-  bool has_feature = false;
-  static constexpr absl::string_view kKeys[] = {"feature", "table", "dim", "combiner"};
-  RETURN_IF_ERROR(ForEachKey(
-      node, kKeys, error, [&](const std::string& key, const YAML::Node& v) -> absl::Status {
-        const int l = LineOf(v);
-        if (key == "feature") {
-          has_feature = true;
-          if (!v.IsScalar() || v.Scalar().empty()) return error(l, "feature must be a name");
-        } else if (key == "table") {
-          if (!v.IsScalar() || v.Scalar().empty()) return error(l, "table must be a name");
-          out->table = v.Scalar();
-        } else if (key == "dim") {
-          if (type == ModelType::kLr) {
-            return error(l, "dim does not apply to type lr (its weights are dim-1 tables)");
-          }
-          if (!ReadInt(v, &out->dim) || out->dim < 1 || out->dim > ps::kMaxDim) {
-            return error(l, absl::StrCat("dim must be an integer in [1, ", ps::kMaxDim, "], got ",
-                                         ScalarText(v)));
-          }
-        } else if (key == "combiner") {
-          if (!ParseChoice(v, {{"sum", Combiner::kSum}, {"mean", Combiner::kMean}},
-                           &out->combiner)) {
-            return error(l,
-                         absl::StrCat("unknown combiner ", ScalarText(v), "; allowed: sum, mean"));
-          }
-        }
-        return absl::OkStatus();
-      }));
-  if (!has_feature) return error(out->line, "missing \"feature\"");
+// `feature` of a sparse or dense entry: required, a non-empty name.
+absl::Status ReadEntryFeature(const yaml::MapReader& r) {
+  if (!r.Has("feature")) return r.Missing("feature", "");
+  const YAML::Node f = r.Get("feature");
+  if (!f.IsScalar() || f.Scalar().empty()) return r.Error("feature", "feature must be a name");
   return absl::OkStatus();
 }
 
-absl::Status ReadDense(const YAML::Node& node, size_t index, ModelType type, DenseInputSpec* out) {
-  out->line = LineOf(node);
-  if (!node.IsMap()) {
-    return DenseError(*out, index, out->line,
-                      "must be a map such as {feature: I1, transform: log1p}");
+// `dim` of a sparse or dense entry (the table's dim when not the model's).
+absl::Status ReadEntryDim(const yaml::MapReader& r, ModelType type, int* dim) {
+  if (r.Has("dim") && type == ModelType::kLr) {
+    return r.Error("dim", "dim does not apply to type lr (its weights are dim-1 tables)");
   }
-  if (const YAML::Node f = node["feature"]; f && f.IsScalar()) out->feature = f.Scalar();
-  auto error = [&](int l, absl::string_view msg) { return DenseError(*out, index, l, msg); };
-  bool has_feature = false, has_mean = false, has_stddev = false, has_boundaries = false;
-  absl::flat_hash_map<std::string, int> lines;
-  static constexpr absl::string_view kKeys[] = {"feature", "transform", "mean",
-                                                "stddev",  "boundaries", "dim"};
-  RETURN_IF_ERROR(ForEachKey(
-      node, kKeys, error, [&](const std::string& key, const YAML::Node& v) -> absl::Status {
-        const int l = LineOf(v);
-        lines[key] = l;
-        if (key == "feature") {
-          has_feature = true;
-          if (!v.IsScalar() || v.Scalar().empty()) return error(l, "feature must be a name");
-        } else if (key == "transform") {
-          if (!ParseChoice(v,
+  return r.Int("dim", 1, ps::kMaxDim, dim);
+}
+
+absl::Status ReadSparse(const YAML::Node& node, size_t index, ModelType type,
+                        SparseInputSpec* out) {
+  out->line = yaml::LineOf(node);
+  out->feature = EntryFeature(node);
+  yaml::MapReader r = yaml::MapReader::Named(node, SparseName(*out, index));
+  RETURN_IF_ERROR(r.Check({"feature", "table", "dim", "combiner"},
+                          "{feature: C1, table: C1, dim: 16, combiner: sum}"));
+  RETURN_IF_ERROR(ReadEntryFeature(r));
+  if (r.Has("table")) {
+    const YAML::Node t = r.Get("table");
+    if (!t.IsScalar() || t.Scalar().empty()) return r.Error("table", "table must be a name");
+    out->table = t.Scalar();
+  }
+  RETURN_IF_ERROR(ReadEntryDim(r, type, &out->dim));
+  return r.Choice("combiner", "combiner", {{"sum", Combiner::kSum}, {"mean", Combiner::kMean}},
+                  &out->combiner);
+}
+
+absl::Status ReadDense(const YAML::Node& node, size_t index, ModelType type, DenseInputSpec* out) {
+  out->line = yaml::LineOf(node);
+  out->feature = EntryFeature(node);
+  yaml::MapReader r = yaml::MapReader::Named(node, DenseName(*out, index));
+  RETURN_IF_ERROR(r.Check({"feature", "transform", "mean", "stddev", "boundaries", "dim"},
+                          "{feature: I1, transform: log1p}"));
+  RETURN_IF_ERROR(ReadEntryFeature(r));
+  RETURN_IF_ERROR(r.Choice("transform", "transform",
                            {{"none", DenseTransform::kNone},
                             {"log1p", DenseTransform::kLog1p},
                             {"standardize", DenseTransform::kStandardize},
                             {"bucketize", DenseTransform::kBucketize}},
-                           &out->transform)) {
-            return error(l, absl::StrCat("unknown transform ", ScalarText(v),
-                                         "; allowed: none, log1p, standardize, bucketize"));
-          }
-        } else if (key == "mean") {
-          has_mean = true;
-          if (!ReadDouble(v, &out->mean) || !std::isfinite(out->mean)) {
-            return error(l, absl::StrCat("mean must be a finite number, got ", ScalarText(v)));
-          }
-        } else if (key == "stddev") {
-          has_stddev = true;
-          if (!ReadDouble(v, &out->stddev) || !std::isfinite(out->stddev) || !(out->stddev > 0)) {
-            return error(l, absl::StrCat("stddev must be a finite number > 0, got ", ScalarText(v)));
-          }
-        } else if (key == "boundaries") {
-          has_boundaries = true;
-          if (!v.IsSequence()) return error(l, "boundaries must be a list of numbers");
-          for (size_t i = 0; i < v.size(); ++i) {
-            double b = 0;
-            if (!ReadDouble(v[i], &b) || !std::isfinite(b)) {
-              return error(LineOf(v[i]), absl::StrCat("boundaries[", i,
-                                                      "] must be a finite number, got ",
-                                                      ScalarText(v[i])));
-            }
-            out->boundaries.push_back(b);
-          }
-        } else if (key == "dim") {
-          if (type == ModelType::kLr) {
-            return error(l, "dim does not apply to type lr (its weights are dim-1 tables)");
-          }
-          if (!ReadInt(v, &out->dim) || out->dim < 1 || out->dim > ps::kMaxDim) {
-            return error(l, absl::StrCat("dim must be an integer in [1, ", ps::kMaxDim, "], got ",
-                                         ScalarText(v)));
-          }
-        }
-        return absl::OkStatus();
-      }));
-  if (!has_feature) return error(out->line, "missing \"feature\"");
+                           &out->transform));
+  if (r.Has("mean") && (!ReadDouble(r.Get("mean"), &out->mean) || !std::isfinite(out->mean))) {
+    return r.Error(
+        "mean", absl::StrCat("mean must be a finite number, got ", yaml::Describe(r.Get("mean"))));
+  }
+  RETURN_IF_ERROR(r.Double("stddev", 0, std::numeric_limits<double>::max(),
+                           /*min_exclusive=*/true, &out->stddev));
+  if (r.Has("boundaries")) {
+    const YAML::Node v = r.Get("boundaries");
+    if (!v.IsSequence()) return r.Error("boundaries", "boundaries must be a list of numbers");
+    for (size_t i = 0; i < v.size(); ++i) {
+      double b = 0;
+      if (!ReadDouble(v[i], &b) || !std::isfinite(b)) {
+        return yaml::FieldError(r.Path("boundaries"), yaml::LineOf(v[i]),
+                                absl::StrCat("boundaries[", i, "] must be a finite number, got ",
+                                             yaml::Describe(v[i])));
+      }
+      out->boundaries.push_back(b);
+    }
+  }
+  RETURN_IF_ERROR(ReadEntryDim(r, type, &out->dim));
   const std::string_view tname = TransformName(out->transform);
-  auto not_for = [&](absl::string_view key, absl::string_view only) -> absl::Status {
-    auto it = lines.find(key);
-    if (it == lines.end()) return absl::OkStatus();
-    return error(it->second, absl::StrCat("\"", key, "\" applies only to transform: ", only,
-                                          ", not ", AV(tname)));
+  auto not_for = [&](const std::string& key, absl::string_view only) -> absl::Status {
+    if (!r.Has(key)) return absl::OkStatus();
+    return r.Error(
+        key, absl::StrCat("\"", key, "\" applies only to transform: ", only, ", not ", AV(tname)));
   };
   if (out->transform != DenseTransform::kStandardize) {
     RETURN_IF_ERROR(not_for("mean", "standardize"));
     RETURN_IF_ERROR(not_for("stddev", "standardize"));
-  } else if (has_mean != has_stddev) {
-    return error(lines[has_mean ? "mean" : "stddev"],
-                 "give mean and stddev together, or neither (then ComputeMoments fills them)");
+  } else if (r.Has("mean") != r.Has("stddev")) {
+    return r.Error(r.Has("mean") ? "mean" : "stddev",
+                   "give mean and stddev together, or neither (then ComputeMoments fills them)");
   } else {
-    out->has_moments = has_mean;
+    out->has_moments = r.Has("mean");
   }
   if (out->transform != DenseTransform::kBucketize) {
     RETURN_IF_ERROR(not_for("boundaries", "bucketize"));
     RETURN_IF_ERROR(not_for("dim", "bucketize"));
-  } else if (!has_boundaries) {
-    return error(out->line, "transform: bucketize needs \"boundaries\"");
+  } else if (!r.Has("boundaries")) {
+    return r.MapError("transform: bucketize needs \"boundaries\"");
   }
   return absl::OkStatus();
 }
@@ -373,41 +254,21 @@ absl::StatusOr<ModelSpec> FromYamlImpl(const std::string& yaml_text,
                                        absl::Span<const std::string_view> other_sections) {
   const YAML::Node root = YAML::Load(yaml_text);
   if (!root || root.IsNull()) return SpecError(0, "empty document");
-  if (!root.IsMap()) return SpecError(LineOf(root), "must be a map with model, sparse and dense");
-  std::vector<absl::string_view> allowed = {"model", "sparse", "dense"};
-  for (std::string_view s : other_sections) allowed.push_back(AV(s));
-  ModelSpec spec;
-  bool has_model = false;
+  std::vector<std::string_view> allowed = {"model", "sparse", "dense"};
+  allowed.insert(allowed.end(), other_sections.begin(), other_sections.end());
+  yaml::MapReader r = yaml::MapReader::Named(root, std::string(kModelSpec));
+  RETURN_IF_ERROR(r.Check(allowed, "{model: {type: lr}, sparse: [{feature: C1}]}"));
   // The model type decides which keys apply inside sparse/dense entries, so
-  // read `model` first wherever it appears.
-  if (const YAML::Node m = root["model"]; m) {
-    has_model = true;
-    RETURN_IF_ERROR(ReadModel(m, &spec));
-  }
-  RETURN_IF_ERROR(ForEachKey(
-      root, allowed, [](int l, absl::string_view msg) { return SpecError(l, msg); },
-      [&](const std::string& key, const YAML::Node& v) -> absl::Status {
-        const int l = LineOf(v);
-        if (key == "sparse") {
-          if (v.IsNull()) return absl::OkStatus();
-          if (!v.IsSequence()) return SpecError(l, "sparse must be a list");
-          for (size_t i = 0; i < v.size(); ++i) {
-            SparseInputSpec s;
-            RETURN_IF_ERROR(ReadSparse(v[i], i, spec.type, &s));
-            spec.sparse.push_back(std::move(s));
-          }
-        } else if (key == "dense") {
-          if (v.IsNull()) return absl::OkStatus();
-          if (!v.IsSequence()) return SpecError(l, "dense must be a list");
-          for (size_t i = 0; i < v.size(); ++i) {
-            DenseInputSpec d;
-            RETURN_IF_ERROR(ReadDense(v[i], i, spec.type, &d));
-            spec.dense.push_back(std::move(d));
-          }
-        }
-        return absl::OkStatus();
-      }));
-  if (!has_model) return SpecError(LineOf(root), "missing \"model\" section (model: {type: ...})");
+  // `model` comes first.
+  if (!r.Has("model")) return r.Missing("model", "model: {type: ...}");
+  ModelSpec spec;
+  RETURN_IF_ERROR(ReadModel(r.Get("model"), &spec));
+  RETURN_IF_ERROR(r.ForEachItem("sparse", [&](const YAML::Node& item, size_t i) {
+    return ReadSparse(item, i, spec.type, &spec.sparse.emplace_back());
+  }));
+  RETURN_IF_ERROR(r.ForEachItem("dense", [&](const YAML::Node& item, size_t i) {
+    return ReadDense(item, i, spec.type, &spec.dense.emplace_back());
+  }));
   // Record each dense feature's length so the spec alone sizes the model.
   for (DenseInputSpec& d : spec.dense) {
     const int fi = features.IndexOf(d.feature);
@@ -436,14 +297,8 @@ std::string_view ModelTypeName(ModelType t) {
 absl::StatusOr<ModelSpec> ModelSpec::FromYaml(const std::string& yaml_text,
                                               const input::FeatureSpec& features,
                                               absl::Span<const std::string_view> other_sections) {
-  // yaml-cpp throws on syntax errors; no exception may leave this API.
-  try {
-    return FromYamlImpl(yaml_text, features, other_sections);
-  } catch (const YAML::Exception& e) {
-    return SpecError(e.mark.is_null() ? 0 : e.mark.line + 1, absl::StrCat("invalid YAML: ", e.msg));
-  } catch (const std::exception& e) {
-    return SpecError(0, absl::StrCat("invalid YAML: ", e.what()));
-  }
+  return yaml::NoThrow(kModelSpec,
+                       [&] { return FromYamlImpl(yaml_text, features, other_sections); });
 }
 
 int ModelSpec::SparseDim(const SparseInputSpec& s) const {
@@ -461,10 +316,10 @@ absl::Status ModelSpec::Validate() const {
     return FieldError("embedding_dim", 0,
                       absl::StrCat("must be in [1, ", ps::kMaxDim, "], got ", embedding_dim));
   }
-  for (const auto& [name, widths] : {std::pair<absl::string_view, const std::vector<int>*>{
-                                         "hidden", &hidden},
-                                     {"bottom", &bottom},
-                                     {"top", &top}}) {
+  for (const auto& [name, widths] :
+       {std::pair<std::string_view, const std::vector<int>*>{"hidden", &hidden},
+        {"bottom", &bottom},
+        {"top", &top}}) {
     for (size_t i = 0; i < widths->size(); ++i) {
       if ((*widths)[i] < 1 || (*widths)[i] > kMaxWidth) {
         return FieldError(name, 0,

@@ -1,5 +1,5 @@
 // The model sections of a job spec: which model, its layer sizes, and how the
-// features of the feature spec (trainer/input/feature_spec.h) become model
+// features of the feature spec (features/feature_spec.h) become model
 // inputs.
 //
 //   model:
@@ -53,9 +53,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "features/feature_spec.h"
 #include "trainer/backend/op_types.h"
 #include "trainer/input/columnar_batch.h"
-#include "trainer/input/feature_spec.h"
 
 namespace brook::trainer {
 

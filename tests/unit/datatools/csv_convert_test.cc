@@ -14,10 +14,10 @@
 
 #include "absl/strings/str_format.h"
 #include "datatools/convert_schema.h"
+#include "features/feature_spec.h"
 #include "storage/tfrecord.h"
 #include "tensorflow/example.pb.h"
 #include "tests/testing/test_util.h"
-#include "trainer/input/feature_spec.h"
 
 namespace brook::datatools {
 namespace {
@@ -508,12 +508,13 @@ TEST(ConvertSchemaTest, SeparatorNeedsACategoricalColumn) {
   auto s = ConvertSchema::FromYaml(
       "label: y\ncolumns:\n  - {name: a, type: numeric, separator: \";\"}\n");
   ASSERT_FALSE(s.ok());
-  EXPECT_THAT(std::string(s.status().message()), HasSubstr("line 3"));
-  EXPECT_THAT(std::string(s.status().message()), HasSubstr("\"a\": `separator` needs"));
+  EXPECT_THAT(std::string(s.status().message()),
+              HasSubstr("column \"a\" (line 3): separator needs"));
   auto empty = ConvertSchema::FromYaml(
       "label: y\ncolumns:\n  - {name: a, type: categorical, separator: \"\"}\n");
   ASSERT_FALSE(empty.ok());
-  EXPECT_THAT(std::string(empty.status().message()), HasSubstr("must not be empty"));
+  EXPECT_THAT(std::string(empty.status().message()),
+              HasSubstr("separator must be a non-empty string"));
 }
 
 TEST_F(ConvertTest, TestFractionSplitsByRowHashDeterministically) {

@@ -8,8 +8,8 @@
 
 #include "datatools/data_stats.h"
 #include "datatools/example_builder.h"
+#include "features/feature_spec.h"
 #include "tests/testing/test_util.h"
-#include "trainer/input/feature_spec.h"
 
 namespace brook::datatools {
 namespace {

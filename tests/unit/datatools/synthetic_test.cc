@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "features/feature_spec.h"
 #include "storage/tfrecord.h"
 #include "tensorflow/example.pb.h"
 #include "tests/testing/test_util.h"
-#include "trainer/input/feature_spec.h"
 
 namespace brook::datatools {
 namespace {

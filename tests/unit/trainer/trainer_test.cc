@@ -17,7 +17,7 @@
 #include "storage/tfrecord.h"
 #include "tests/testing/test_util.h"
 #include "trainer/backend/cpu_backend.h"
-#include "trainer/model/metrics.h"
+#include "trainer/model/quality_metrics.h"
 
 namespace brook::trainer {
 namespace {

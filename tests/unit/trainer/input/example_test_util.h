@@ -9,11 +9,11 @@
 #include <string>
 #include <string_view>
 
+#include "features/feature_spec.h"
 #include "gtest/gtest.h"
 #include "trainer/input/columnar_batch.h"
 #include "trainer/input/example_parser.h"
 #include "trainer/input/example_parser_reference.h"
-#include "trainer/input/feature_spec.h"
 
 namespace brook::input::testing {
 

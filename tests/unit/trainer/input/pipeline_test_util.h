@@ -11,9 +11,9 @@
 
 #include "absl/status/statusor.h"
 #include "datatools/example_builder.h"
+#include "features/feature_spec.h"
 #include "gtest/gtest.h"
 #include "storage/tfrecord.h"
-#include "trainer/input/feature_spec.h"
 #include "trainer/input/pipeline.h"
 
 namespace brook::input::testing {

@@ -10,13 +10,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "features/feature_spec.h"
 #include "gtest/gtest.h"
 #include "trainer/backend/cpu_backend.h"
 #include "trainer/input/columnar_batch.h"
-#include "trainer/input/feature_spec.h"
-#include "trainer/model/metrics.h"
 #include "trainer/model/model.h"
 #include "trainer/model/model_batch.h"
+#include "trainer/model/quality_metrics.h"
 
 namespace brook::trainer {
 namespace {

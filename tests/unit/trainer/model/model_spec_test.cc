@@ -128,7 +128,7 @@ struct ErrorCase {
 TEST(ModelSpecTest, ErrorsNameTheFieldAndLine) {
   const std::vector<ErrorCase> cases = {
       {"model:\n  type: lr\n  hiden: [1]\nsparse: [{feature: C1}]\n",
-       {"line 3", "unknown key \"hiden\"", "allowed: type"}},
+       {"model.hiden (line 3)", "unknown key; allowed here: type"}},
       {"model:\n  type: fm\nsparse: [{feature: C1}]\n",
        {"model.type (line 2)", "unknown model type \"fm\""}},
       {"model:\n  type: dlrm\n  hidden: [4]\nsparse: [{feature: C1}, {feature: C2}]\n",
@@ -146,7 +146,8 @@ TEST(ModelSpecTest, ErrorsNameTheFieldAndLine) {
       {"model:\n  type: deepfm\n  activation: gelu\nsparse: [{feature: C1}]\n",
        {"model.activation (line 3)", "relu, sigmoid, tanh"}},
       {"model:\n  type: deepfm\n  seed: -1\nsparse: [{feature: C1}]\n", {"model.seed (line 3)"}},
-      {"model: {embedding_dim: 4}\nsparse: [{feature: C1}]\n", {"line 1", "missing \"type\""}},
+      {"model: {embedding_dim: 4}\nsparse: [{feature: C1}]\n",
+       {"model.type (line 1)", "missing; one of lr"}},
       {"sparse: [{feature: C1}]\n", {"missing \"model\""}},
       {"model: {type: lr}\nsparse:\n  - {feature: C1, dimm: 4}\n",
        {"sparse input \"C1\" (line 3)", "unknown key \"dimm\""}},

@@ -6,9 +6,9 @@
 #include <random>
 #include <string>
 
+#include "features/feature_spec.h"
 #include "gtest/gtest.h"
 #include "trainer/input/columnar_batch.h"
-#include "trainer/input/feature_spec.h"
 #include "trainer/model/model_spec.h"
 
 namespace brook::trainer::testing {

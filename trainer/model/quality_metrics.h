@@ -1,6 +1,7 @@
 // Evaluation metrics of binary classifiers (predictions are probabilities,
 // a label >= 0.5 counts as positive), exact over a held set and a streaming
-// AUC estimate for data that does not fit in memory.
+// AUC estimate for data that does not fit in memory. (Model quality, not the
+// Prometheus metrics a node exports: those are in metrics/.)
 //
 // The exact functions return NaN when the metric is undefined: sizes differ,
 // no examples, or (AUC) only one class, (calibration) no positive labels.

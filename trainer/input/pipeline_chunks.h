@@ -1,5 +1,7 @@
-// What travels between the input pipeline's stages, and its shared counters.
-// Internal to trainer/input (pipeline.cc, pipeline_read.cc).
+// The chunks that travel between the input pipeline's stages (read thread ->
+// parse workers -> consumer), and what the stages share: their counters and
+// the shuffle generator. Internal to trainer/input (pipeline_stages.h and its
+// two halves, pipeline.cc and pipeline_stages.cc).
 #pragma once
 
 #include <atomic>

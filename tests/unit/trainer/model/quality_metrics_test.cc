@@ -1,4 +1,4 @@
-#include "trainer/model/metrics.h"
+#include "trainer/model/quality_metrics.h"
 
 #include <cmath>
 #include <random>

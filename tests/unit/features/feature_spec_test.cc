@@ -1,4 +1,4 @@
-#include "trainer/input/feature_spec.h"
+#include "features/feature_spec.h"
 
 #include <cmath>
 #include <cstring>
@@ -127,7 +127,7 @@ TEST(FeatureSpecTest, UnknownTypeNamesTheFeatureTheLineAndTheChoices) {
 
 TEST(FeatureSpecTest, MisspelledKeysAreErrorsNotIgnored) {
   EXPECT_THAT(ParseError(OneFeature("{name: I1, type: float, lenght: 4}")).message(),
-              HasSubstr("feature \"I1\" (line 3): unknown key \"lenght\"; allowed: name, "
+              HasSubstr("feature \"I1\" (line 3): unknown key \"lenght\"; allowed here: name, "
                         "type, kind, length, default, max_length"));
   EXPECT_THAT(ParseError("label: y\nfeature:\n  - {name: a, type: float}\n").message(),
               HasSubstr("(line 2): unknown key \"feature\""));
@@ -178,9 +178,9 @@ TEST(FeatureSpecTest, RejectsBadLabelsAndPolicies) {
   EXPECT_THAT(ParseError("label: y\nfeatures: {a: 1}\n").message(),
               HasSubstr("features must be a list"));
   EXPECT_THAT(ParseError("label: y\non_missing: skip\nfeatures: []\n").message(),
-              HasSubstr("(line 2): on_missing: unknown policy \"skip\"; allowed: default, error"));
+              HasSubstr("(line 2): unknown on_missing policy \"skip\"; allowed: default, error"));
   EXPECT_THAT(ParseError("label: y\non_type_mismatch: 3\nfeatures: []\n").message(),
-              HasSubstr("on_type_mismatch: unknown policy"));
+              HasSubstr("unknown on_type_mismatch policy"));
   EXPECT_THAT(ParseError("").message(), HasSubstr("empty document"));
   EXPECT_THAT(ParseError("- a\n- b\n").message(), HasSubstr("must be a map"));
   // An int64 label is allowed (the parsers convert it to float).

@@ -1,11 +1,13 @@
-#include "chief/job/yaml_fields.h"
+#include "common/yaml_fields.h"
 
 #include <cmath>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/absl_compat.h"
 
-namespace brook::chief::internal {
+namespace brook::yaml {
 
 int LineOf(const YAML::Node& n) { return n.Mark().is_null() ? 0 : n.Mark().line + 1; }
 
@@ -16,40 +18,58 @@ std::string Describe(const YAML::Node& n) {
   return "nothing";
 }
 
-absl::Status FieldError(std::string_view path, int line, std::string_view msg) {
-  const std::string where = path.empty() ? std::string("job spec") : std::string(path);
-  const std::string at = line > 0 ? absl::StrCat(" (line ", line, ")") : "";
-  return absl::InvalidArgumentError(absl::StrCat(where, at, ": ", std::string(msg)));
+std::string LineSuffix(int line) { return line > 0 ? absl::StrCat(" (line ", line, ")") : ""; }
+
+absl::Status FieldError(std::string_view where, int line, std::string_view msg) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(AbslView(where), LineSuffix(line), ": ", AbslView(msg)));
 }
 
-MapReader::MapReader(YAML::Node node, std::string path)
-    : node_(std::move(node)), path_(std::move(path)) {}
+absl::Status InvalidYaml(std::string_view where, const std::exception& e) {
+  if (const auto* y = dynamic_cast<const YAML::Exception*>(&e)) {
+    return FieldError(where, y->mark.is_null() ? 0 : y->mark.line + 1,
+                      absl::StrCat("invalid YAML: ", y->msg));
+  }
+  return FieldError(where, 0, absl::StrCat("invalid YAML: ", e.what()));
+}
 
-absl::Status MapReader::Check(std::initializer_list<std::string_view> allowed,
+MapReader::MapReader(YAML::Node node, std::string path, std::string root_name)
+    : MapReader(std::move(node), path, path.empty() ? std::move(root_name) : path, false) {}
+
+MapReader::MapReader(YAML::Node node, std::string path, std::string name, bool named)
+    : node_(std::move(node)), path_(std::move(path)), name_(std::move(name)), named_(named) {}
+
+MapReader MapReader::Named(YAML::Node node, std::string name) {
+  return MapReader(std::move(node), "", std::move(name), true);
+}
+
+absl::Status MapReader::Check(absl::Span<const std::string_view> allowed,
                               std::string_view example) {
   if (!node_.IsMap()) {
-    return FieldError(
-        path_, line(),
-        absl::StrCat("must be a map such as ", std::string(example), ", got ", Describe(node_)));
+    return MapError(
+        absl::StrCat("must be a map such as ", AbslView(example), ", got ", Describe(node_)));
   }
+  const std::string names = absl::StrJoin(
+      allowed, ", ", [](std::string* out, std::string_view a) { out->append(a.data(), a.size()); });
   for (const auto& pair : node_) {
-    // By value: yaml-cpp's iterator returns a proxy (see feature_spec.cc).
+    // By value: yaml-cpp's iterator returns a proxy, so a reference to
+    // pair.first would dangle.
     const YAML::Node key = pair.first;
     const int l = LineOf(key);
-    if (!key.IsScalar()) return FieldError(path_, l, "keys must be plain names");
+    if (!key.IsScalar()) return FieldError(name_, l, "keys must be plain names");
     const std::string& k = key.Scalar();
     bool known = false;
-    std::string names;
-    for (std::string_view a : allowed) {
-      known |= (a == k);
-      names += names.empty() ? std::string(a) : ", " + std::string(a);
-    }
+    for (std::string_view a : allowed) known |= (a == k);
+    // A dotted path names the key; a named map's message has to.
     if (!known) {
-      return FieldError(Path(k), l, absl::StrCat("unknown key; allowed here: ", names));
+      return FieldError(Path(k), l,
+                        named_ ? absl::StrCat("unknown key \"", k, "\"; allowed here: ", names)
+                               : absl::StrCat("unknown key; allowed here: ", names));
     }
     auto [pos, inserted] = lines_.emplace(k, l);
     if (!inserted) {
-      return FieldError(Path(k), l, absl::StrCat("given twice (first on line ", pos->second, ")"));
+      const std::string twice = absl::StrCat("given twice (first on line ", pos->second, ")");
+      return FieldError(Path(k), l, named_ ? absl::StrCat("key \"", k, "\" ", twice) : twice);
     }
   }
   return absl::OkStatus();
@@ -61,6 +81,7 @@ int MapReader::KeyLine(const std::string& key) const {
 }
 
 std::string MapReader::Path(const std::string& key) const {
+  if (named_) return name_;
   return path_.empty() ? key : absl::StrCat(path_, ".", key);
 }
 
@@ -68,8 +89,18 @@ absl::Status MapReader::Error(const std::string& key, std::string_view msg) cons
   return FieldError(Path(key), KeyLine(key), msg);
 }
 
+absl::Status MapReader::MapError(std::string_view msg) const {
+  return FieldError(name_, line(), msg);
+}
+
 absl::Status MapReader::Missing(const std::string& key, std::string_view what) const {
-  return FieldError(Path(key), line(), absl::StrCat("missing; ", std::string(what)));
+  const std::string missing = named_ ? absl::StrCat("missing \"", key, "\"") : "missing";
+  return FieldError(Path(key), line(),
+                    what.empty() ? missing : absl::StrCat(missing, "; ", AbslView(what)));
+}
+
+absl::Status MapReader::ValueError(const std::string& key, std::string_view must) const {
+  return Error(key, named_ ? absl::StrCat(key, " ", AbslView(must)) : std::string(must));
 }
 
 absl::Status MapReader::Int(const std::string& key, int64_t min, int64_t max, int64_t* out) const {
@@ -77,8 +108,8 @@ absl::Status MapReader::Int(const std::string& key, int64_t min, int64_t max, in
   const YAML::Node v = Get(key);
   int64_t x = 0;
   if (!v.IsScalar() || !YAML::convert<int64_t>::decode(v, x) || x < min || x > max) {
-    return Error(key,
-                 absl::StrCat("must be an integer in [", min, ", ", max, "], got ", Describe(v)));
+    return ValueError(
+        key, absl::StrCat("must be an integer in [", min, ", ", max, "], got ", Describe(v)));
   }
   *out = x;
   return absl::OkStatus();
@@ -98,7 +129,7 @@ absl::Status MapReader::Uint(const std::string& key, uint64_t* out) const {
   // yaml-cpp's unsigned conversion accepts "-1" (stream extraction wraps it).
   if (!v.IsScalar() || v.Scalar().empty() || v.Scalar()[0] == '-' ||
       !YAML::convert<uint64_t>::decode(v, x)) {
-    return Error(key, absl::StrCat("must be an integer in [0, 2^64), got ", Describe(v)));
+    return ValueError(key, absl::StrCat("must be an integer in [0, 2^64), got ", Describe(v)));
   }
   *out = x;
   return absl::OkStatus();
@@ -118,7 +149,7 @@ absl::Status MapReader::Double(const std::string& key, double min, double max, b
     } else {
       range = absl::StrCat("in ", min_exclusive ? "(" : "[", min, ", ", max, "]");
     }
-    return Error(key, absl::StrCat("must be a finite number ", range, ", got ", Describe(v)));
+    return ValueError(key, absl::StrCat("must be a finite number ", range, ", got ", Describe(v)));
   }
   *out = x;
   return absl::OkStatus();
@@ -136,10 +167,10 @@ absl::Status MapReader::String(const std::string& key, std::string* out) const {
   if (!Has(key)) return absl::OkStatus();
   const YAML::Node v = Get(key);
   if (!v.IsScalar() || v.Scalar().empty()) {
-    return Error(key, absl::StrCat("must be a non-empty string, got ", Describe(v)));
+    return ValueError(key, absl::StrCat("must be a non-empty string, got ", Describe(v)));
   }
   *out = v.Scalar();
   return absl::OkStatus();
 }
 
-}  // namespace brook::chief::internal
+}  // namespace brook::yaml

@@ -24,7 +24,7 @@
 #include "trainer/input/bounded_queue.h"
 #include "trainer/input/example_parser.h"
 #include "trainer/input/pipeline.h"
-#include "trainer/input/pipeline_internal.h"
+#include "trainer/input/pipeline_chunks.h"
 
 namespace brook::input {
 
