@@ -48,8 +48,8 @@ inline bool PairRunsAFirst(int i) { return i % 2 == 0; }
 // each in all, cut into `slices` slice pairs.
 // REQUIRES: slices >= 1, seconds > 0.
 template <typename FnA, typename FnB>
-absl::StatusOr<PairedRates> MeasurePairedCallRates(int threads, double seconds, int slices,
-                                                   FnA fa, FnB fb) {
+absl::StatusOr<PairedRates> MeasurePairedCallRates(int threads, double seconds, int slices, FnA fa,
+                                                   FnB fb) {
   const double slice_seconds = seconds / slices;
   std::vector<double> rate_a, rate_b, cores_a, cores_b;
   for (int i = 0; i < slices; ++i) {

@@ -203,13 +203,13 @@ absl::StatusOr<StepRates> MeasureStepRates(const PsBenchOptions& o, ps::GrpcPsCl
     return steps * rows_per_step / 1e6;  // M rows/s
   };
   StepRates r;
-  ASSIGN_OR_RETURN(r.seq_pull, rate([&](int, int64_t i) -> absl::Status {
-                     for (int t = 0; t < tables; ++t) {
-                       RETURN_IF_ERROR(
-                           client->Pull(names[t], keys_of(i, t), absl::MakeSpan(rows[t])));
-                     }
-                     return absl::OkStatus();
-                   }));
+  ASSIGN_OR_RETURN(
+      r.seq_pull, rate([&](int, int64_t i) -> absl::Status {
+        for (int t = 0; t < tables; ++t) {
+          RETURN_IF_ERROR(client->Pull(names[t], keys_of(i, t), absl::MakeSpan(rows[t])));
+        }
+        return absl::OkStatus();
+      }));
   ASSIGN_OR_RETURN(r.batch_pull, rate([&](int, int64_t i) {
                      for (int t = 0; t < tables; ++t) {
                        pulls[t] = {names[t], keys_of(i, t), absl::MakeSpan(rows[t])};
@@ -284,8 +284,9 @@ absl::Status RunStepBench(const PsBenchOptions& o, std::ostream& out, nlohmann::
 absl::Status ValidatePsBenchOptions(const PsBenchOptions& options) {
   if (options.rows <= 0 || options.batch <= 0 || options.seconds <= 0 || options.dims.empty() ||
       options.threads.empty() || options.slices <= 0)
-    return absl::InvalidArgumentError("--rows, --batch, --seconds, --slices, --dims, --threads "
-                                      "must be set and positive");
+    return absl::InvalidArgumentError(
+        "--rows, --batch, --seconds, --slices, --dims, --threads "
+        "must be set and positive");
   for (int d : options.dims)
     if (d <= 0 || d > ps::kMaxDim) return absl::InvalidArgumentError("bad --dims value");
   for (int t : options.threads)
@@ -306,8 +307,7 @@ void PrintPreamble(const PsBenchOptions& options, std::ostream& out) {
   out << absl::StrFormat(
       "brook bench ps: batches of %d distinct keys drawn uniformly at random from the populated "
       "rows (%d pre-drawn batches max), %.1f s per figure, %d cores, allocator: %s\n",
-      options.batch, kMaxPoolBatches, options.seconds, UsableCpus(),
-      MallocDescription());
+      options.batch, kMaxPoolBatches, options.seconds, UsableCpus(), MallocDescription());
   out << absl::StrFormat(
       "  each figure and its ceiling alternate in %d slice pairs (A B, B A, ...); a ratio is the "
       "median pair's, with the lowest and highest pair after it\n",
@@ -342,8 +342,10 @@ RedisState StartRedis(const PsBenchOptions& options, int max_threads, std::ostre
     redis.process = std::move(*proc);
     for (int i = 0; i < max_threads && st.ok(); ++i) {
       auto c = RedisConnection::Connect(redis.process->port(), absl::Seconds(10));
-      if (!c.ok()) st = c.status();
-      else redis.conns.push_back(std::move(*c));
+      if (!c.ok())
+        st = c.status();
+      else
+        redis.conns.push_back(std::move(*c));
     }
   }
   if (st.ok()) {
@@ -378,7 +380,7 @@ struct DimBench {
   grpc::ByteBuffer pull_request;
   grpc::ByteBuffer push_request;
   double redis_populate_s = 0;
-  std::vector<std::vector<float>> outs;      // per thread
+  std::vector<std::vector<float>> outs;       // per thread
   std::vector<std::vector<char>> redis_outs;  // per thread, when Redis runs
   std::vector<char> redis_values;
 };
@@ -444,8 +446,8 @@ absl::Status PopulateRedis(const PsBenchOptions& options, RedisState* redis, Dim
   for (int64_t k0 = 0; k0 < d->rows; k0 += batch) {
     const int n = static_cast<int>(std::min<int64_t>(batch, d->rows - k0));
     for (int i = 0; i < n; ++i) keys[i] = static_cast<uint64_t>(k0 + i);
-    RETURN_IF_ERROR(redis->conns[0]->MSet(absl::MakeConstSpan(keys.data(), n), values.data(),
-                                          d->row_bytes));
+    RETURN_IF_ERROR(
+        redis->conns[0]->MSet(absl::MakeConstSpan(keys.data(), n), values.data(), d->row_bytes));
   }
   d->redis_populate_s = std::chrono::duration<double>(Clock::now() - r0).count();
   return absl::OkStatus();
@@ -503,23 +505,21 @@ absl::StatusOr<ThreadFigures> MeasureFigures(const PsBenchOptions& options, int 
   };
   // A figure and its ceiling, alternating slice by slice.
   auto paired = [&](auto figure_fn, auto ceiling_fn) -> absl::StatusOr<FigurePair> {
-    ASSIGN_OR_RETURN(PairedRates p, MeasurePairedCallRates(threads, options.seconds,
-                                                           options.slices, figure_fn,
-                                                           ceiling_fn));
+    ASSIGN_OR_RETURN(PairedRates p, MeasurePairedCallRates(threads, options.seconds, options.slices,
+                                                           figure_fn, ceiling_fn));
     return FigurePair{Figure{p.a.calls_per_second * batch / 1e6, p.a.cores_busy},
                       Figure{p.b.calls_per_second * batch / 1e6, p.b.cores_busy}, p.ratio};
   };
   ThreadFigures f;
-  ASSIGN_OR_RETURN(
-      f.a_pull,
-      paired(
-          [&](int t, int64_t i) {
-            return d->core->Pull(kTable, keys_for(t, i), absl::MakeSpan(d->outs[t]));
-          },
-          [&](int t, int64_t i) {
-            d->plain->Gather(keys_for(t, i), d->outs[t].data());
-            return absl::OkStatus();
-          }));
+  ASSIGN_OR_RETURN(f.a_pull, paired(
+                                 [&](int t, int64_t i) {
+                                   return d->core->Pull(kTable, keys_for(t, i),
+                                                        absl::MakeSpan(d->outs[t]));
+                                 },
+                                 [&](int t, int64_t i) {
+                                   d->plain->Gather(keys_for(t, i), d->outs[t].data());
+                                   return absl::OkStatus();
+                                 }));
   ASSIGN_OR_RETURN(
       f.a_push,
       paired(
@@ -539,9 +539,8 @@ absl::StatusOr<ThreadFigures> MeasureFigures(const PsBenchOptions& options, int 
           [&](int, int64_t) { return d->bare_client->Call(kBarePullMethod, d->pull_request); }));
   ASSIGN_OR_RETURN(
       f.b_push,
-      paired(
-          [&](int t, int64_t i) { return d->client->Push(kTable, keys_for(t, i), d->grads, 0); },
-          [&](int, int64_t) { return d->bare_client->Call(kBarePushMethod, d->push_request); }));
+      paired([&](int t, int64_t i) { return d->client->Push(kTable, keys_for(t, i), d->grads, 0); },
+             [&](int, int64_t) { return d->bare_client->Call(kBarePushMethod, d->push_request); }));
   if (redis->ran()) {
     const size_t row_bytes = d->row_bytes;
     ASSIGN_OR_RETURN(f.mget, rate([&](int t, int64_t i) {
@@ -571,8 +570,7 @@ void PrintFigures(const DimBench& d, int threads, const ThreadFigures& f, bool r
   const Figure& a_push = f.a_push.figure;
   const double gb = static_cast<double>(d.row_bytes) / 1e3;  // M rows/s -> GB/s
   out << absl::StrFormat("  dim %d, %d thread%s %38s %9s %7s %6s   %s\n", d.dim, threads,
-                         threads == 1 ? " " : "s", "", "M rows/s", "GB/s", "cores",
-                         "vs ceiling");
+                         threads == 1 ? " " : "s", "", "M rows/s", "GB/s", "cores", "vs ceiling");
   auto line = [&](const char* name, const Figure& fig, const std::string& note) {
     out << absl::StrFormat("    %-56s %9.2f %7.2f %6.2f   %s\n", name, fig.mrows, fig.mrows * gb,
                            fig.cores, note);
@@ -591,8 +589,7 @@ void PrintFigures(const DimBench& d, int threads, const ThreadFigures& f, bool r
         "        CPU per row: %s %.0f ns = bare %.0f + %.0f ns; 70%% allows + %.0f ns; the "
         "in-process %s alone uses %.0f ns (information)\n",
         what, ps.CpuNanosPerRow(), bare.CpuNanosPerRow(),
-        ps.CpuNanosPerRow() - bare.CpuNanosPerRow(),
-        bare.CpuNanosPerRow() * (1 / kGrpcGoal - 1),
+        ps.CpuNanosPerRow() - bare.CpuNanosPerRow(), bare.CpuNanosPerRow() * (1 / kGrpcGoal - 1),
         what, inproc.CpuNanosPerRow());
   };
   // (b)'s lines for pulls or pushes (`what`): the figure beside bare gRPC,
@@ -606,14 +603,13 @@ void PrintFigures(const DimBench& d, int threads, const ThreadFigures& f, bool r
                          Pass(ratio >= kGrpcGoal), SpreadNote(b.ratio)));
     line("    bare gRPC, same bytes, pre-built ByteBuffer (ceiling)", b.ceiling, "ceiling");
     bound_line(absl::StrCat("    bound if the PS's ", what, " adds to the transport"), bound,
-               absl::StrFormat("%.0f%% of bare gRPC (information)",
-                               100 * bound / b.ceiling.mrows));
+               absl::StrFormat("%.0f%% of bare gRPC (information)", 100 * bound / b.ceiling.mrows));
     cpu_line(what, b.figure, b.ceiling, inproc);
   };
   const double a_ratio = f.a_pull.ratio.median;
   line("(a) in process: ParameterServer::Pull", a_pull,
-       absl::StrFormat("%.0f%% of gather [goal >= 50%%] %s%s", 100 * a_ratio,
-                       Pass(a_ratio >= 0.5), SpreadNote(f.a_pull.ratio)));
+       absl::StrFormat("%.0f%% of gather [goal >= 50%%] %s%s", 100 * a_ratio, Pass(a_ratio >= 0.5),
+                       SpreadNote(f.a_pull.ratio)));
   line("    gather from a plain array (ceiling)", f.a_pull.ceiling, "ceiling");
   line("(a) in process: ParameterServer::Push (SGD)", a_push,
        absl::StrFormat("%.0f%% of scatter (information)%s", 100 * f.a_push.ratio.median,
@@ -625,11 +621,9 @@ void PrintFigures(const DimBench& d, int threads, const ThreadFigures& f, bool r
     const double pull_x = f.b_pull.figure.mrows / f.mget.mrows;
     const double push_x = f.b_push.figure.mrows / f.mset.mrows;
     line("Redis MGET (baseline)", f.mget,
-         absl::StrFormat("Brook gRPC pull = %.1fx [goal >= 3x] %s", pull_x,
-                         Pass(pull_x >= 3.0)));
+         absl::StrFormat("Brook gRPC pull = %.1fx [goal >= 3x] %s", pull_x, Pass(pull_x >= 3.0)));
     line("Redis MSET (baseline)", f.mset,
-         absl::StrFormat("Brook gRPC push = %.1fx [goal >= 3x] %s", push_x,
-                         Pass(push_x >= 3.0)));
+         absl::StrFormat("Brook gRPC push = %.1fx [goal >= 3x] %s", push_x, Pass(push_x >= 3.0)));
   }
 }
 
@@ -650,10 +644,8 @@ nlohmann::json FiguresJson(const PsBenchOptions& options, const DimBench& d, int
       {"grpc_pull_gb_s", b_pull.mrows * gb},
       {"grpc_pull_vs_bare", f.b_pull.ratio.median},
       {"grpc_push_vs_bare", f.b_push.ratio.median},
-      {"grpc_pull_serial_bound_vs_bare",
-       SerialBound(f.a_pull.figure, bare_pull) / bare_pull.mrows},
-      {"grpc_push_serial_bound_vs_bare",
-       SerialBound(f.a_push.figure, bare_push) / bare_push.mrows},
+      {"grpc_pull_serial_bound_vs_bare", SerialBound(f.a_pull.figure, bare_pull) / bare_pull.mrows},
+      {"grpc_push_serial_bound_vs_bare", SerialBound(f.a_push.figure, bare_push) / bare_push.mrows},
       {"slice_pairs", options.slices},
       {"helpers", d.server->helpers()}};
   // Each ratio's lowest and highest slice pair beside its median.

@@ -13,9 +13,9 @@
 #include <ostream>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include "absl/status/status.h"
 #include "bench/ps_tier_bench.h"
-#include <nlohmann/json.hpp>
 
 namespace brook::bench {
 
@@ -29,11 +29,11 @@ struct PsBenchOptions {
   // Each figure and its ceiling run in this many alternating slice pairs
   // (bench/paired_rate.h); the verdict is the median pair's ratio.
   int slices = 8;
-  int batch = 4096;      // distinct keys per pull / push
+  int batch = 4096;  // distinct keys per pull / push
   // (b): PsServerOptions::helpers of the PS under test (-1: its default).
   int helpers = -1;
   uint64_t seed = 1;
-  bool redis = true;     // run the Redis baseline when redis-server is on PATH
+  bool redis = true;  // run the Redis baseline when redis-server is on PATH
   // (d) one training step over gRPC: step_tables tables of step_keys keys
   // each (duplicates allowed, uniform over step_rows rows), as one Pull /
   // Push per table in sequence vs one PullBatch / PushBatch, on step_shards

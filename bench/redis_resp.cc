@@ -85,10 +85,9 @@ absl::StatusOr<std::unique_ptr<RedisProcess>> RedisProcess::Start(const std::str
   auto port = PickFreePort();
   if (!port.ok()) return port.status();
   std::string port_s = std::to_string(*port);
-  std::vector<std::string> args = {binary,   "--port",       port_s, "--bind", "127.0.0.1",
-                                   "--save", "",             "--appendonly", "no",
-                                   "--daemonize", "no",      "--dir", "/tmp",
-                                   "--loglevel", "warning"};
+  std::vector<std::string> args = {binary,   "--port", port_s,         "--bind",     "127.0.0.1",
+                                   "--save", "",       "--appendonly", "no",         "--daemonize",
+                                   "no",     "--dir",  "/tmp",         "--loglevel", "warning"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -99,7 +98,8 @@ absl::StatusOr<std::unique_ptr<RedisProcess>> RedisProcess::Start(const std::str
   pid_t pid = 0;
   int rc = posix_spawn(&pid, binary.c_str(), &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return absl::InternalError(absl::StrCat("cannot start ", binary, ": ", strerror(rc)));
+  if (rc != 0)
+    return absl::InternalError(absl::StrCat("cannot start ", binary, ": ", strerror(rc)));
   return std::unique_ptr<RedisProcess>(new RedisProcess(pid, *port));
 }
 
@@ -233,8 +233,7 @@ absl::Status RedisConnection::MSet(absl::Span<const uint64_t> keys, const char* 
   return absl::OkStatus();
 }
 
-absl::Status RedisConnection::MGet(absl::Span<const uint64_t> keys, size_t value_bytes,
-                                   char* out) {
+absl::Status RedisConnection::MGet(absl::Span<const uint64_t> keys, size_t value_bytes, char* out) {
   wbuf_.clear();
   AppendArrayHeader(&wbuf_, 1 + keys.size());
   AppendBulk(&wbuf_, "MGET");
@@ -249,8 +248,8 @@ absl::Status RedisConnection::MGet(absl::Span<const uint64_t> keys, size_t value
     auto line = ReadLine();
     if (!line.ok()) return line.status();
     if (*line != want)
-      return absl::InternalError(absl::StrCat("redis MGET value ", i, " (key ", keys[i],
-                                              "): ", *line, ", want ", want));
+      return absl::InternalError(
+          absl::StrCat("redis MGET value ", i, " (key ", keys[i], "): ", *line, ", want ", want));
     // The value is copied out, as a client would; then its "\r\n".
     if (auto st = ReadBytes(value_bytes, out + i * value_bytes); !st.ok()) return st;
     if (auto st = ReadBytes(2, nullptr); !st.ok()) return st;

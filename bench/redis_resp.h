@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -42,8 +42,7 @@ class RedisProcess {
 class RedisConnection {
  public:
   // Retries connecting until `timeout` (the server may still be starting).
-  static absl::StatusOr<std::unique_ptr<RedisConnection>> Connect(int port,
-                                                                  absl::Duration timeout);
+  static absl::StatusOr<std::unique_ptr<RedisConnection>> Connect(int port, absl::Duration timeout);
   ~RedisConnection();
   RedisConnection(const RedisConnection&) = delete;
   RedisConnection& operator=(const RedisConnection&) = delete;

@@ -31,8 +31,8 @@ double SecondsSince(Clock::time_point t0) {
 class KeyPool {
  public:
   KeyPool(int64_t rows, int batch, uint64_t seed) : batch_(batch) {
-    num_batches_ = static_cast<int>(
-        std::clamp<int64_t>(rows / batch, int64_t{1}, int64_t{kMaxPoolBatches}));
+    num_batches_ =
+        static_cast<int>(std::clamp<int64_t>(rows / batch, int64_t{1}, int64_t{kMaxPoolBatches}));
     keys_.reserve(static_cast<size_t>(num_batches_) * batch);
     std::mt19937_64 rng(seed);
     std::uniform_int_distribution<uint64_t> dist(0, static_cast<uint64_t>(rows - 1));

@@ -7,8 +7,7 @@
 namespace brook::bench {
 namespace {
 
-double Mean(const std::vector<SoakSample>& s, size_t begin, size_t end,
-            double SoakSample::*field) {
+double Mean(const std::vector<SoakSample>& s, size_t begin, size_t end, double SoakSample::*field) {
   if (end <= begin) return 0;
   double sum = 0;
   for (size_t i = begin; i < end; ++i) sum += s[i].*field;
@@ -38,9 +37,9 @@ SoakVerdict JudgeSoak(const std::vector<SoakSample>& samples, const SoakCriteria
     if (early <= 0) {
       v.failures.push_back(absl::StrFormat("%s: no throughput after the warm-up", what));
     } else if (late < c.min_throughput_ratio * early) {
-      v.failures.push_back(absl::StrFormat(
-          "%s throughput fell: late %.0f/s is %.2f of early %.0f/s (bar %.2f)", what, late,
-          late / early, early, c.min_throughput_ratio));
+      v.failures.push_back(
+          absl::StrFormat("%s throughput fell: late %.0f/s is %.2f of early %.0f/s (bar %.2f)",
+                          what, late, late / early, early, c.min_throughput_ratio));
     }
   };
   holds("load", v.load_early, v.load_late);

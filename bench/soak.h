@@ -20,11 +20,11 @@
 namespace brook::bench {
 
 struct SoakSample {
-  double seconds = 0;                 // since the load started
-  double load_rows_per_second = 0;    // rows pulled + pushed by the load, this interval
-  double train_examples_per_second = 0;  // examples the job committed, this interval
+  double seconds = 0;                       // since the load started
+  double load_rows_per_second = 0;          // rows pulled + pushed by the load, this interval
+  double train_examples_per_second = 0;     // examples the job committed, this interval
   std::map<std::string, double> rss_bytes;  // per process ("ps-0", "chief", ...)
-  uint64_t errors = 0;                // failed load calls, dead processes, a failed job: cumulative
+  uint64_t errors = 0;  // failed load calls, dead processes, a failed job: cumulative
 };
 
 struct SoakCriteria {
@@ -36,7 +36,7 @@ struct SoakCriteria {
 
 struct SoakVerdict {
   bool pass = false;
-  std::vector<std::string> failures;  // one line per broken criterion, empty when pass
+  std::vector<std::string> failures;       // one line per broken criterion, empty when pass
   double load_early = 0, load_late = 0;    // mean rows/s
   double train_early = 0, train_late = 0;  // mean examples/s
   // Per process: RSS at the end of the warm-up and the late half's maximum.

@@ -72,7 +72,8 @@ input::FeatureSpec CriteoSpec() {
   for (int d = 1; d <= 13; ++d)
     spec.features.push_back({.name = absl::StrCat("I", d), .type = input::FeatureType::kFloat});
   for (int c = 1; c <= 26; ++c)
-    spec.features.push_back({.name = absl::StrCat("C", c), .type = input::FeatureType::kInt64,
+    spec.features.push_back({.name = absl::StrCat("C", c),
+                             .type = input::FeatureType::kInt64,
                              .kind = input::FeatureKind::kVarLen});
   return spec;
 }
@@ -147,9 +148,8 @@ absl::Status RunTfrecordBench(const TfrecordBenchOptions& options, std::ostream&
   std::vector<char> buf(1 << 20);
   uint64_t read_total = 0;
   RETURN_IF_ERROR(PlainRead(plain_path, &buf, &read_total));  // warm the cache
-  ASSIGN_OR_RETURN(double t_read, BestOf(options.repeats, [&] {
-                     return PlainRead(plain_path, &buf, &read_total);
-                   }));
+  ASSIGN_OR_RETURN(double t_read, BestOf(options.repeats,
+                                         [&] { return PlainRead(plain_path, &buf, &read_total); }));
 
   // Ceiling 2: bare CRC32C over the same bytes, in 1 MiB chunks (one stream
   // per chunk, as crc32c::Extend runs it) and per record (as frames are).
@@ -179,8 +179,8 @@ absl::Status RunTfrecordBench(const TfrecordBenchOptions& options, std::ostream&
                                     &got_bytes);
                    }));
   if (got_records != records.size())
-    return absl::InternalError(absl::StrCat("reader returned ", got_records, " of ",
-                                            records.size(), " records"));
+    return absl::InternalError(
+        absl::StrCat("reader returned ", got_records, " of ", records.size(), " records"));
   ASSIGN_OR_RETURN(double t_gzip, BestOf(options.repeats, [&] {
                      return ReadAll(gzip_path, storage::Compression::kGzip, &got_records,
                                     &got_bytes);
@@ -242,10 +242,9 @@ absl::Status RunTfrecordBench(const TfrecordBenchOptions& options, std::ostream&
                          "");
   out << absl::StrFormat("  %-46s %10.0f %14s   (information)\n", "bare CRC32C, per record",
                          crc_rec_mbs, "");
-  out << absl::StrFormat(
-      "  %-46s %10.0f %14.0f   %.0f%% of min(read, CRC) [goal >= 70%%] %s\n",
-      "TFRecordReader: read + both CRCs", reader_mbs, n / t_reader, 100 * reader_ratio,
-      pass(reader_ratio >= 0.7));
+  out << absl::StrFormat("  %-46s %10.0f %14.0f   %.0f%% of min(read, CRC) [goal >= 70%%] %s\n",
+                         "TFRecordReader: read + both CRCs", reader_mbs, n / t_reader,
+                         100 * reader_ratio, pass(reader_ratio >= 0.7));
   out << absl::StrFormat("  %-46s %10.0f %14.0f   (information: zlib inflate bound)\n",
                          "TFRecordReader: GZIP file (decompressed MB/s)", gzip_mbs, n / t_gzip);
   out << absl::StrFormat("  %-46s %10s %14.0f   %.1fx protobuf [goal >= 3x] %s\n",
@@ -271,7 +270,8 @@ absl::Status RunTfrecordBench(const TfrecordBenchOptions& options, std::ostream&
                {"protobuf_parse_only_examples_s", proto_only_eps},
                {"wire_vs_protobuf", parse_ratio}};
   }
-  if (own_dir) std::filesystem::remove_all(dir);
+  if (own_dir)
+    std::filesystem::remove_all(dir);
   else {
     std::filesystem::remove(plain_path);
     std::filesystem::remove(gzip_path);

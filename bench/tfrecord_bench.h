@@ -9,15 +9,15 @@
 #include <ostream>
 #include <string>
 
-#include "absl/status/status.h"
 #include <nlohmann/json.hpp>
+#include "absl/status/status.h"
 
 namespace brook::bench {
 
 struct TfrecordBenchOptions {
-  std::string dir;                 // scratch directory; a temp dir when empty
-  int64_t examples = 200000;       // ~120 MB of Criteo-shaped records
-  int repeats = 3;                 // best of N for each figure
+  std::string dir;            // scratch directory; a temp dir when empty
+  int64_t examples = 200000;  // ~120 MB of Criteo-shaped records
+  int repeats = 3;            // best of N for each figure
   uint64_t seed = 1;
 };
 

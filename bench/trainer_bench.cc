@@ -194,7 +194,8 @@ absl::StatusOr<std::string> CriteoModelYaml(const std::string& model) {
   } else if (model == "deepfm") {
     head = "model: {type: deepfm, embedding_dim: 8, hidden: [128, 64], activation: relu}\n";
   } else if (model == "dlrm") {
-    head = "model: {type: dlrm, embedding_dim: 16, bottom: [64], top: [256, 128], activation: relu}\n";
+    head =
+        "model: {type: dlrm, embedding_dim: 16, bottom: [64], top: [256, 128], activation: relu}\n";
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("trainer bench: unknown model '", model, "' (wide_deep, deepfm or dlrm)"));
@@ -230,7 +231,8 @@ absl::Status RunTrainerBench(const TrainerBenchOptions& o, std::ostream& out,
 
   trainer::CpuBackendOptions cpu;
   cpu.num_threads = o.backend_threads;
-  ASSIGN_OR_RETURN(std::unique_ptr<trainer::Backend> backend, trainer::CreateBackend(o.device, cpu));
+  ASSIGN_OR_RETURN(std::unique_ptr<trainer::Backend> backend,
+                   trainer::CreateBackend(o.device, cpu));
 
   out << absl::StrFormat(
       "brook bench trainer: %d Criteo-shaped examples (13 counts, 26 ids, largest cardinality "
@@ -272,14 +274,15 @@ absl::Status RunTrainerBench(const TrainerBenchOptions& o, std::ostream& out,
                              100 * j["compute_share"].get<double>());
       mj[p.key] = j;
     }
-    out << absl::StrFormat("%-10s bottleneck: %s (input alone %.0f vs compute alone %.0f "
-                           "examples/s); goal: input + PS wait under 10%% of step time\n",
-                           m, bottleneck, input_alone, compute_alone);
+    out << absl::StrFormat(
+        "%-10s bottleneck: %s (input alone %.0f vs compute alone %.0f "
+        "examples/s); goal: input + PS wait under 10%% of step time\n",
+        m, bottleneck, input_alone, compute_alone);
     models[m] = std::move(mj);
   }
-  *result = {{"examples", o.examples},      {"batch_size", o.batch_size},
-             {"ps_shards", o.ps_shards},    {"staleness", o.staleness},
-             {"backend", backend->name()},  {"models", std::move(models)}};
+  *result = {{"examples", o.examples},     {"batch_size", o.batch_size},
+             {"ps_shards", o.ps_shards},   {"staleness", o.staleness},
+             {"backend", backend->name()}, {"models", std::move(models)}};
   return absl::OkStatus();
 }
 

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include <nlohmann/json.hpp>
 
 namespace brook::bench {
 

@@ -19,7 +19,8 @@ void RegisterBenchTfrecord(CLI::App& bench, int* exit_code) {
       "tfrecord", "TFRecord read+CRC MB/s and Example parse rate vs plain read, CRC32C, protobuf");
   cmd->add_option("--examples", opts->examples, "Criteo-shaped examples to write and read")
       ->envname("BROOK_BENCH_EXAMPLES");
-  cmd->add_option("--repeats", opts->repeats, "Best of N per figure")->envname("BROOK_BENCH_REPEATS");
+  cmd->add_option("--repeats", opts->repeats, "Best of N per figure")
+      ->envname("BROOK_BENCH_REPEATS");
   cmd->add_option("--dir", opts->dir, "Scratch directory (default: a temp dir)");
   cmd->add_flag("--json", *json_out, "Also print the figures as JSON");
   cmd->callback([opts, json_out, exit_code] {
@@ -47,8 +48,7 @@ void RegisterBenchPs(CLI::App& bench, int* exit_code) {
   cmd->add_option("--dims", opts->dims, "Embedding dims, comma-separated")->delimiter(',');
   cmd->add_option("--threads", opts->threads, "Client thread counts, comma-separated")
       ->delimiter(',');
-  cmd->add_option("--seconds", opts->seconds, "Seconds per figure")
-      ->envname("BROOK_BENCH_SECONDS");
+  cmd->add_option("--seconds", opts->seconds, "Seconds per figure")->envname("BROOK_BENCH_SECONDS");
   cmd->add_option("--batch", opts->batch, "Distinct keys per pull / push");
   cmd->add_option("--slices", opts->slices,
                   "Alternating slice pairs per figure and its ceiling (the ratio is their "
@@ -85,9 +85,9 @@ void RegisterBenchPs(CLI::App& bench, int* exit_code) {
 void RegisterBenchTrainer(CLI::App& bench, int* exit_code) {
   auto opts = std::make_shared<bench::TrainerBenchOptions>();
   auto json_out = std::make_shared<bool>(false);
-  CLI::App* cmd = bench.add_subcommand(
-      "trainer",
-      "Trainer examples/s (Wide & Deep, DLRM; PS in process and over gRPC) vs input and compute alone");
+  CLI::App* cmd = bench.add_subcommand("trainer",
+                                       "Trainer examples/s (Wide & Deep, DLRM; PS in process and "
+                                       "over gRPC) vs input and compute alone");
   cmd->add_option("--examples", opts->examples, "Criteo-shaped training examples to generate")
       ->envname("BROOK_BENCH_EXAMPLES")
       ->capture_default_str();

@@ -17,10 +17,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "cli/commands.h"
-#include "cli/security_flags.h"
 #include "chief/client/cluster_spec.h"
 #include "chief/service/chief_server.h"
+#include "cli/commands.h"
+#include "cli/security_flags.h"
 #include "common/status_macros.h"
 
 namespace brook::cli {
@@ -125,7 +125,8 @@ int RunChief(ChiefFlags flags) {
 
 void RegisterChief(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<ChiefFlags>();
-  CLI::App* cmd = app.add_subcommand("chief", "Run the chief: job queue, work leases, checkpoints, export");
+  CLI::App* cmd =
+      app.add_subcommand("chief", "Run the chief: job queue, work leases, checkpoints, export");
   CLI::Option* listen =
       cmd->add_option("--listen", flags->server.listen, "gRPC host:port (port 0: pick a free one)")
           ->envname("BROOK_CHIEF_LISTEN")
@@ -143,7 +144,8 @@ void RegisterChief(CLI::App& app, int* exit_code) {
   cmd->add_option("--ps-statefulset", flags->ps_statefulset,
                   "PS StatefulSet name: its pods' DNS names are the PS nodes")
       ->envname("BROOK_CHIEF_PS_STATEFULSET");
-  cmd->add_option("--ps-service", flags->ps_service, "Headless Service of the PS set (default: the set's name)")
+  cmd->add_option("--ps-service", flags->ps_service,
+                  "Headless Service of the PS set (default: the set's name)")
       ->envname("BROOK_CHIEF_PS_SERVICE");
   cmd->add_option("--ps-namespace", flags->ps_namespace, "Namespace of the PS set")
       ->envname("BROOK_CHIEF_PS_NAMESPACE")

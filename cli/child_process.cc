@@ -94,13 +94,13 @@ absl::StatusOr<std::string> ChildProcess::WaitForLine(const std::string& prefix,
       if (absl::StartsWith(line, prefix) && !lines.eof()) return line;  // a whole line
     }
     if (!Running()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(name_, " exited before it was ready; its stderr (", log_prefix_, ".err):\n",
-                       StderrTail()));
+      return absl::FailedPreconditionError(absl::StrCat(name_,
+                                                        " exited before it was ready; its stderr (",
+                                                        log_prefix_, ".err):\n", StderrTail()));
     }
     if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(name_, " did not say '", prefix, "' within ", absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(absl::StrCat(name_, " did not say '", prefix, "' within ",
+                                                      absl::FormatDuration(timeout)));
     }
     absl::SleepFor(absl::Milliseconds(20));
   }

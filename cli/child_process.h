@@ -21,8 +21,8 @@ class ChildProcess {
   // argv[0] is the program's path. `log_prefix`.out / .err receive the
   // child's stdout / stderr.
   static absl::StatusOr<std::unique_ptr<ChildProcess>> Start(const std::string& name,
-                                                            const std::vector<std::string>& argv,
-                                                            const std::string& log_prefix);
+                                                             const std::vector<std::string>& argv,
+                                                             const std::string& log_prefix);
   ~ChildProcess();  // SIGKILLs and reaps a child still running
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;

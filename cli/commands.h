@@ -15,11 +15,11 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailed = 1;
 inline constexpr int kExitUsage = 2;
 
-void RegisterDataInspect(CLI::App& data, int* exit_code);   // data_inspect.cc
-void RegisterDataGen(CLI::App& data, int* exit_code);       // data_gen.cc
-void RegisterDataConvert(CLI::App& data, int* exit_code);   // data_convert.cc
-void RegisterDataStats(CLI::App& data, int* exit_code);     // data_stats.cc
-void RegisterDataSpec(CLI::App& data, int* exit_code);      // data_stats.cc
+void RegisterDataInspect(CLI::App& data, int* exit_code);     // data_inspect.cc
+void RegisterDataGen(CLI::App& data, int* exit_code);         // data_gen.cc
+void RegisterDataConvert(CLI::App& data, int* exit_code);     // data_convert.cc
+void RegisterDataStats(CLI::App& data, int* exit_code);       // data_stats.cc
+void RegisterDataSpec(CLI::App& data, int* exit_code);        // data_stats.cc
 void RegisterBenchTfrecord(CLI::App& bench, int* exit_code);  // bench_commands.cc
 void RegisterBenchPs(CLI::App& bench, int* exit_code);        // bench_commands.cc
 void RegisterBenchTrainer(CLI::App& bench, int* exit_code);   // bench_commands.cc
@@ -30,8 +30,8 @@ void RegisterSubmit(CLI::App& app, int* exit_code);           // submit_command.
 void RegisterChief(CLI::App& app, int* exit_code);            // chief_command.cc
 void RegisterLocal(CLI::App& app, int* exit_code);            // local_command.cc
 // status, list, cancel, logs: the job CLI talking to a chief.
-void RegisterJobCommands(CLI::App& app, int* exit_code);      // job_commands.cc
-void RegisterPredict(CLI::App& app, int* exit_code);          // predict_command.cc
-void RegisterEval(CLI::App& app, int* exit_code);             // predict_command.cc
+void RegisterJobCommands(CLI::App& app, int* exit_code);  // job_commands.cc
+void RegisterPredict(CLI::App& app, int* exit_code);      // predict_command.cc
+void RegisterEval(CLI::App& app, int* exit_code);         // predict_command.cc
 
 }  // namespace brook::cli

@@ -43,7 +43,8 @@ int Fail(int code, const std::string& message) {
 
 absl::StatusOr<datatools::ConvertSchema> LoadSchema(const ConvertFlags& f) {
   if (f.schema.empty()) {
-    if (absl::AsciiStrToLower(f.format) == "criteo") return datatools::ConvertSchema::Preset("criteo");
+    if (absl::AsciiStrToLower(f.format) == "criteo")
+      return datatools::ConvertSchema::Preset("criteo");
     return absl::InvalidArgumentError(
         "--schema is required (a YAML file or a preset: adult, criteo), unless --format criteo");
   }
@@ -59,7 +60,8 @@ absl::StatusOr<datatools::ConvertSchema> LoadSchema(const ConvertFlags& f) {
 int RunConvert(const ConvertFlags& f) {
   if (!f.print_schema.empty()) {
     const std::string_view yaml = datatools::PresetYaml(f.print_schema);
-    if (yaml.empty()) return Fail(kExitUsage, "--print-schema: unknown preset (have adult, criteo)");
+    if (yaml.empty())
+      return Fail(kExitUsage, "--print-schema: unknown preset (have adult, criteo)");
     std::cout << yaml;
     return kExitOk;
   }
@@ -104,8 +106,8 @@ int RunConvert(const ConvertFlags& f) {
     std::cout << "  " << r.shard_paths[i] << "  " << r.shard_records[i] << " examples\n";
   }
   if (!r.test_shard_paths.empty()) {
-    std::cout << "test split (--test-fraction " << f.test_fraction << ", by a hash of each row): "
-              << r.test_examples << " examples\n";
+    std::cout << "test split (--test-fraction " << f.test_fraction
+              << ", by a hash of each row): " << r.test_examples << " examples\n";
     for (size_t i = 0; i < r.test_shard_paths.size(); ++i) {
       std::cout << "  " << r.test_shard_paths[i] << "  " << r.test_shard_records[i]
                 << " examples\n";
@@ -139,8 +141,7 @@ void RegisterDataConvert(CLI::App& data, int* exit_code) {
       ->envname("BROOK_CONVERT_FORMAT");
   cmd->add_option("--out", f->out, "Output directory (created if absent)")
       ->envname("BROOK_CONVERT_OUT");
-  cmd->add_option("--prefix", f->prefix, "Shard file name prefix")
-      ->envname("BROOK_CONVERT_PREFIX");
+  cmd->add_option("--prefix", f->prefix, "Shard file name prefix")->envname("BROOK_CONVERT_PREFIX");
   cmd->add_option("--shards", f->shards, "Number of output shards (rows dealt round-robin)")
       ->envname("BROOK_CONVERT_SHARDS");
   cmd->add_option("--compression", f->compression, "NONE, GZIP or ZLIB")
@@ -148,10 +149,10 @@ void RegisterDataConvert(CLI::App& data, int* exit_code) {
   cmd->add_flag("--skip-bad-rows", f->skip_bad_rows,
                 "Skip and count rows that do not parse, instead of stopping at the first")
       ->envname("BROOK_CONVERT_SKIP_BAD_ROWS");
-  cmd->add_option("--print-schema", f->print_schema, "Print a preset schema (adult, criteo) and exit");
+  cmd->add_option("--print-schema", f->print_schema,
+                  "Print a preset schema (adult, criteo) and exit");
   cmd->add_flag_function(
-         "--header,!--no-header",
-         [f](int64_t n) { f->header = n > 0; },
+         "--header,!--no-header", [f](int64_t n) { f->header = n > 0; },
          "The first line of every input is (--header) or is not (--no-header) a header naming "
          "the columns. Default: the schema's `header:`; a schema without a header (the criteo "
          "preset) still detects one: a first line made of exactly its column names")

@@ -80,10 +80,21 @@ int RunInspect(const InspectOptions& opts) {
         uint64_t n = 0;
         std::string kind;
         switch (feature.kind_case()) {
-          case brook::tf::Feature::kInt64List: kind = "int64"; n = feature.int64_list().value_size(); break;
-          case brook::tf::Feature::kFloatList: kind = "float"; n = feature.float_list().value_size(); break;
-          case brook::tf::Feature::kBytesList: kind = "bytes"; n = feature.bytes_list().value_size(); break;
-          default: kind = "empty"; break;
+          case brook::tf::Feature::kInt64List:
+            kind = "int64";
+            n = feature.int64_list().value_size();
+            break;
+          case brook::tf::Feature::kFloatList:
+            kind = "float";
+            n = feature.float_list().value_size();
+            break;
+          case brook::tf::Feature::kBytesList:
+            kind = "bytes";
+            n = feature.bytes_list().value_size();
+            break;
+          default:
+            kind = "empty";
+            break;
         }
         ++s.records_with;
         s.values += n;
@@ -96,7 +107,9 @@ int RunInspect(const InspectOptions& opts) {
     total_records += records;
     total_bytes += st.bytes;
     skipped_regions += st.skipped_regions;
-    files_json.push_back({{"file", path}, {"records", records}, {"bytes", st.bytes},
+    files_json.push_back({{"file", path},
+                          {"records", records},
+                          {"bytes", st.bytes},
                           {"skipped_regions", st.skipped_regions},
                           {"skipped_bytes", st.skipped_bytes},
                           {"error", error.ok() ? "" : std::string(error.message())}});
@@ -120,8 +133,10 @@ int RunInspect(const InspectOptions& opts) {
     out["records"] = total_records;
     out["not_examples"] = not_examples;
     for (const auto& [name, s] : features) {
-      out["features"][name] = {{"records_with", s.records_with}, {"values", s.values},
-                               {"min_values", s.min_values}, {"max_values", s.max_values},
+      out["features"][name] = {{"records_with", s.records_with},
+                               {"values", s.values},
+                               {"min_values", s.min_values},
+                               {"max_values", s.max_values},
                                {"kinds", s.kinds}};
     }
     std::cout << out.dump(2) << "\n";
@@ -131,9 +146,10 @@ int RunInspect(const InspectOptions& opts) {
     if (not_examples) std::cout << ", " << not_examples << " records are not tf.train.Example";
     if (skipped_regions) std::cout << ", " << skipped_regions << " corrupt regions skipped";
     std::cout << "\n\n"
-              << std::left << std::setw(24) << "feature" << std::setw(14) << "kind"
-              << std::right << std::setw(10) << "records" << std::setw(12) << "values"
-              << std::setw(8) << "min" << std::setw(8) << "max" << "\n";
+              << std::left << std::setw(24) << "feature" << std::setw(14) << "kind" << std::right
+              << std::setw(10) << "records" << std::setw(12) << "values" << std::setw(8) << "min"
+              << std::setw(8) << "max"
+              << "\n";
     for (const auto& [name, s] : features) {
       std::string kinds;
       for (const auto& [k, n] : s.kinds) kinds += (kinds.empty() ? "" : "+") + k;

@@ -112,18 +112,22 @@ int WriteFeatureSpec(const datatools::DatasetStats& stats, const std::string& la
   datatools::SpecInferenceOptions options;
   options.label = label;
   auto inferred = datatools::InferFeatureSpec(stats, options);
-  if (!inferred.ok()) return StatsFail(kExitFailed, std::string(inferred.status().message()), command);
+  if (!inferred.ok())
+    return StatsFail(kExitFailed, std::string(inferred.status().message()), command);
   const std::string yaml = datatools::InferredSpecYaml(*inferred, stats);
   // What we write must be what the trainer reads.
   auto reread = input::FeatureSpec::FromYaml(yaml);
   if (!reread.ok()) {
-    return StatsFail(kExitFailed, absl::StrCat("internal error: the inferred spec does not parse: ",
-                                               reread.status().message()), command);
+    return StatsFail(kExitFailed,
+                     absl::StrCat("internal error: the inferred spec does not parse: ",
+                                  reread.status().message()),
+                     command);
   }
   std::ofstream out(path, std::ios::trunc);
   out << yaml;
   out.close();
-  if (!out) return StatsFail(kExitFailed, absl::StrCat(path, ": cannot write the feature spec"), command);
+  if (!out)
+    return StatsFail(kExitFailed, absl::StrCat(path, ": cannot write the feature spec"), command);
   const input::FeatureSpec& spec = inferred->spec;
   int fixed = 0;
   for (const auto& f : spec.features) fixed += f.kind == input::FeatureKind::kFixed ? 1 : 0;
@@ -166,7 +170,8 @@ int RunStats(const StatsFlags& f) {
   options.max_examples = f.max_examples;
   if (f.compression != "auto") {
     auto c = storage::ParseCompression(f.compression);
-    if (!c.ok()) return StatsFail(kExitUsage, absl::StrCat("--compression: ", c.status().message()));
+    if (!c.ok())
+      return StatsFail(kExitUsage, absl::StrCat("--compression: ", c.status().message()));
     options.compression = *c;
   }
   // Load the schema before reading any data: a typo in its path should not
@@ -181,7 +186,8 @@ int RunStats(const StatsFlags& f) {
   if (!files.ok()) return StatsFail(kExitUsage, std::string(files.status().message()));
   auto stats = StatsWithProgress(*files, options, "stats");
   if (!stats.ok()) {
-    return StatsFail(IsUsageError(stats.status()) ? kExitUsage : kExitFailed, std::string(stats.status().message()));
+    return StatsFail(IsUsageError(stats.status()) ? kExitUsage : kExitFailed,
+                     std::string(stats.status().message()));
   }
   if (!f.feature_spec_out.empty()) {
     const int rc = WriteFeatureSpec(*stats, f.label, f.feature_spec_out, "stats");
@@ -192,7 +198,8 @@ int RunStats(const StatsFlags& f) {
     std::ofstream out(f.schema_out, std::ios::trunc);
     out << datatools::InferSchema(*stats).ToYaml();
     out.close();
-    if (!out) return StatsFail(kExitFailed, absl::StrCat(f.schema_out, ": cannot write the schema"));
+    if (!out)
+      return StatsFail(kExitFailed, absl::StrCat(f.schema_out, ": cannot write the schema"));
   }
 
   if (!schema) {
@@ -226,8 +233,9 @@ int RunStats(const StatsFlags& f) {
               << (errors == 1 ? "y" : "ies") << ", " << anomalies.size() - errors
               << " warning(s)\n";
     for (const datatools::Anomaly& a : anomalies) {
-      std::cout << "  " << (a.warning ? "warning " : "ANOMALY ") << datatools::AnomalyKindName(a.kind)
-                << " " << (a.feature.empty() ? "" : datatools::PrintableValue(a.feature, 64) + ": ")
+      std::cout << "  " << (a.warning ? "warning " : "ANOMALY ")
+                << datatools::AnomalyKindName(a.kind) << " "
+                << (a.feature.empty() ? "" : datatools::PrintableValue(a.feature, 64) + ": ")
                 << a.message << "\n";
     }
   }

@@ -38,12 +38,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "cli/security_flags.h"
-#include "cli/commands.h"
-#include "cli/job_exit_codes.h"
 #include "chief/client/chief_client.h"
 #include "chief/client/cluster_spec.h"
 #include "chief/client/job_format.h"
+#include "cli/commands.h"
+#include "cli/job_exit_codes.h"
+#include "cli/security_flags.h"
 
 namespace brook::cli {
 namespace {
@@ -131,8 +131,7 @@ size_t TerminalWidth() {
 // for up to kWatchUnreachableBudget, `before_note` running before the note
 // on stderr; the first failure, any other error, or a longer outage ends it
 // with the error's exit code.
-int PollJob(chief::ChiefClient& client, const JobFlags& f, const std::string& cmd,
-            bool with_events,
+int PollJob(chief::ChiefClient& client, const JobFlags& f, const std::string& cmd, bool with_events,
             const std::function<std::optional<int>(const v1::JobStatus&, absl::Time)>& on_job,
             const std::function<void()>& before_note) {
   v1::GetJobRequest request;
@@ -407,7 +406,8 @@ void RegisterJobCommands(CLI::App& app, int* exit_code) {
   {
     auto f = std::make_shared<JobFlags>();
     CLI::App* cmd = app.add_subcommand(
-        "logs", "Print a job's event log (--follow: as it grows; --trainer ID: a trainer's own log)");
+        "logs",
+        "Print a job's event log (--follow: as it grows; --trainer ID: a trainer's own log)");
     cmd->add_option("job", f->job, "Job id")->required();
     cmd->add_flag("-f,--follow", f->follow,
                   "Keep printing new events (or the trainer's new log lines) until the job ends; "

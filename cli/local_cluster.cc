@@ -46,8 +46,7 @@ absl::StatusOr<std::string> MakeWorkDir(const std::string& dir, const std::strin
 absl::StatusOr<ChildProcess*> LocalCluster::Start(const std::string& name,
                                                   std::vector<std::string> args) {
   args.insert(args.begin(), SelfPath());
-  ASSIGN_OR_RETURN(auto child,
-                   ChildProcess::Start(name, args, LogPrefix(name)));
+  ASSIGN_OR_RETURN(auto child, ChildProcess::Start(name, args, LogPrefix(name)));
   children_.push_back(std::move(child));
   return children_.back().get();
 }
@@ -55,11 +54,11 @@ absl::StatusOr<ChildProcess*> LocalCluster::Start(const std::string& name,
 absl::Status LocalCluster::StartNodes(const LocalClusterOptions& o) {
   std::vector<ChildProcess*> ps;
   for (int i = 0; i < o.ps; ++i) {
-    ASSIGN_OR_RETURN(ChildProcess * p,
-                     Start(absl::StrCat("ps-", i),
-                           {"ps", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-                            "--shard-index", std::to_string(i), "--num-shards", std::to_string(o.ps),
-                            "--data-dir", absl::StrCat(work_dir_, "/ps-", i)}));
+    ASSIGN_OR_RETURN(ChildProcess * p, Start(absl::StrCat("ps-", i),
+                                             {"ps", "--listen", "127.0.0.1:0", "--metrics-listen",
+                                              "127.0.0.1:0", "--shard-index", std::to_string(i),
+                                              "--num-shards", std::to_string(o.ps), "--data-dir",
+                                              absl::StrCat(work_dir_, "/ps-", i)}));
     ps.push_back(p);
   }
   for (ChildProcess* p : ps) {
@@ -75,11 +74,11 @@ absl::Status LocalCluster::StartNodes(const LocalClusterOptions& o) {
                    chief_proc->WaitForLine("brook chief listening on", absl::Seconds(60)));
   chief_address_ = ListeningAddress(chief_line);
   for (int i = 0; i < o.trainers; ++i) {
-    RETURN_IF_ERROR(Start(absl::StrCat("trainer-", i),
-                          {"trainer", "--chief", chief_address_, "--node-id",
-                           absl::StrCat("trainer-", i), "--metrics-listen", "127.0.0.1:0",
-                           "--cpu-threads", std::to_string(o.cpu_threads)})
-                        .status());
+    RETURN_IF_ERROR(
+        Start(absl::StrCat("trainer-", i),
+              {"trainer", "--chief", chief_address_, "--node-id", absl::StrCat("trainer-", i),
+               "--metrics-listen", "127.0.0.1:0", "--cpu-threads", std::to_string(o.cpu_threads)})
+            .status());
   }
   return absl::OkStatus();
 }

@@ -23,20 +23,20 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "brook/v1/chief.pb.h"
-#include "cli/child_process.h"
-#include "cli/local_cluster.h"
-#include "cli/commands.h"
 #include "chief/client/chief_client.h"
 #include "chief/client/job_format.h"
 #include "chief/job/job_spec.h"
+#include "cli/child_process.h"
+#include "cli/commands.h"
+#include "cli/local_cluster.h"
 #include "common/status_macros.h"
-#include <nlohmann/json.hpp>
 
 namespace brook::cli {
 namespace {
@@ -60,7 +60,8 @@ struct LocalFlags {
 std::string DemoJobYaml(int trainers, int64_t train_examples) {
   std::string sparse, dense;
   for (int i = 1; i <= 26; ++i) absl::StrAppend(&sparse, "  - {feature: C", i, "}\n");
-  for (int i = 1; i <= 13; ++i) absl::StrAppend(&dense, "  - {feature: I", i, ", transform: log1p}\n");
+  for (int i = 1; i <= 13; ++i)
+    absl::StrAppend(&dense, "  - {feature: I", i, ", transform: log1p}\n");
   const int64_t steps = std::max<int64_t>(1, train_examples / 256);
   return absl::StrCat(
       "# Written by `brook local` (the built-in demo).\n"
@@ -70,14 +71,20 @@ std::string DemoJobYaml(int trainers, int64_t train_examples) {
       "  eval: [data/test-*.tfrecord]\n"
       "  records_per_unit: 25000\n"
       "features: data/feature_spec.yaml\n"
-      "model: {type: deepfm, embedding_dim: 8, hidden: [128, 64], activation: relu, loss: logloss}\n"
-      "sparse:\n", sparse, "dense:\n", dense,
+      "model: {type: deepfm, embedding_dim: 8, hidden: [128, 64], activation: relu, loss: "
+      "logloss}\n"
+      "sparse:\n",
+      sparse, "dense:\n", dense,
       "optimizer:\n"
       "  embedding: {type: adam, learning_rate: 0.003}\n"
       "  dense: {type: adam, learning_rate: 0.003}\n"
-      "  schedule: {decay: cosine, decay_steps: ", steps / trainers, "}\n"
+      "  schedule: {decay: cosine, decay_steps: ",
+      steps / trainers,
+      "}\n"
       "training: {batch_size: 256, epochs: 1, staleness: 2, seed: 1}\n"
-      "trainers: ", trainers, "\n"
+      "trainers: ",
+      trainers,
+      "\n"
       "checkpoint: {dir: ckpt, interval_seconds: 60, keep: 2}\n"
       "export: {dir: export}\n");
 }
@@ -95,18 +102,19 @@ absl::StatusOr<int> RunLocal(const LocalFlags& f) {
   if (job_path.empty()) {
     std::cerr << "brook local: demo: generating " << f.demo_train << " train + " << f.demo_test
               << " test Criteo-shaped examples (known ground truth)...\n";
-    ASSIGN_OR_RETURN(ChildProcess * gen,
-                     cluster.Start("data-gen", {"data", "gen", "--out", work + "/data", "--train",
-                                                f.demo_train, "--test", f.demo_test, "--shards", "8",
-                                                "--test-shards", "2", "--seed", "3",
-                                                "--cardinality-max", "1000"}));
+    ASSIGN_OR_RETURN(
+        ChildProcess * gen,
+        cluster.Start("data-gen", {"data", "gen", "--out", work + "/data", "--train", f.demo_train,
+                                   "--test", f.demo_test, "--shards", "8", "--test-shards", "2",
+                                   "--seed", "3", "--cardinality-max", "1000"}));
     const int rc = gen->Wait(absl::Minutes(30));
     if (rc != 0) {
       return absl::InternalError(absl::StrCat("brook data gen failed:\n", gen->StderrTail()));
     }
     std::ifstream truth_in(work + "/data/ground_truth.json");
     const nlohmann::json truth = nlohmann::json::parse(truth_in, nullptr, false);
-    if (truth.is_object() && truth.contains("test")) bayes_auc = truth["test"]["bayes_auc"].get<double>();
+    if (truth.is_object() && truth.contains("test"))
+      bayes_auc = truth["test"]["bayes_auc"].get<double>();
     const int64_t train_examples = static_cast<int64_t>(std::stod(f.demo_train));
     job_path = work + "/job.yaml";
     std::ofstream(job_path) << DemoJobYaml(f.trainers, train_examples);
@@ -162,8 +170,8 @@ absl::StatusOr<int> RunLocal(const LocalFlags& f) {
       return 130;
     }
     if (const ChildProcess* dead = cluster.Dead(/*include_trainers=*/false)) {
-      return absl::InternalError(absl::StrCat(dead->name(), " exited unexpectedly; its stderr:\n",
-                                              dead->StderrTail()));
+      return absl::InternalError(
+          absl::StrCat(dead->name(), " exited unexpectedly; its stderr:\n", dead->StderrTail()));
     }
     v1::GetJobRequest get;
     get.set_job_id(job_id);

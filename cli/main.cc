@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
       "one is named); the job commands add 3-5 (README \"Wrong addresses and typos\").");
   int exit_code = brook::cli::kExitOk;
 
-  CLI::App* data = app.add_subcommand("data", "Inspect, convert, generate, check TFRecord data and infer its feature spec");
+  CLI::App* data = app.add_subcommand(
+      "data", "Inspect, convert, generate, check TFRecord data and infer its feature spec");
   brook::cli::RequireSubcommand(data);
   brook::cli::RegisterDataInspect(*data, &exit_code);
   brook::cli::RegisterDataGen(*data, &exit_code);

@@ -91,8 +91,8 @@ void ProgressPrinter::Start(absl::Time start, bool background) {
   last_print_ = start;
   if (!background || mode_ == ProgressMode::kOff) return;
   thread_ = std::thread([this] {
-    const absl::Duration tick = mode_ == ProgressMode::kTty ? options_.tty_interval
-                                                           : absl::Milliseconds(500);
+    const absl::Duration tick =
+        mode_ == ProgressMode::kTty ? options_.tty_interval : absl::Milliseconds(500);
     while (!stop_.WaitForNotificationWithTimeout(tick)) Tick(absl::Now());
   });
 }

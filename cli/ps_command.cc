@@ -16,11 +16,11 @@
 #include <memory>
 #include <string>
 
-#include "absl/time/time.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "chief/client/cluster_spec.h"
 #include "cli/commands.h"
 #include "cli/security_flags.h"
-#include "chief/client/cluster_spec.h"
 #include "common/status_macros.h"
 #include "ps/options.h"
 #include "ps/rpc/ps_server.h"
@@ -119,7 +119,8 @@ int RunPs(const PsFlags& flags) {
   std::cout << "brook ps listening on " << (*server)->address() << " metrics on "
             << ((*server)->metrics_port() ? (*server)->metrics_address() : "off") << std::endl;
   std::cerr << "brook ps: shard " << options.ps.shard_index << " of " << options.ps.num_shards
-            << (options.tls.enabled() ? (options.tls.mutual ? ", mutual TLS" : ", TLS") : ", plaintext")
+            << (options.tls.enabled() ? (options.tls.mutual ? ", mutual TLS" : ", TLS")
+                                      : ", plaintext")
             << ", " << (options.threads ? std::to_string(options.threads) : "gRPC")
             << " handler threads"
             << (options.ps.memory_limit_bytes == 0

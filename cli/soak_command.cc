@@ -15,20 +15,20 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "bench/soak.h"
 #include "brook/v1/chief.pb.h"
-#include "cli/commands.h"
-#include "cli/local_cluster.h"
-#include "cli/security_flags.h"
 #include "chief/client/chief_client.h"
 #include "chief/client/job_format.h"
 #include "chief/job/job_spec.h"
+#include "cli/commands.h"
+#include "cli/local_cluster.h"
+#include "cli/security_flags.h"
 #include "common/status_macros.h"
 #include "ps/client/grpc_ps_client.h"
-#include <nlohmann/json.hpp>
 
 namespace brook::cli {
 namespace {
@@ -51,18 +51,22 @@ struct SoakFlags {
 std::string SoakJobYaml(int trainers) {
   std::string sparse, dense;
   for (int i = 1; i <= 26; ++i) absl::StrAppend(&sparse, "  - {feature: C", i, "}\n");
-  for (int i = 1; i <= 13; ++i) absl::StrAppend(&dense, "  - {feature: I", i, ", transform: log1p}\n");
+  for (int i = 1; i <= 13; ++i)
+    absl::StrAppend(&dense, "  - {feature: I", i, ", transform: log1p}\n");
   return absl::StrCat(
       "# Written by `brook bench soak`.\n"
       "name: soak\n"
       "data:\n  train: [data/train-*.tfrecord]\n  records_per_unit: 20000\n"
       "features: data/feature_spec.yaml\n"
       "model: {type: deepfm, embedding_dim: 8, hidden: [64], activation: relu, loss: logloss}\n"
-      "sparse:\n", sparse, "dense:\n", dense,
+      "sparse:\n",
+      sparse, "dense:\n", dense,
       "optimizer:\n  embedding: {type: adagrad, learning_rate: 0.05}\n"
       "  dense: {type: adam, learning_rate: 0.001}\n"
       "training: {batch_size: 256, epochs: 100000, staleness: 2, seed: 1}\n"
-      "trainers: ", trainers, "\n"
+      "trainers: ",
+      trainers,
+      "\n"
       "checkpoint: {dir: ckpt, interval_seconds: 30, keep: 2}\n");
 }
 
@@ -137,7 +141,8 @@ void PrintTable(const std::vector<bench::SoakSample>& samples) {
   for (const bench::SoakSample& s : samples) {
     std::cout << absl::StrFormat("%8.0f %14.0f %14.0f", s.seconds, s.load_rows_per_second,
                                  s.train_examples_per_second);
-    for (const auto& [name, rss] : s.rss_bytes) std::cout << absl::StrFormat(" %12.0f", rss / (1 << 20));
+    for (const auto& [name, rss] : s.rss_bytes)
+      std::cout << absl::StrFormat(" %12.0f", rss / (1 << 20));
     std::cout << absl::StrFormat(" %7d\n", s.errors);
   }
 }
@@ -147,11 +152,11 @@ absl::StatusOr<int> RunSoak(const SoakFlags& f) {
   std::cerr << "brook bench soak: " << f.minutes << " min, work directory " << work << "\n";
   LocalCluster cluster(work);
 
-  ASSIGN_OR_RETURN(ChildProcess * gen,
-                   cluster.Start("data-gen", {"data", "gen", "--out", work + "/data", "--train",
-                                              "200000", "--test", "1000", "--shards", "4",
-                                              "--test-shards", "1", "--seed", "5",
-                                              "--cardinality-max", "1000"}));
+  ASSIGN_OR_RETURN(
+      ChildProcess * gen,
+      cluster.Start("data-gen", {"data", "gen", "--out", work + "/data", "--train", "200000",
+                                 "--test", "1000", "--shards", "4", "--test-shards", "1", "--seed",
+                                 "5", "--cardinality-max", "1000"}));
   if (gen->Wait(absl::Minutes(10)) != 0) {
     return absl::InternalError(absl::StrCat("brook data gen failed:\n", gen->StderrTail()));
   }
@@ -233,9 +238,9 @@ absl::StatusOr<int> RunSoak(const SoakFlags& f) {
     last = now;
     last_rows = rows;
     last_examples = examples;
-    std::cerr << absl::StrFormat("brook bench soak: %4.0f s  load %9.0f rows/s  train %7.0f ex/s  errors %d\n",
-                                 s.seconds, s.load_rows_per_second, s.train_examples_per_second,
-                                 s.errors);
+    std::cerr << absl::StrFormat(
+        "brook bench soak: %4.0f s  load %9.0f rows/s  train %7.0f ex/s  errors %d\n", s.seconds,
+        s.load_rows_per_second, s.train_examples_per_second, s.errors);
     if (process_errors > 0) break;  // a dead process or an ended job: judging more is moot
   }
   load.Stop();
@@ -244,7 +249,8 @@ absl::StatusOr<int> RunSoak(const SoakFlags& f) {
   cancel.set_reason("soak finished");
   chief->CancelJob(cancel).IgnoreError();
   cluster.StopAll();
-  if (load.errors() > 0) std::cerr << "brook bench soak: first load error: " << load.first_error() << "\n";
+  if (load.errors() > 0)
+    std::cerr << "brook bench soak: first load error: " << load.first_error() << "\n";
 
   // The first sample's training rate is 0 by construction (job start-up):
   // the warm-up absorbs it.
@@ -256,7 +262,8 @@ absl::StatusOr<int> RunSoak(const SoakFlags& f) {
     j["load_rows_per_second"] = {{"early", v.load_early}, {"late", v.load_late}};
     j["train_examples_per_second"] = {{"early", v.train_early}, {"late", v.train_late}};
     j["errors"] = v.errors;
-    for (const auto& [name, rss] : v.rss) j["rss_bytes"][name] = {{"warm", rss.first}, {"late_max", rss.second}};
+    for (const auto& [name, rss] : v.rss)
+      j["rss_bytes"][name] = {{"warm", rss.first}, {"late_max", rss.second}};
     for (const bench::SoakSample& s : samples) {
       j["samples"].push_back({{"seconds", s.seconds},
                               {"load_rows_per_second", s.load_rows_per_second},
@@ -269,7 +276,8 @@ absl::StatusOr<int> RunSoak(const SoakFlags& f) {
     PrintTable(samples);
     std::cout << absl::StrFormat(
         "load: early %.0f rows/s, late %.0f rows/s (%.2f of early; bar %.2f)\n", v.load_early,
-        v.load_late, v.load_early > 0 ? v.load_late / v.load_early : 0, f.criteria.min_throughput_ratio);
+        v.load_late, v.load_early > 0 ? v.load_late / v.load_early : 0,
+        f.criteria.min_throughput_ratio);
     std::cout << absl::StrFormat(
         "training: early %.0f ex/s, late %.0f ex/s (%.2f of early; bar %.2f)\n", v.train_early,
         v.train_late, v.train_early > 0 ? v.train_late / v.train_early : 0,
@@ -297,7 +305,8 @@ void RegisterBenchSoak(CLI::App& bench, int* exit_code) {
   cmd->add_option("--minutes", f->minutes, "How long to run")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--work-dir", f->work_dir, "Data, PS and chief state, logs (default: /tmp/brook-soak-*)");
+  cmd->add_option("--work-dir", f->work_dir,
+                  "Data, PS and chief state, logs (default: /tmp/brook-soak-*)");
   cmd->add_option("--ps", f->ps, "PS shards")->check(CLI::Range(1, 16))->capture_default_str();
   cmd->add_option("--trainers", f->trainers, "Trainer processes")
       ->check(CLI::Range(1, 16))

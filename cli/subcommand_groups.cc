@@ -22,8 +22,8 @@ std::string MissingSubcommandMessage(const CLI::App& group) {
   for (const CLI::App* s : group.get_subcommands(std::function<bool(const CLI::App*)>())) {
     if (!s->get_name().empty() && !s->get_group().empty()) names.push_back(s->get_name());
   }
-  return absl::StrCat(CommandPath(group), ": a subcommand is required: ",
-                      absl::StrJoin(names, ", "));
+  return absl::StrCat(CommandPath(group),
+                      ": a subcommand is required: ", absl::StrJoin(names, ", "));
 }
 
 void RequireSubcommand(CLI::App* group) {

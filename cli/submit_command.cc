@@ -24,15 +24,15 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
-#include "cli/security_flags.h"
-#include "cli/commands.h"
-#include "cli/job_exit_codes.h"
 #include "chief/client/chief_client.h"
 #include "chief/client/cluster_spec.h"
 #include "chief/client/job_format.h"
 #include "chief/export/init_from.h"
 #include "chief/export/output_dirs.h"
 #include "chief/job/job_spec.h"
+#include "cli/commands.h"
+#include "cli/job_exit_codes.h"
+#include "cli/security_flags.h"
 
 namespace brook::cli {
 namespace {

@@ -16,32 +16,32 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <filesystem>
-#include <mutex>
-#include <cstdlib>
-#include <functional>
-#include <thread>
 #include <cmath>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "cli/commands.h"
-#include "cli/progress.h"
-#include "cli/security_flags.h"
 #include "chief/client/cluster_spec.h"
 #include "chief/core/job_queue.h"
 #include "chief/export/model_export.h"
 #include "chief/job/job_spec.h"
-#include "worker/trainer_worker.h"
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "cli/security_flags.h"
 #include "common/random_id.h"
 #include "common/status_macros.h"
 #include "metrics/collector.h"
@@ -56,7 +56,7 @@
 #include "trainer/input/sources.h"
 #include "trainer/model/model_spec.h"
 #include "trainer/trainer.h"
-#include <nlohmann/json.hpp>
+#include "worker/trainer_worker.h"
 
 namespace brook::cli {
 namespace {
@@ -175,9 +175,10 @@ std::shared_ptr<prometheus::Collectable> TrainerCollector(
                         "Times a PS answered that it lost the job's tables (restarted without "
                         "its WAL) and the trainer declared them again"),
             {}, static_cast<double>(s.tables_redeclared));
-    set.Add(set.Gauge("brook_trainer_in_flight_steps",
-                      "Steps pulled whose pushes are not all acknowledged (bounded by staleness + 1)"),
-            {}, static_cast<double>(s.in_flight_steps));
+    set.Add(
+        set.Gauge("brook_trainer_in_flight_steps",
+                  "Steps pulled whose pushes are not all acknowledged (bounded by staleness + 1)"),
+        {}, static_cast<double>(s.in_flight_steps));
     if (s.device.has_value()) {
       set.Add(set.Gauge("brook_trainer_gpu_memory_used_bytes",
                         "Memory in use on the trainer's GPU (every process on it)"),
@@ -221,8 +222,7 @@ std::shared_ptr<prometheus::Collectable> TrainerCollector(
 
 absl::StatusOr<std::unique_ptr<input::Pipeline>> MakePipeline(const input::FeatureSpec& spec,
                                                               const TrainerFlags& f,
-                                                              const std::string& glob,
-                                                              bool train) {
+                                                              const std::string& glob, bool train) {
   input::PipelineOptions o;
   const std::vector<std::string>& files = train ? f.data_files : f.eval_files;
   if (files.empty()) o.glob = glob;
@@ -308,8 +308,7 @@ chief::JobSpec StandaloneSpec(const TrainerFlags& f, const input::FeatureSpec& f
 // (newest `keep` kept) and one at the end, under <dir>/<run id>/.
 class StandaloneCheckpoints {
  public:
-  StandaloneCheckpoints(ps::PsClient* ps, const chief::JobCheckpointSpec& spec,
-                        std::string run_id)
+  StandaloneCheckpoints(ps::PsClient* ps, const chief::JobCheckpointSpec& spec, std::string run_id)
       : ps_(ps), spec_(spec), run_dir_(absl::StrCat(spec.dir, "/", std::move(run_id))) {}
   ~StandaloneCheckpoints() { Stop(); }
 
@@ -403,8 +402,8 @@ absl::Status RunTrainer(const TrainerFlags& f) {
     spec = f.job_spec->model;
   }
   const bool has_data = !f.data.empty() || !f.data_files.empty();
-  const bool needs_moments = std::any_of(
-      spec.dense.begin(), spec.dense.end(), [](const trainer::DenseInputSpec& d) {
+  const bool needs_moments =
+      std::any_of(spec.dense.begin(), spec.dense.end(), [](const trainer::DenseInputSpec& d) {
         return d.transform == trainer::DenseTransform::kStandardize && !d.has_moments;
       });
   if (!has_data && !f.eval_only) return absl::InvalidArgumentError("--data is required");
@@ -473,8 +472,9 @@ absl::Status RunTrainer(const TrainerFlags& f) {
   if (Use(f, "--lr-decay")) {
     ASSIGN_OR_RETURN(options.lr_schedule.decay, trainer::ParseLrDecay(f.lr_decay));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<trainer::Backend> backend,
-                   trainer::CreateBackend(f.device, trainer::CpuBackendOptions{.num_threads = f.cpu_threads}));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<trainer::Backend> backend,
+      trainer::CreateBackend(f.device, trainer::CpuBackendOptions{.num_threads = f.cpu_threads}));
   ASSIGN_OR_RETURN(std::unique_ptr<trainer::Trainer> t,
                    trainer::Trainer::Create(client.get(), spec, features, options, backend.get()));
   std::unique_ptr<metrics::MetricsExposer> exposer;
@@ -509,7 +509,8 @@ absl::Status RunTrainer(const TrainerFlags& f) {
       for (const std::string& file : files.ok() ? *files : std::vector<std::string>()) {
         std::error_code ec;
         po.bytes_total += static_cast<int64_t>(std::filesystem::file_size(file, ec));
-        compressed = compressed || storage::CompressionFromPath(file) != storage::Compression::kNone;
+        compressed =
+            compressed || storage::CompressionFromPath(file) != storage::Compression::kNone;
       }
       po.bytes_total = compressed || f.max_steps > 0 ? 0 : po.bytes_total * f.epochs;
       ProgressPrinter progress(po);
@@ -541,8 +542,7 @@ absl::Status RunTrainer(const TrainerFlags& f) {
       "brook trainer: %d steps, %d examples in %.1f s (%.0f examples/s); input wait %.1f s, PS "
       "wait %.1f s, compute %.1f s; pull %.1f s, push %.1f s (other threads)\n",
       s.steps, s.examples, s.wall_seconds, s.wall_seconds > 0 ? s.examples / s.wall_seconds : 0,
-      s.input_wait_seconds, s.ps_wait_seconds, s.compute_seconds, s.pull_seconds,
-      s.push_seconds);
+      s.input_wait_seconds, s.ps_wait_seconds, s.compute_seconds, s.pull_seconds, s.push_seconds);
   nlohmann::json out = {{"steps", s.steps},
                         {"examples", s.examples},
                         {"train_mean_loss", s.examples > 0 ? s.loss_sum / s.examples : 0},
@@ -565,8 +565,8 @@ absl::Status RunTrainer(const TrainerFlags& f) {
   if (!f.eval_data.empty() || !f.eval_files.empty()) {
     ASSIGN_OR_RETURN(auto eval, MakePipeline(features, f, f.eval_data, /*train=*/false));
     ASSIGN_OR_RETURN(trainer::EvalResult r, t->Evaluate(eval.get()));
-    out["eval"] = {{"examples", r.examples},     {"auc", r.auc},
-                   {"logloss", r.logloss},       {"accuracy", r.accuracy},
+    out["eval"] = {{"examples", r.examples},       {"auc", r.auc},
+                   {"logloss", r.logloss},         {"accuracy", r.accuracy},
                    {"calibration", r.calibration}, {"mean_loss", r.mean_loss}};
     eval_result = r;
   }
@@ -580,11 +580,12 @@ absl::Status RunTrainer(const TrainerFlags& f) {
     ASSIGN_OR_RETURN(req.train_files, FilesOf(f, /*train=*/true));
     ASSIGN_OR_RETURN(req.eval_files, FilesOf(f, /*train=*/false));
     if (!eval_result.has_value()) req.eval_files.clear();
-    absl::StatusOr<chief::ExportManifest> exported = chief::WriteExport(client.get(), run_spec, req);
+    absl::StatusOr<chief::ExportManifest> exported =
+        chief::WriteExport(client.get(), run_spec, req);
     if (!exported.ok()) {
-      return absl::Status(exported.status().code(),
-                          absl::StrCat("export to ", req.dir, " failed: ",
-                                       exported.status().message()));
+      return absl::Status(
+          exported.status().code(),
+          absl::StrCat("export to ", req.dir, " failed: ", exported.status().message()));
     }
     std::cerr << "brook trainer: exported to " << req.dir << "\n";
     out["export_dir"] = req.dir;

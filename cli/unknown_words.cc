@@ -64,9 +64,9 @@ std::optional<std::string> CheckWords(const CLI::App& app, int argc, const char*
       // Only where a subcommand must come: a group's first word. (A flag's
       // value also lands here, but no group takes one.)
       const std::string hint = Suggest(arg, names);
-      return absl::StrCat(path, ": unknown command '", arg, "'",
-                          hint.empty() ? absl::StrCat(" (commands: ", absl::StrJoin(names, ", "), ")")
-                                       : hint);
+      return absl::StrCat(
+          path, ": unknown command '", arg, "'",
+          hint.empty() ? absl::StrCat(" (commands: ", absl::StrJoin(names, ", "), ")") : hint);
     }
     level = sub;
     path = absl::StrCat(path, " ", arg);

@@ -108,9 +108,8 @@ absl::Status PartRunner::Run(size_t n, size_t min_part, Part part) {
     ~Running() { count->fetch_sub(1, std::memory_order_relaxed); }
   } running{&running_, running_.fetch_add(1, std::memory_order_relaxed)};
   const size_t max_parts =
-      running.others > 0
-          ? 1
-          : std::min<size_t>(helpers_.size() + 1, n / std::max<size_t>(min_part, 1));
+      running.others > 0 ? 1
+                         : std::min<size_t>(helpers_.size() + 1, n / std::max<size_t>(min_part, 1));
   absl::InlinedVector<Helper*, 8> claimed;
   for (auto& h : helpers_) {
     if (claimed.size() + 1 >= max_parts) break;

@@ -11,10 +11,10 @@
 #define BROOK_STATUS_CONCAT(a, b) BROOK_STATUS_CONCAT_INNER(a, b)
 
 // Evaluates `expr` (an absl::Status); returns it from the caller if not OK.
-#define RETURN_IF_ERROR(expr)                                      \
-  do {                                                             \
-    ::absl::Status brook_status_tmp_ = (expr);                     \
-    if (!brook_status_tmp_.ok()) return brook_status_tmp_;         \
+#define RETURN_IF_ERROR(expr)                              \
+  do {                                                     \
+    ::absl::Status brook_status_tmp_ = (expr);             \
+    if (!brook_status_tmp_.ok()) return brook_status_tmp_; \
   } while (0)
 
 // ASSIGN_OR_RETURN(auto x, FunctionReturningStatusOr());

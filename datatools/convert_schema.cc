@@ -241,9 +241,12 @@ absl::StatusOr<ConvertSchema> FromYamlNode(const YAML::Node& root) {
 
 std::string_view TextFormatName(TextFormat f) {
   switch (f) {
-    case TextFormat::kCsv: return "csv";
-    case TextFormat::kTsv: return "tsv";
-    case TextFormat::kCriteo: return "criteo";
+    case TextFormat::kCsv:
+      return "csv";
+    case TextFormat::kTsv:
+      return "tsv";
+    case TextFormat::kCriteo:
+      return "criteo";
   }
   return "?";
 }
@@ -259,9 +262,12 @@ absl::StatusOr<TextFormat> ParseTextFormat(std::string_view name) {
 
 std::string_view ColumnTypeName(ColumnType t) {
   switch (t) {
-    case ColumnType::kNumeric: return "numeric";
-    case ColumnType::kCategorical: return "categorical";
-    case ColumnType::kIgnore: return "ignore";
+    case ColumnType::kNumeric:
+      return "numeric";
+    case ColumnType::kCategorical:
+      return "categorical";
+    case ColumnType::kIgnore:
+      return "ignore";
   }
   return "?";
 }
@@ -279,7 +285,8 @@ absl::StatusOr<ConvertSchema> ConvertSchema::FromYaml(const std::string& yaml_te
 absl::StatusOr<ConvertSchema> ConvertSchema::Preset(std::string_view name) {
   const std::string_view yaml = PresetYaml(name);
   if (yaml.empty()) {
-    return absl::NotFoundError(absl::StrCat("no schema preset \"", AbslView(name), "\" (have adult, criteo)"));
+    return absl::NotFoundError(
+        absl::StrCat("no schema preset \"", AbslView(name), "\" (have adult, criteo)"));
   }
   return FromYaml(std::string(yaml));
 }
@@ -360,9 +367,10 @@ absl::StatusOr<std::vector<ResolvedColumn>> ResolveColumns(
       if (it != by_name.end()) rc.separator = it->second->separator;
       if (!type) type = schema.default_type;
       if (!type) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "column \"", name, "\" has no type; give it one under `columns:` or set "
-            "`default_type:` (numeric, categorical or ignore)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("column \"", name,
+                         "\" has no type; give it one under `columns:` or set "
+                         "`default_type:` (numeric, categorical or ignore)"));
       }
       rc.type = *type;
     }
@@ -370,8 +378,8 @@ absl::StatusOr<std::vector<ResolvedColumn>> ResolveColumns(
   }
   for (const ColumnSchema& c : schema.columns) {
     if (!file_names.contains(c.name)) {
-      return absl::InvalidArgumentError(absl::StrCat("column \"", c.name,
-                                                     "\" is in the schema but not in the file"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("column \"", c.name, "\" is in the schema but not in the file"));
     }
   }
   if (!have_label) {

@@ -45,10 +45,10 @@ namespace brook::datatools {
 enum class TextFormat { kCsv, kTsv, kCriteo };
 enum class ColumnType { kNumeric, kCategorical, kIgnore };
 
-std::string_view TextFormatName(TextFormat f);   // "csv" | "tsv" | "criteo"
+std::string_view TextFormatName(TextFormat f);  // "csv" | "tsv" | "criteo"
 // Case-insensitive inverse of TextFormatName; INVALID_ARGUMENT otherwise.
 absl::StatusOr<TextFormat> ParseTextFormat(std::string_view name);
-std::string_view ColumnTypeName(ColumnType t);   // "numeric" | "categorical" | "ignore"
+std::string_view ColumnTypeName(ColumnType t);  // "numeric" | "categorical" | "ignore"
 
 struct ColumnSchema {
   std::string name;

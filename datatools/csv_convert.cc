@@ -13,7 +13,6 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
-#include "common/absl_compat.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -21,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/absl_compat.h"
 #include "common/hash.h"
 #include "common/status_macros.h"
 #include "tensorflow/example.pb.h"
@@ -52,8 +52,9 @@ absl::StatusOr<float> ParseNumber(std::string_view text) {
   const float f = static_cast<float>(d);
   if (!std::isfinite(d) || !std::isfinite(f)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("\"", AbslView(text), "\" is not a finite float (list it under `missing:` if it "
-                                 "marks a missing value)"));
+        absl::StrCat("\"", AbslView(text),
+                     "\" is not a finite float (list it under `missing:` if it "
+                     "marks a missing value)"));
   }
   return f;
 }
@@ -71,9 +72,12 @@ std::string SerializeDeterministic(const tf::Example& example) {
 
 std::string_view CompressionSuffix(storage::Compression c) {
   switch (c) {
-    case storage::Compression::kNone: return "";
-    case storage::Compression::kGzip: return ".gz";
-    case storage::Compression::kZlib: return ".zz";
+    case storage::Compression::kNone:
+      return "";
+    case storage::Compression::kGzip:
+      return ".gz";
+    case storage::Compression::kZlib:
+      return ".zz";
   }
   return "";
 }
@@ -89,10 +93,10 @@ absl::StatusOr<float> LabelValue(const LabelSchema& label, std::string_view valu
   };
   if (in(label.positive)) return 1.0f;
   if (label.negative.empty() || in(label.negative)) return 0.0f;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "label column \"", label.column, "\": \"", AbslView(value), "\" is neither positive (",
-      absl::StrJoin(label.positive, ", "), ") nor negative (", absl::StrJoin(label.negative, ", "),
-      ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("label column \"", label.column, "\": \"", AbslView(value),
+                   "\" is neither positive (", absl::StrJoin(label.positive, ", "),
+                   ") nor negative (", absl::StrJoin(label.negative, ", "), ")"));
 }
 
 }  // namespace
@@ -184,8 +188,9 @@ absl::StatusOr<bool> DelimitedReader::ReadLine(std::string* line) {
     }
     if (eof_) return false;
     if (buf_.size() - pos_ > kMaxRecordBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(path_, ":", lines_read_ + 1, ": line longer than ",
-                                                     kMaxRecordBytes, " bytes; is this a text file?"));
+      return absl::InvalidArgumentError(absl::StrCat(path_, ":", lines_read_ + 1,
+                                                     ": line longer than ", kMaxRecordBytes,
+                                                     " bytes; is this a text file?"));
     }
     buf_.erase(0, pos_);
     pos_ = 0;
@@ -222,9 +227,8 @@ absl::StatusOr<bool> DelimitedReader::Next(std::vector<std::string>* fields) {
     // A quoted field spans lines: keep reading until it closes.
     ASSIGN_OR_RETURN(bool more, ReadLine(&line));
     if (!more || record.size() > kMaxRecordBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(path_, ":", record_line_, ": ",
-                                                     split.status().message(),
-                                                     " (unbalanced quote?)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          path_, ":", record_line_, ": ", split.status().message(), " (unbalanced quote?)"));
     }
     record += '\n';
     record += line;
@@ -243,7 +247,8 @@ struct CsvConverter::Input {
 };
 
 absl::Status ConvertOptions::Validate() const {
-  if (out_dir.empty()) return absl::InvalidArgumentError("--out (the output directory) is required");
+  if (out_dir.empty())
+    return absl::InvalidArgumentError("--out (the output directory) is required");
   if (shards < 1 || shards > 99999) {
     return absl::InvalidArgumentError(absl::StrCat("--shards must be in [1, 99999], got ", shards));
   }
@@ -258,9 +263,9 @@ absl::Status ConvertOptions::Validate() const {
   if (test_fraction > 0) {
     if (test_prefix.empty() || test_prefix.find('/') != std::string::npos ||
         test_prefix == prefix) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the test shards' prefix must be a file name prefix other than --prefix \"", prefix,
-          "\", got \"", test_prefix, "\""));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the test shards' prefix must be a file name prefix other than --prefix \"",
+                       prefix, "\", got \"", test_prefix, "\""));
     }
     if (test_shards < 0 || test_shards > 99999) {
       return absl::InvalidArgumentError(
@@ -359,8 +364,8 @@ absl::StatusOr<std::unique_ptr<CsvConverter>> CsvConverter::Open(ConvertSchema s
     if (inputs.empty()) {
       first_features = std::move(features);
     } else if (features != first_features) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": its columns give different features than ", paths.front(), "'s"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": its columns give different features than ", paths.front(), "'s"));
     }
     inputs.push_back(std::move(in));
   }
@@ -614,7 +619,8 @@ absl::StatusOr<ConvertResult> CsvConverter::Run() {
         ++result.rows_read;
         row_status = BuildExample(schema_, in.columns, fields, &example, &missing);
         if (!row_status.ok()) {
-          row_status = Prefixed(absl::StrCat(in.reader->path(), ":", in.reader->line()), row_status);
+          row_status =
+              Prefixed(absl::StrCat(in.reader->path(), ":", in.reader->line()), row_status);
         }
       } else {
         // I/O errors end the run; a row the splitter refused is a bad row
@@ -638,8 +644,7 @@ absl::StatusOr<ConvertResult> CsvConverter::Run() {
         if (to_first[i] >= 0) ++missing_counts[to_first[i]];
       }
       if (IsTestRow(fields, options_.test_fraction)) {
-        RETURN_IF_ERROR(
-            test_shards.Write(result.test_examples, SerializeDeterministic(example)));
+        RETURN_IF_ERROR(test_shards.Write(result.test_examples, SerializeDeterministic(example)));
         ++result.test_examples;
       } else {
         RETURN_IF_ERROR(shards.Write(train_written, SerializeDeterministic(example)));
@@ -661,7 +666,8 @@ absl::StatusOr<ConvertResult> CsvConverter::Run() {
 
   for (size_t j = 0; j < first_columns.size(); ++j) {
     const ResolvedColumn& c = first_columns[j];
-    if (c.is_label || c.type != ColumnType::kIgnore) result.columns.push_back({c.name, missing_counts[j]});
+    if (c.is_label || c.type != ColumnType::kIgnore)
+      result.columns.push_back({c.name, missing_counts[j]});
   }
   if (!options_.feature_spec_name.empty()) {
     result.feature_spec_path = absl::StrCat(options_.out_dir, "/", options_.feature_spec_name);

@@ -85,7 +85,7 @@ class DelimitedReader {
 };
 
 struct ConvertOptions {
-  std::string out_dir;             // created if absent
+  std::string out_dir;  // created if absent
   std::string prefix = "train";
   int shards = 1;
   storage::Compression compression = storage::Compression::kNone;
@@ -124,17 +124,17 @@ struct ColumnCounts {
 };
 
 struct ConvertResult {
-  int64_t rows_read = 0;        // data rows seen (header and blank lines excluded)
+  int64_t rows_read = 0;  // data rows seen (header and blank lines excluded)
   int64_t examples_written = 0;
-  int64_t bad_rows = 0;         // only with skip_bad_rows
+  int64_t bad_rows = 0;                      // only with skip_bad_rows
   std::vector<std::string> bad_row_samples;  // the first kMaxBadRowSamples errors
   std::vector<std::string> shard_paths;
   std::vector<int64_t> shard_records;
-  int64_t test_examples = 0;                 // of examples_written
+  int64_t test_examples = 0;                  // of examples_written
   std::vector<std::string> test_shard_paths;  // empty without test_fraction
   std::vector<int64_t> test_shard_records;
-  std::string feature_spec_path;             // empty if not written
-  std::vector<ColumnCounts> columns;         // used columns, in file order
+  std::string feature_spec_path;      // empty if not written
+  std::vector<ColumnCounts> columns;  // used columns, in file order
 
   static constexpr int kMaxBadRowSamples = 10;
 };

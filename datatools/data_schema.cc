@@ -151,9 +151,10 @@ Anomaly Error(AnomalyKind kind, const std::string& feature, std::string message)
 void CheckRange(const FeatureSchema& fs, const FeatureStats& f, const CheckOptions& options,
                 std::vector<Anomaly>* out) {
   auto report = [&](double value, double lo, double hi, std::string_view which) {
-    out->push_back(Error(AnomalyKind::kOutOfRange, fs.name,
-                         absl::StrCat(AbslView(which), " value ", NumberText(value), " is outside the range [",
-                                      NumberText(lo), ", ", NumberText(hi), "]")));
+    out->push_back(
+        Error(AnomalyKind::kOutOfRange, fs.name,
+              absl::StrCat(AbslView(which), " value ", NumberText(value), " is outside the range [",
+                           NumberText(lo), ", ", NumberText(hi), "]")));
   };
   if (fs.type == ValueKind::kFloat && fs.float_min && fs.float_max) {
     const double lo0 = static_cast<float>(*fs.float_min);
@@ -169,14 +170,18 @@ void CheckRange(const FeatureSchema& fs, const FeatureStats& f, const CheckOptio
     }
   } else if (fs.type == ValueKind::kInt64 && fs.int_min && fs.int_max) {
     if (options.range_slack == 0) {
-      if (f.int_min && *f.int_min < *fs.int_min) report(*f.int_min, *fs.int_min, *fs.int_max, "min");
-      if (f.int_max && *f.int_max > *fs.int_max) report(*f.int_max, *fs.int_min, *fs.int_max, "max");
+      if (f.int_min && *f.int_min < *fs.int_min)
+        report(*f.int_min, *fs.int_min, *fs.int_max, "min");
+      if (f.int_max && *f.int_max > *fs.int_max)
+        report(*f.int_max, *fs.int_min, *fs.int_max, "max");
     } else {
       const double lo0 = static_cast<double>(*fs.int_min);
       const double hi0 = static_cast<double>(*fs.int_max);
       const double slack = options.range_slack * (hi0 - lo0);
-      if (f.int_min && *f.int_min < lo0 - slack) report(*f.int_min, lo0 - slack, hi0 + slack, "min");
-      if (f.int_max && *f.int_max > hi0 + slack) report(*f.int_max, lo0 - slack, hi0 + slack, "max");
+      if (f.int_min && *f.int_min < lo0 - slack)
+        report(*f.int_min, lo0 - slack, hi0 + slack, "min");
+      if (f.int_max && *f.int_max > hi0 + slack)
+        report(*f.int_max, lo0 - slack, hi0 + slack, "max");
     }
   }
 }
@@ -185,13 +190,20 @@ void CheckRange(const FeatureSchema& fs, const FeatureStats& f, const CheckOptio
 
 std::string_view AnomalyKindName(AnomalyKind k) {
   switch (k) {
-    case AnomalyKind::kNoExamples: return "no_examples";
-    case AnomalyKind::kMissingFeature: return "missing_feature";
-    case AnomalyKind::kLowPresence: return "low_presence";
-    case AnomalyKind::kTypeChange: return "type_change";
-    case AnomalyKind::kValueCount: return "value_count";
-    case AnomalyKind::kOutOfRange: return "out_of_range";
-    case AnomalyKind::kNewFeature: return "new_feature";
+    case AnomalyKind::kNoExamples:
+      return "no_examples";
+    case AnomalyKind::kMissingFeature:
+      return "missing_feature";
+    case AnomalyKind::kLowPresence:
+      return "low_presence";
+    case AnomalyKind::kTypeChange:
+      return "type_change";
+    case AnomalyKind::kValueCount:
+      return "value_count";
+    case AnomalyKind::kOutOfRange:
+      return "out_of_range";
+    case AnomalyKind::kNewFeature:
+      return "new_feature";
   }
   return "?";
 }
@@ -251,9 +263,10 @@ std::string DataSchema::ToYaml() const {
     e << YAML::EndMap;
   }
   e << YAML::EndSeq << YAML::EndMap;
-  return absl::StrCat("# Data schema inferred by `brook data stats --schema-out`; check new data\n"
-                      "# with `brook data stats --check THIS_FILE FILES...`.\n",
-                      e.c_str(), "\n");
+  return absl::StrCat(
+      "# Data schema inferred by `brook data stats --schema-out`; check new data\n"
+      "# with `brook data stats --check THIS_FILE FILES...`.\n",
+      e.c_str(), "\n");
 }
 
 DataSchema InferSchema(const DatasetStats& stats, int max_top_values) {
@@ -264,7 +277,8 @@ DataSchema InferSchema(const DatasetStats& stats, int max_top_values) {
     fs.name = f.name;
     fs.type = f.main_kind();
     const double presence =
-        stats.examples > 0 ? static_cast<double>(f.present) / static_cast<double>(stats.examples) : 0;
+        stats.examples > 0 ? static_cast<double>(f.present) / static_cast<double>(stats.examples)
+                           : 0;
     // Rounded down so the data the schema came from passes its own check.
     fs.min_presence = std::floor(presence * 1e4) / 1e4;
     fs.min_values = f.min_values;
@@ -309,18 +323,19 @@ std::vector<Anomaly> CheckStats(const DatasetStats& stats, const DataSchema& sch
     }
     const double presence = f->present / n;
     if (fs.min_presence && presence < *fs.min_presence - options.presence_margin) {
-      out.push_back(Error(AnomalyKind::kLowPresence, fs.name,
-                          absl::StrFormat("present in %.4f of examples (%d missing); the schema "
-                                          "expects >= %.4f (margin %.4f)",
-                                          presence, f->missing, *fs.min_presence,
-                                          options.presence_margin)));
+      out.push_back(
+          Error(AnomalyKind::kLowPresence, fs.name,
+                absl::StrFormat("present in %.4f of examples (%d missing); the schema "
+                                "expects >= %.4f (margin %.4f)",
+                                presence, f->missing, *fs.min_presence, options.presence_margin)));
     }
     for (int k = 0; k < kNumValueKinds; ++k) {
       if (static_cast<ValueKind>(k) == fs.type || f->kind_examples[k] == 0) continue;
-      out.push_back(Error(AnomalyKind::kTypeChange, fs.name,
-                          absl::StrCat(AbslView(ValueKindName(static_cast<ValueKind>(k))), " values in ",
-                                       f->kind_examples[k], " examples; the schema says ",
-                                       AbslView(ValueKindName(fs.type)))));
+      out.push_back(
+          Error(AnomalyKind::kTypeChange, fs.name,
+                absl::StrCat(AbslView(ValueKindName(static_cast<ValueKind>(k))), " values in ",
+                             f->kind_examples[k], " examples; the schema says ",
+                             AbslView(ValueKindName(fs.type)))));
     }
     if (fs.min_values && f->min_values < *fs.min_values) {
       out.push_back(Error(AnomalyKind::kValueCount, fs.name,

@@ -66,20 +66,20 @@ struct DataSchema {
 DataSchema InferSchema(const DatasetStats& stats, int max_top_values = 10);
 
 enum class AnomalyKind {
-  kNoExamples,        // the dataset is empty
-  kMissingFeature,    // in the schema, absent from every example
-  kLowPresence,       // present in fewer examples than the schema's minimum
-  kTypeChange,        // values of another kind than the schema's type
-  kValueCount,        // an example with more or fewer values than allowed
-  kOutOfRange,        // a numeric value outside [min, max]
-  kNewFeature,        // in the data, not in the schema (a warning by default)
+  kNoExamples,      // the dataset is empty
+  kMissingFeature,  // in the schema, absent from every example
+  kLowPresence,     // present in fewer examples than the schema's minimum
+  kTypeChange,      // values of another kind than the schema's type
+  kValueCount,      // an example with more or fewer values than allowed
+  kOutOfRange,      // a numeric value outside [min, max]
+  kNewFeature,      // in the data, not in the schema (a warning by default)
 };
 std::string_view AnomalyKindName(AnomalyKind k);  // e.g. "out_of_range"
 
 struct Anomaly {
   AnomalyKind kind;
-  std::string feature;  // empty for kNoExamples
-  std::string message;  // says what was expected and what was found
+  std::string feature;   // empty for kNoExamples
+  std::string message;   // says what was expected and what was found
   bool warning = false;  // reported, but does not fail the check
 };
 

@@ -9,13 +9,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/absl_compat.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/absl_compat.h"
 #include "common/hash.h"
 #include "common/status_macros.h"
 #include "datatools/hyperloglog.h"
@@ -52,9 +52,12 @@ std::string FormatNumber(double v) { return absl::StrFormat("%.6g", v); }
 
 std::string_view ValueKindName(ValueKind k) {
   switch (k) {
-    case ValueKind::kInt64: return "int64";
-    case ValueKind::kFloat: return "float";
-    case ValueKind::kBytes: return "bytes";
+    case ValueKind::kInt64:
+      return "int64";
+    case ValueKind::kFloat:
+      return "float";
+    case ValueKind::kBytes:
+      return "bytes";
   }
   return "?";
 }
@@ -186,8 +189,9 @@ DatasetStats StatsAccumulator::Finish() const {
     }
     out.features.push_back(std::move(s));
   }
-  std::sort(out.features.begin(), out.features.end(),
-            [](const FeatureStats& a, const FeatureStats& b) { return NaturalLess(a.name, b.name); });
+  std::sort(
+      out.features.begin(), out.features.end(),
+      [](const FeatureStats& a, const FeatureStats& b) { return NaturalLess(a.name, b.name); });
   return out;
 }
 
@@ -213,8 +217,8 @@ absl::StatusOr<DatasetStats> ComputeStats(const std::vector<std::string>& files,
       if (!more) break;
       absl::Status s = acc.AddSerializedExample(record);
       if (!s.ok()) {
-        return absl::DataLossError(absl::StrCat(path, ": record ", index, " at offset ", offset,
-                                                ": ", s.message()));
+        return absl::DataLossError(
+            absl::StrCat(path, ": record ", index, " at offset ", offset, ": ", s.message()));
       }
       ++total;
       if (options.progress_examples != nullptr) {
@@ -287,7 +291,8 @@ std::string PrintableValue(std::string_view value, size_t max_chars) {
 namespace {
 
 std::string KindsText(const FeatureStats& f) {
-  if (f.kinds_seen() <= 1) return f.kinds_seen() == 0 ? "empty" : std::string(ValueKindName(f.main_kind()));
+  if (f.kinds_seen() <= 1)
+    return f.kinds_seen() == 0 ? "empty" : std::string(ValueKindName(f.main_kind()));
   std::vector<absl::string_view> names;
   for (int k = 0; k < kNumValueKinds; ++k) {
     if (f.kind_examples[k] > 0) names.push_back(AbslView(ValueKindName(static_cast<ValueKind>(k))));
@@ -311,7 +316,7 @@ std::optional<double> NumericMax(const FeatureStats& f) {
 
 std::string FormatStatsTable(const DatasetStats& stats) {
   constexpr size_t kTopShown = 3;
-  const std::vector<std::string> header = {"feature", "type",  "present", "missing", "values",
+  const std::vector<std::string> header = {"feature",  "type", "present", "missing", "values",
                                            "distinct", "min",  "max",     "mean",    "top values"};
   std::vector<std::vector<std::string>> rows;
   for (const FeatureStats& f : stats.features) {
@@ -380,8 +385,8 @@ nlohmann::json StatsToJson(const DatasetStats& stats) {
     jf["kinds"] = kinds;
     jf["present"] = f.present;
     jf["missing"] = f.missing;
-    jf["values_per_example"] = {{"min", f.min_values}, {"max", f.max_values},
-                                {"total", f.total_values}};
+    jf["values_per_example"] = {
+        {"min", f.min_values}, {"max", f.max_values}, {"total", f.total_values}};
     if (f.numeric_values > 0 || f.non_finite > 0) {
       nlohmann::json num;
       num["count"] = f.numeric_values;

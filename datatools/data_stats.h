@@ -42,8 +42,8 @@ struct FeatureStats {
   // Examples in which the feature carried each kind of list. A Feature with
   // no list set counts as present with zero values and no kind.
   int64_t kind_examples[kNumValueKinds] = {0, 0, 0};
-  int64_t present = 0;  // examples with the feature (any kind, even empty)
-  int64_t missing = 0;  // examples without it
+  int64_t present = 0;     // examples with the feature (any kind, even empty)
+  int64_t missing = 0;     // examples without it
   int64_t min_values = 0;  // values per example, over examples where present
   int64_t max_values = 0;
   int64_t total_values = 0;
@@ -51,11 +51,11 @@ struct FeatureStats {
   // non_finite and left out of the range and mean.
   int64_t numeric_values = 0;
   int64_t non_finite = 0;
-  std::optional<int64_t> int_min, int_max;  // over int64 values, exact
+  std::optional<int64_t> int_min, int_max;     // over int64 values, exact
   std::optional<double> float_min, float_max;  // over float values (float32 exactly)
-  double mean = 0;  // over finite numeric values
-  double distinct = 0;  // estimate over all values (hashes of the value)
-  std::vector<TopValue> top;  // bytes and int64 values, most frequent first
+  double mean = 0;                             // over finite numeric values
+  double distinct = 0;                         // estimate over all values (hashes of the value)
+  std::vector<TopValue> top;                   // bytes and int64 values, most frequent first
 
   // The kind seen in the most examples (ties: int64 < float < bytes); for a
   // feature never seen with a list, kFloat.

@@ -44,8 +44,8 @@ class SpaceSaving {
 
   size_t capacity_;
   uint64_t total_ = 0;
-  std::vector<Entry> heap_;                          // min-heap on count
-  absl::flat_hash_map<std::string, size_t> index_;   // value -> position in heap_
+  std::vector<Entry> heap_;                         // min-heap on count
+  absl::flat_hash_map<std::string, size_t> index_;  // value -> position in heap_
 };
 
 }  // namespace brook::datatools

@@ -22,10 +22,9 @@ namespace {
 
 // Names a label usually has in CTR and classification data, most telling
 // first; compared case-insensitively.
-constexpr std::string_view kLabelNames[] = {"label",  "labels",    "click",     "clicked",
-                                            "is_click", "clicks",  "target",    "y",
-                                            "conversion", "converted", "is_converted", "outcome",
-                                            "class"};
+constexpr std::string_view kLabelNames[] = {
+    "label", "labels",     "click",     "clicked",      "is_click", "clicks", "target",
+    "y",     "conversion", "converted", "is_converted", "outcome",  "class"};
 
 // A label holds one number per example, in every example.
 bool CanBeLabel(const FeatureSchema& fs, const FeatureStats& f, int64_t examples) {
@@ -61,10 +60,10 @@ std::string FeatureNameList(const std::vector<FeatureSchema>& features) {
   std::sort(names.begin(), names.end(), NaturalLessFn());
   const size_t more = names.size() > kMaxNamesListed ? names.size() - kMaxNamesListed : 0;
   names.resize(names.size() - more);
-  return absl::StrCat("it has ", features.size(),
-                      features.size() == 1 ? " feature: " : " features: ",
-                      absl::StrJoin(names, ", "),
-                      more > 0 ? absl::StrCat(", ... (", more, " more)") : "");
+  return absl::StrCat(
+      "it has ", features.size(),
+      features.size() == 1 ? " feature: " : " features: ", absl::StrJoin(names, ", "),
+      more > 0 ? absl::StrCat(", ... (", more, " more)") : "");
 }
 
 struct LabelChoice {
@@ -83,16 +82,16 @@ absl::StatusOr<LabelChoice> ChooseLabel(const DataSchema& schema, const DatasetS
       if (!CanBeLabel(fs[i], stats.features[i], stats.examples)) {
         const FeatureStats& f = stats.features[i];
         return absl::InvalidArgumentError(absl::StrCat(
-            "--label ", options.label, ": a label needs one int64 or float value in every "
-            "example; this feature has ", AbslView(ValueKindName(fs[i].type)), " values, ",
-            f.min_values, "-", f.max_values, " per example, in ", f.present, " of ",
-            stats.examples, " examples"));
+            "--label ", options.label,
+            ": a label needs one int64 or float value in every "
+            "example; this feature has ",
+            AbslView(ValueKindName(fs[i].type)), " values, ", f.min_values, "-", f.max_values,
+            " per example, in ", f.present, " of ", stats.examples, " examples"));
       }
       return LabelChoice{i, "chosen with --label", false};
     }
-    return absl::InvalidArgumentError(absl::StrCat("--label ", options.label,
-                                                   ": no such feature in the data; ",
-                                                   FeatureNameList(fs)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--label ", options.label, ": no such feature in the data; ", FeatureNameList(fs)));
   }
   std::optional<size_t> by_name;
   int best_rank = -1;
@@ -107,8 +106,9 @@ absl::StatusOr<LabelChoice> ChooseLabel(const DataSchema& schema, const DatasetS
     if (OnlyZeroOne(fs[i], stats.features[i])) zero_one.push_back(i);
   }
   if (by_name) {
-    return LabelChoice{*by_name, absl::StrCat(AbslView(ValueKindName(fs[*by_name].type)),
-                                              ", one value per example, named like a label"),
+    return LabelChoice{*by_name,
+                       absl::StrCat(AbslView(ValueKindName(fs[*by_name].type)),
+                                    ", one value per example, named like a label"),
                        true};
   }
   if (zero_one.empty()) {
@@ -190,18 +190,20 @@ absl::StatusOr<InferredSpec> InferFeatureSpec(const DatasetStats& stats,
       } else if (f.min_values == 0 && f.max_values == 1) {
         e.length = 1;
         out.spec.on_type_mismatch = input::MismatchPolicy::kDefault;
-        out.notes.push_back(absl::StrCat(
-            fs.name, " is an empty float list in some examples: read as 0 there "
-            "(on_type_mismatch: default)"));
+        out.notes.push_back(
+            absl::StrCat(fs.name,
+                         " is an empty float list in some examples: read as 0 there "
+                         "(on_type_mismatch: default)"));
       } else {
         out.notes.push_back(absl::StrCat("left out ", fs.name, ": float lists of ", f.min_values,
-                                         " to ", f.max_values, " values (a feature spec reads "
+                                         " to ", f.max_values,
+                                         " values (a feature spec reads "
                                          "floats only as fixed-length)"));
         continue;
       }
     } else {
-      e.type = fs.type == ValueKind::kInt64 ? input::FeatureType::kInt64
-                                            : input::FeatureType::kBytes;
+      e.type =
+          fs.type == ValueKind::kInt64 ? input::FeatureType::kInt64 : input::FeatureType::kBytes;
       e.kind = input::FeatureKind::kVarLen;
     }
     if (f.kinds_seen() > 1) {
@@ -228,21 +230,22 @@ std::string InferredSpecYaml(const InferredSpec& inferred, const DatasetStats& s
   const input::FeatureSpec& spec = inferred.spec;
   std::string y = absl::StrCat("# Feature spec inferred by `brook data spec` from ", stats.examples,
                                " examples in ", stats.files.size(), " file(s):\n");
-  for (const std::string& f : stats.files) absl::StrAppend(&y, "#   ", PrintableValue(f, 200), "\n");
+  for (const std::string& f : stats.files)
+    absl::StrAppend(&y, "#   ", PrintableValue(f, 200), "\n");
   absl::StrAppend(
       &y,
       "# int64 and bytes features are read as varlen id lists (embedding inputs), floats as\n"
       "# fixed-length numbers (dense inputs, 0 where missing). See features/feature_spec.h.\n");
   for (const std::string& n : inferred.notes) absl::StrAppend(&y, "# note: ", n, "\n");
   if (inferred.label_guessed) {
-    absl::StrAppend(&y, "# CONFIRM THE LABEL: \"", spec.label_name, "\" is a guess (",
-                    inferred.label_reason,
-                    ").\n# If the model should predict another feature, rerun with --label NAME.\n");
+    absl::StrAppend(
+        &y, "# CONFIRM THE LABEL: \"", spec.label_name, "\" is a guess (", inferred.label_reason,
+        ").\n# If the model should predict another feature, rerun with --label NAME.\n");
   }
   absl::StrAppend(&y, "label: ", flow([&](YAML::Emitter& e) {
-                    e << YAML::Key << "name" << YAML::Value << spec.label_name << YAML::Key
-                      << "type" << YAML::Value << std::string(FeatureTypeName(spec.label_type));
-                  }),
+    e << YAML::Key << "name" << YAML::Value << spec.label_name << YAML::Key << "type" << YAML::Value
+      << std::string(FeatureTypeName(spec.label_type));
+  }),
                   inferred.label_guessed ? "   # GUESSED: confirm" : "", "\n");
   absl::StrAppend(&y, "on_missing: ",
                   spec.on_missing == input::MissingPolicy::kError ? "error" : "default", "\n");

@@ -339,8 +339,7 @@ double GroundTruthModel::RawDense(std::span<const float> dense) const {
     // Counts are never negative or infinite here; clamp what a foreign file
     // might hold (negative or NaN to 0, inf to FLT_MAX) so Logit stays
     // finite. The range test comes before the cast, UB for a huge float.
-    const float v =
-        dense[j] > 0.0f ? std::min(dense[j], std::numeric_limits<float>::max()) : 0.0f;
+    const float v = dense[j] > 0.0f ? std::min(dense[j], std::numeric_limits<float>::max()) : 0.0f;
     const bool small = v >= 0.0f && v < static_cast<float>(kLog1pTableSize);
     const int iv = small ? static_cast<int>(v) : 0;
     const double l = small && static_cast<float>(iv) == v ? log1p_table_[iv]

@@ -27,8 +27,8 @@
 // contiguous index ranges).
 #pragma once
 
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <span>

@@ -45,13 +45,13 @@ struct FeatureSpecEntry {
   std::string name;
   FeatureType type = FeatureType::kFloat;
   FeatureKind kind = FeatureKind::kFixed;
-  int length = 1;               // kFixed only
-  double default_value = 0.0;   // kFixed only; cast to the column type
-  int max_length = 0;           // kVarLen only; 0 = unbounded, else truncate
+  int length = 1;              // kFixed only
+  double default_value = 0.0;  // kFixed only; cast to the column type
+  int max_length = 0;          // kVarLen only; 0 = unbounded, else truncate
 };
 
 struct FeatureSpec {
-  std::string label_name;       // required
+  std::string label_name;  // required
   FeatureType label_type = FeatureType::kFloat;
   MissingPolicy on_missing = MissingPolicy::kDefault;
   MismatchPolicy on_type_mismatch = MismatchPolicy::kError;

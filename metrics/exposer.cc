@@ -20,9 +20,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/version.h"
+#include "metrics/collector.h"
 #include "prometheus/exposer.h"
 #include "prometheus/gauge.h"
-#include "metrics/collector.h"
 #include "prometheus/registry.h"
 
 namespace brook::metrics {
@@ -85,8 +85,9 @@ std::vector<prometheus::MetricFamily> CollectProcessMetrics() {
   if (f.size() > 21 && ticks > 0 && absl::SimpleAtoi(f[11], &utime) &&
       absl::SimpleAtoi(f[12], &stime) && absl::SimpleAtoi(f[20], &vsize) &&
       absl::SimpleAtoi(f[21], &rss_pages)) {
-    set.Add(set.Counter("process_cpu_seconds_total", "Total user and system CPU time spent in seconds"),
-            {}, static_cast<double>(utime + stime) / static_cast<double>(ticks));
+    set.Add(
+        set.Counter("process_cpu_seconds_total", "Total user and system CPU time spent in seconds"),
+        {}, static_cast<double>(utime + stime) / static_cast<double>(ticks));
     set.Add(set.Gauge("process_virtual_memory_bytes", "Virtual memory size in bytes"), {},
             static_cast<double>(vsize));
     set.Add(set.Gauge("process_resident_memory_bytes", "Resident memory size in bytes"), {},

@@ -9,48 +9,67 @@
 namespace brook::ps {
 namespace {
 
-
 // ----- enums: UNSPECIFIED takes the ps/options.h default; an unknown value
 // (a newer client) is INVALID_ARGUMENT rather than a silent default.
 
 absl::StatusOr<InitializerKind> FromProto(v1::InitializerKind k) {
   switch (k) {
-    case v1::INITIALIZER_KIND_UNSPECIFIED: return InitializerOptions().kind;
-    case v1::INITIALIZER_KIND_ZEROS: return InitializerKind::kZeros;
-    case v1::INITIALIZER_KIND_CONSTANT: return InitializerKind::kConstant;
-    case v1::INITIALIZER_KIND_UNIFORM: return InitializerKind::kUniform;
-    case v1::INITIALIZER_KIND_TRUNCATED_NORMAL: return InitializerKind::kTruncatedNormal;
-    default: return absl::InvalidArgumentError(absl::StrCat("unknown initializer kind ", k));
+    case v1::INITIALIZER_KIND_UNSPECIFIED:
+      return InitializerOptions().kind;
+    case v1::INITIALIZER_KIND_ZEROS:
+      return InitializerKind::kZeros;
+    case v1::INITIALIZER_KIND_CONSTANT:
+      return InitializerKind::kConstant;
+    case v1::INITIALIZER_KIND_UNIFORM:
+      return InitializerKind::kUniform;
+    case v1::INITIALIZER_KIND_TRUNCATED_NORMAL:
+      return InitializerKind::kTruncatedNormal;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("unknown initializer kind ", k));
   }
 }
 
 v1::InitializerKind ToProto(InitializerKind k) {
   switch (k) {
-    case InitializerKind::kZeros: return v1::INITIALIZER_KIND_ZEROS;
-    case InitializerKind::kConstant: return v1::INITIALIZER_KIND_CONSTANT;
-    case InitializerKind::kUniform: return v1::INITIALIZER_KIND_UNIFORM;
-    case InitializerKind::kTruncatedNormal: return v1::INITIALIZER_KIND_TRUNCATED_NORMAL;
+    case InitializerKind::kZeros:
+      return v1::INITIALIZER_KIND_ZEROS;
+    case InitializerKind::kConstant:
+      return v1::INITIALIZER_KIND_CONSTANT;
+    case InitializerKind::kUniform:
+      return v1::INITIALIZER_KIND_UNIFORM;
+    case InitializerKind::kTruncatedNormal:
+      return v1::INITIALIZER_KIND_TRUNCATED_NORMAL;
   }
   return v1::INITIALIZER_KIND_UNSPECIFIED;
 }
 
 absl::StatusOr<OptimizerKind> FromProto(v1::OptimizerKind k) {
   switch (k) {
-    case v1::OPTIMIZER_KIND_UNSPECIFIED: return OptimizerOptions().kind;
-    case v1::OPTIMIZER_KIND_SGD: return OptimizerKind::kSgd;
-    case v1::OPTIMIZER_KIND_ADAGRAD: return OptimizerKind::kAdagrad;
-    case v1::OPTIMIZER_KIND_ADAM: return OptimizerKind::kAdam;
-    case v1::OPTIMIZER_KIND_FTRL: return OptimizerKind::kFtrl;
-    default: return absl::InvalidArgumentError(absl::StrCat("unknown optimizer kind ", k));
+    case v1::OPTIMIZER_KIND_UNSPECIFIED:
+      return OptimizerOptions().kind;
+    case v1::OPTIMIZER_KIND_SGD:
+      return OptimizerKind::kSgd;
+    case v1::OPTIMIZER_KIND_ADAGRAD:
+      return OptimizerKind::kAdagrad;
+    case v1::OPTIMIZER_KIND_ADAM:
+      return OptimizerKind::kAdam;
+    case v1::OPTIMIZER_KIND_FTRL:
+      return OptimizerKind::kFtrl;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("unknown optimizer kind ", k));
   }
 }
 
 v1::OptimizerKind ToProto(OptimizerKind k) {
   switch (k) {
-    case OptimizerKind::kSgd: return v1::OPTIMIZER_KIND_SGD;
-    case OptimizerKind::kAdagrad: return v1::OPTIMIZER_KIND_ADAGRAD;
-    case OptimizerKind::kAdam: return v1::OPTIMIZER_KIND_ADAM;
-    case OptimizerKind::kFtrl: return v1::OPTIMIZER_KIND_FTRL;
+    case OptimizerKind::kSgd:
+      return v1::OPTIMIZER_KIND_SGD;
+    case OptimizerKind::kAdagrad:
+      return v1::OPTIMIZER_KIND_ADAGRAD;
+    case OptimizerKind::kAdam:
+      return v1::OPTIMIZER_KIND_ADAM;
+    case OptimizerKind::kFtrl:
+      return v1::OPTIMIZER_KIND_FTRL;
   }
   return v1::OPTIMIZER_KIND_UNSPECIFIED;
 }
@@ -58,9 +77,12 @@ v1::OptimizerKind ToProto(OptimizerKind k) {
 absl::StatusOr<BadGradientPolicy> FromProto(v1::BadGradientPolicy p) {
   switch (p) {
     case v1::BAD_GRADIENT_POLICY_UNSPECIFIED:
-    case v1::BAD_GRADIENT_POLICY_REJECT: return BadGradientPolicy::kReject;
-    case v1::BAD_GRADIENT_POLICY_ZERO: return BadGradientPolicy::kZero;
-    default: return absl::InvalidArgumentError(absl::StrCat("unknown bad_gradient policy ", p));
+    case v1::BAD_GRADIENT_POLICY_REJECT:
+      return BadGradientPolicy::kReject;
+    case v1::BAD_GRADIENT_POLICY_ZERO:
+      return BadGradientPolicy::kZero;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("unknown bad_gradient policy ", p));
   }
 }
 

@@ -205,15 +205,14 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
         "Mi, Gi, Ti), KB, MB, GB, TB (or K, M, G, T), e.g. 512MiB"));
   };
   double value = 0;
-  if (number.empty() || !absl::SimpleAtod(number, &value) ||
-      !std::isfinite(value) || value < 0) {
+  if (number.empty() || !absl::SimpleAtod(number, &value) || !std::isfinite(value) || value < 0) {
     return bad();
   }
   static constexpr std::pair<absl::string_view, double> kUnits[] = {
-      {"", 1},       {"B", 1},       {"KiB", 0x1p10}, {"MiB", 0x1p20}, {"GiB", 0x1p30},
+      {"", 1},         {"B", 1},       {"KiB", 0x1p10}, {"MiB", 0x1p20}, {"GiB", 0x1p30},
       {"TiB", 0x1p40}, {"Ki", 0x1p10}, {"Mi", 0x1p20},  {"Gi", 0x1p30},  {"Ti", 0x1p40},
-      {"KB", 1e3},   {"MB", 1e6},    {"GB", 1e9},     {"TB", 1e12},    {"K", 1e3},
-      {"M", 1e6},    {"G", 1e9},     {"T", 1e12}};
+      {"KB", 1e3},     {"MB", 1e6},    {"GB", 1e9},     {"TB", 1e12},    {"K", 1e3},
+      {"M", 1e6},      {"G", 1e9},     {"T", 1e12}};
   for (const auto& [name, scale] : kUnits) {
     if (unit != name) continue;
     const double bytes = std::floor(value * scale);
@@ -238,8 +237,8 @@ std::string_view OptimizerKindName(OptimizerKind kind) {
 }
 
 std::optional<OptimizerKind> OptimizerKindFromName(std::string_view name) {
-  for (OptimizerKind k : {OptimizerKind::kSgd, OptimizerKind::kAdagrad, OptimizerKind::kAdam,
-                          OptimizerKind::kFtrl}) {
+  for (OptimizerKind k :
+       {OptimizerKind::kSgd, OptimizerKind::kAdagrad, OptimizerKind::kAdam, OptimizerKind::kFtrl}) {
     if (name == OptimizerKindName(k)) return k;
   }
   return std::nullopt;

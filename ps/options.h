@@ -31,10 +31,10 @@ enum class InitializerKind { kZeros, kConstant, kUniform, kTruncatedNormal };
 
 struct InitializerOptions {
   InitializerKind kind = InitializerKind::kUniform;
-  float value = 0.0f;           // kConstant
-  float low = -0.05f;           // kUniform: [low, high)
+  float value = 0.0f;  // kConstant
+  float low = -0.05f;  // kUniform: [low, high)
   float high = 0.05f;
-  float mean = 0.0f;            // kTruncatedNormal: redraw beyond 2 stddev, as TF
+  float mean = 0.0f;  // kTruncatedNormal: redraw beyond 2 stddev, as TF
   float stddev = 0.01f;
 
   friend bool operator==(const InitializerOptions&, const InitializerOptions&) = default;

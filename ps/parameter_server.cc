@@ -32,7 +32,8 @@ absl::StatusOr<std::shared_ptr<Table>> ParameterServer::State::FindTable(
     std::string_view name) const {
   internal::ReaderLock lock(&mu);
   auto it = tables.find(AbslView(name));
-  if (it == tables.end()) return absl::NotFoundError(absl::StrCat("no table '", AbslView(name), "'"));
+  if (it == tables.end())
+    return absl::NotFoundError(absl::StrCat("no table '", AbslView(name), "'"));
   return it->second;
 }
 
@@ -97,16 +98,17 @@ uint64_t WalPushLog::LogPart(const PushPart& part) {
 
 namespace {
 
-using internal::TooManyKeys;
 using internal::FencedError;
+using internal::TooManyKeys;
 
 // Runs `apply` exactly once per (client, sequence); client 0 skips dedup.
 // `apply` sets *changed once memory holds the update: if it then fails (the
 // WAL could not be written yet), the sequence still counts as applied, so a
 // retry is a duplicate, acknowledged only once the WAL has the record.
 template <typename State, typename Apply>
-absl::StatusOr<PushOutcome> Deduplicated(State& state, const PushContext& ctx, std::string_view kind,
-                                         std::string_view name, Apply apply, bool* duplicate) {
+absl::StatusOr<PushOutcome> Deduplicated(State& state, const PushContext& ctx,
+                                         std::string_view kind, std::string_view name, Apply apply,
+                                         bool* duplicate) {
   internal::PushDedup& dedup = state.dedup;
   *duplicate = false;
   RETURN_IF_ERROR(state.WalWritable());
@@ -122,9 +124,9 @@ absl::StatusOr<PushOutcome> Deduplicated(State& state, const PushContext& ctx, s
       return PushOutcome::kDuplicate;
     case internal::PushDedup::Claim::kTooOld:
       return absl::FailedPreconditionError(
-          absl::StrCat(AbslView(kind), " '", AbslView(name), "': push sequence ", ctx.sequence, " of client ",
-                       ctx.client_id, " is older than the dedup window (", dedup.window(),
-                       " sequences); cannot tell whether it was applied"));
+          absl::StrCat(AbslView(kind), " '", AbslView(name), "': push sequence ", ctx.sequence,
+                       " of client ", ctx.client_id, " is older than the dedup window (",
+                       dedup.window(), " sequences); cannot tell whether it was applied"));
     case internal::PushDedup::Claim::kFenced:
       return FencedError(ctx.client_id);
     case internal::PushDedup::Claim::kFresh:
@@ -153,8 +155,7 @@ absl::Status ParameterServer::CreateTable(const TableOptions& options) {
   internal::GateReader gate(&state_->gate);
   ASSIGN_OR_RETURN(bool created, CreateTableLocked(options, /*cold_rows_exist=*/false));
   if (!created) return absl::OkStatus();  // re-declared: nothing new to log
-  return state_->LogAndSync(
-      [&](v1::WalEntry* e) { ToProto(options, e->mutable_create_table()); });
+  return state_->LogAndSync([&](v1::WalEntry* e) { ToProto(options, e->mutable_create_table()); });
 }
 
 absl::StatusOr<bool> ParameterServer::CreateTableLocked(const TableOptions& options,
@@ -333,8 +334,7 @@ absl::Status ParameterServer::CreateDense(const DenseOptions& options) {
                      internal::DenseVariable::Create(options));
     state_->dense.emplace(options.name, std::move(v));
   }
-  return state_->LogAndSync(
-      [&](v1::WalEntry* e) { ToProto(options, e->mutable_create_dense()); });
+  return state_->LogAndSync([&](v1::WalEntry* e) { ToProto(options, e->mutable_create_dense()); });
 }
 
 absl::Status ParameterServer::DropDense(std::string_view name) {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "common/absl_compat.h"
 #include "absl/strings/str_cat.h"
+#include "common/absl_compat.h"
 #include "common/status_macros.h"
 #include "ps/internal/key_batch.h"
 #include "ps/internal/ps_state.h"
@@ -20,7 +20,6 @@
 
 namespace brook::ps {
 namespace {
-
 
 // A prepared push keeps its grouped keys in a KeyBatch until it is applied,
 // so a batch of parts prepared together needs one each. Per thread, grown to

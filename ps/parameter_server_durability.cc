@@ -12,9 +12,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <optional>
-#include <filesystem>
 #include <system_error>
 
 #include "absl/container/flat_hash_map.h"
@@ -126,8 +126,8 @@ absl::Status KeepOnlyFamiliesOf(const std::string& path, const std::string& pref
 // it is there for the same shard count (a restart point under a data dir
 // holds only its own PS's part), else every part (a checkpoint of the whole
 // cluster, written by an earlier version into a shared dir).
-absl::StatusOr<std::vector<v1::CheckpointManifest>> StartParts(const std::string& ckpt,
-                                                               int32_t me, int32_t shards) {
+absl::StatusOr<std::vector<v1::CheckpointManifest>> StartParts(const std::string& ckpt, int32_t me,
+                                                               int32_t shards) {
   absl::StatusOr<v1::CheckpointManifest> mine =
       internal::ReadManifest(ckpt + "/" + internal::ShardDirName(me, shards));
   if (mine.ok() && mine->num_shards() == shards && mine->shard_index() == me) {
@@ -250,9 +250,9 @@ absl::StatusOr<size_t> RowBytesOf(const v1::RowBlock& b, const std::string& part
   if (b.rows().empty()) return size_t{0};
   const size_t row_bytes = b.row_bytes();
   if (row_bytes == 0 || b.rows().size() % row_bytes != 0) {
-    return absl::DataLossError(absl::StrCat(part, ": a row block of table '", b.table(),
-                                            "' holds ", b.rows().size(),
-                                            " bytes, not a multiple of ", row_bytes));
+    return absl::DataLossError(absl::StrCat(part, ": a row block of table '", b.table(), "' holds ",
+                                            b.rows().size(), " bytes, not a multiple of ",
+                                            row_bytes));
   }
   return row_bytes;
 }
@@ -402,8 +402,9 @@ absl::Status ParameterServer::OpenDurable() {
         // No WAL (nothing acknowledged is promised), or a WAL that still
         // begins at its first record: it alone rebuilds everything.
         startup.notes.push_back(absl::StrCat(
-            why, options_.wal ? "; no whole restart point under the data dir: replaying the whole WAL"
-                              : "; no whole restart point under the data dir and no WAL: starting empty"));
+            why, options_.wal
+                     ? "; no whole restart point under the data dir: replaying the whole WAL"
+                     : "; no whole restart point under the data dir and no WAL: starting empty"));
       } else {
         return absl::FailedPreconditionError(absl::StrCat(
             why, ". The WAL in ", wal_dir, " begins at record ", first_wal_lsn,
@@ -427,9 +428,9 @@ absl::Status ParameterServer::OpenDurable() {
     ASSIGN_OR_RETURN(start_parts, StartParts(from_dir, options_.shard_index, options_.num_shards));
     const std::vector<v1::CheckpointManifest>& parts = start_parts;
     if (parts.size() == 1 || static_cast<int32_t>(parts.size()) == options_.num_shards) {
-      ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> chain,
-                       internal::ReadChain(parts.size() == 1 ? parts[0]
-                                                             : parts[options_.shard_index]));
+      ASSIGN_OR_RETURN(
+          std::vector<v1::CheckpointManifest> chain,
+          internal::ReadChain(parts.size() == 1 ? parts[0] : parts[options_.shard_index]));
       if (chain.front().has_rocksdb()) {
         RETURN_IF_ERROR(
             LinkRocksDb(chain.front().info().shard_dir() + "/" + internal::kRocksDirName, live));
@@ -630,7 +631,8 @@ absl::StatusOr<std::optional<CheckpointInfo>> ParameterServer::WrittenCheckpoint
   }
   // An earlier run of this shard wrote it before a restart: read the answer back.
   CheckpointInfo info = FromProto(done);
-  ASSIGN_OR_RETURN(v1::CheckpointFile manifest, internal::HashFile(shard_dir, internal::kManifestName));
+  ASSIGN_OR_RETURN(v1::CheckpointFile manifest,
+                   internal::HashFile(shard_dir, internal::kManifestName));
   info.manifest_bytes = manifest.bytes();
   info.manifest_crc32c = manifest.crc32c();
   return info;
@@ -913,8 +915,8 @@ struct ParameterServer::RestorePlan {
   // As many parts as shards (or the own part): a key's owner has not changed.
   bool same_layout = false;
   absl::flat_hash_map<std::string, TableOptions> tables;  // every part lists all
-  std::vector<DenseOptions> dense;                         // every part's
-  absl::flat_hash_set<std::string> my_dense;               // placed on this shard
+  std::vector<DenseOptions> dense;                        // every part's
+  absl::flat_hash_set<std::string> my_dense;              // placed on this shard
 
   int32_t ShardOf(size_t part) const { return own_part ? me : static_cast<int32_t>(part); }
   // Parts this shard reads: with the same layout only its own.
@@ -956,7 +958,8 @@ absl::StatusOr<ParameterServer::RestorePlan> ParameterServer::PlanRestore(
 absl::Status ParameterServer::CreateRestoredVariables(const RestorePlan& plan, bool startup) {
   for (const DenseOptions& o : plan.dense) {
     if (!plan.my_dense.contains(o.name)) continue;
-    ASSIGN_OR_RETURN(std::unique_ptr<internal::DenseVariable> v, internal::DenseVariable::Create(o));
+    ASSIGN_OR_RETURN(std::unique_ptr<internal::DenseVariable> v,
+                     internal::DenseVariable::Create(o));
     internal::WriterLock lock(&state_->mu);
     state_->dense.emplace(o.name, std::move(v));
   }
@@ -964,7 +967,8 @@ absl::Status ParameterServer::CreateRestoredVariables(const RestorePlan& plan, b
   if (state_->db != nullptr) {
     for (const std::string& family : state_->db->ColumnFamilies()) {
       bool used = false;
-      for (const auto& [name, o] : plan.tables) used = used || internal::TableFamily(name) == family;
+      for (const auto& [name, o] : plan.tables)
+        used = used || internal::TableFamily(name) == family;
       if (!used) RETURN_IF_ERROR(state_->db->DropColumnFamily(family));
     }
   }
@@ -1091,7 +1095,6 @@ std::vector<CheckpointInfo> ParameterServer::Checkpoints() const {
   return state_->checkpoints;
 }
 
-
 absl::StatusOr<CheckpointContents> ReadCheckpointContents(const std::string& dir) {
   ASSIGN_OR_RETURN(std::vector<v1::CheckpointManifest> parts, internal::ReadCheckpoint(dir));
   CheckpointContents out;
@@ -1121,10 +1124,10 @@ struct ImportPlan {
   TableOptions table;   // the target's options (tables)
   DenseOptions var;     // the target's options (dense)
   OptimizerOptions source_optimizer;
-  int source_dim = 0;   // tables: the source's dim
-  bool slots = false;   // keep the source's slots
+  int source_dim = 0;               // tables: the source's dim
+  bool slots = false;               // keep the source's slots
   std::unique_ptr<Optimizer> init;  // !slots: the target's optimizer, for InitSlots
-  std::shared_ptr<Table> target;  // held while rows go in
+  std::shared_ptr<Table> target;    // held while rows go in
   std::unique_ptr<RowImporter> importer;
   std::vector<char> row;  // !slots: one converted row
   uint64_t rows = 0;
@@ -1137,8 +1140,8 @@ absl::Status AddImportedRow(ImportPlan& p, size_t target_row_bytes, const char* 
   const size_t weights_end = sizeof(RowHeader) + sizeof(float) * static_cast<size_t>(p.source_dim);
   if (row_bytes < weights_end) {
     return absl::DataLossError(absl::StrCat(where, ": a row of table '", p.from, "' holds ",
-                                            row_bytes, " bytes, fewer than its dim ",
-                                            p.source_dim, " needs"));
+                                            row_bytes, " bytes, fewer than its dim ", p.source_dim,
+                                            " needs"));
   }
   if (p.slots) return p.importer->Add(row, row_bytes);
   p.row.resize(target_row_bytes);
@@ -1190,9 +1193,9 @@ absl::StatusOr<ImportInfo> ParameterServer::ImportTables(const ImportOptions& op
     if (existing.ok()) {
       p.table = (*existing)->options();
       if (p.table.dim != o.dim) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "import: table '", *bare, "' has dim ", o.dim, " in ", dir, ", but '", p.to,
-            "' has dim ", p.table.dim));
+        return absl::InvalidArgumentError(absl::StrCat("import: table '", *bare, "' has dim ",
+                                                       o.dim, " in ", dir, ", but '", p.to,
+                                                       "' has dim ", p.table.dim));
       }
     } else {
       p.table = o;
@@ -1216,9 +1219,9 @@ absl::StatusOr<ImportInfo> ParameterServer::ImportTables(const ImportOptions& op
     p.source_optimizer = o.optimizer;
     p.var = (*existing)->options();
     if (p.var.num_floats() != o.num_floats()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "import: dense variable '", *bare, "' has ", o.num_floats(), " floats in ", dir,
-          ", but '", p.to, "' has ", p.var.num_floats()));
+      return absl::InvalidArgumentError(absl::StrCat("import: dense variable '", *bare, "' has ",
+                                                     o.num_floats(), " floats in ", dir, ", but '",
+                                                     p.to, "' has ", p.var.num_floats()));
     }
     plans.push_back(std::move(p));
   }
@@ -1226,8 +1229,9 @@ absl::StatusOr<ImportInfo> ParameterServer::ImportTables(const ImportOptions& op
     if (!held.contains(n)) {
       std::vector<std::string> names(held.begin(), held.end());
       std::sort(names.begin(), names.end());
-      return absl::NotFoundError(absl::StrCat("import: ", dir, " holds no table or dense variable '",
-                                              n, "'; it holds: ", absl::StrJoin(names, ", ")));
+      return absl::NotFoundError(absl::StrCat("import: ", dir,
+                                              " holds no table or dense variable '", n,
+                                              "'; it holds: ", absl::StrJoin(names, ", ")));
     }
   }
   for (ImportPlan& p : plans) {
@@ -1270,27 +1274,26 @@ absl::StatusOr<ImportInfo> ParameterServer::ImportTables(const ImportOptions& op
         for (ImportPlan& p : plans) {
           if (p.dense || !old->HasColumnFamily(internal::TableFamily(p.from))) continue;
           const size_t target_bytes = p.target->stored_row_bytes();
-          RETURN_IF_ERROR(old->ForEach(internal::TableFamily(p.from),
-                                       [&](uint64_t, std::string_view value) {
-                                         return AddImportedRow(p, target_bytes, value.data(),
-                                                               value.size(), part);
-                                       }));
+          RETURN_IF_ERROR(
+              old->ForEach(internal::TableFamily(p.from), [&](uint64_t, std::string_view value) {
+                return AddImportedRow(p, target_bytes, value.data(), value.size(), part);
+              }));
         }
       }
       RETURN_IF_ERROR(internal::ForEachCheckpointRecord(
           part + "/" + internal::kRowsFileName, [&](const v1::CheckpointRecord& r) -> absl::Status {
             const std::string& name = r.has_dense() ? r.dense().name() : r.rows().table();
             auto it = by_source.find(name);
-            if (it == by_source.end() || it->second->dense != r.has_dense()) return absl::OkStatus();
+            if (it == by_source.end() || it->second->dense != r.has_dense())
+              return absl::OkStatus();
             ImportPlan& p = *it->second;
             if (p.dense) {
-              ASSIGN_OR_RETURN(std::shared_ptr<internal::DenseVariable> v,
-                               state_->FindDense(p.to));
+              ASSIGN_OR_RETURN(std::shared_ptr<internal::DenseVariable> v, state_->FindDense(p.to));
               std::vector<float> slots = CopyOut<float>(r.dense().slots());
               if (!p.slots) {
-                slots.assign(static_cast<size_t>(p.init->SlotFloats(
-                                 static_cast<int>(p.var.num_floats()))),
-                             0.0f);
+                slots.assign(
+                    static_cast<size_t>(p.init->SlotFloats(static_cast<int>(p.var.num_floats()))),
+                    0.0f);
                 p.init->InitSlots(absl::MakeSpan(slots));
               }
               return v->Import(CopyOut<float>(r.dense().values()), slots);

@@ -187,7 +187,8 @@ absl::Status Table::PullChecked(absl::Span<const uint64_t> keys, absl::Span<floa
   // Each part pulls its own keys into its own rows (written per key), so the
   // parts never share one.
   return helpers->Run(keys.size(), kMinPullPart, [&](size_t begin, size_t end) {
-    return PullPart(keys.subspan(begin, end - begin), out.subspan(begin * dim, (end - begin) * dim));
+    return PullPart(keys.subspan(begin, end - begin),
+                    out.subspan(begin * dim, (end - begin) * dim));
   });
 }
 
@@ -335,8 +336,8 @@ struct Table::PushRun {
   const PreparedPush& push;
   int64_t step;
   float lr_scale;
-  PushLog* log;           // null: not logged
-  const PushPart* part;   // the push's identity, for the log
+  PushLog* log;            // null: not logged
+  const PushPart* part;    // the push's identity, for the log
   uint32_t step32, now32;  // what rows record as their last update
   bool transform;          // clip and/or zero NaN/Inf gradients first
   // Rows reserved for this push's creations and not yet taken.
@@ -344,8 +345,8 @@ struct Table::PushRun {
   std::atomic<uint64_t> admitted{0}, deferred{0}, max_lsn{0};
 };
 
-absl::Status Table::ApplyPush(const PreparedPush& push, int64_t step, float lr_scale,
-                              PushLog* log, const PushPart* part, uint64_t* last_lsn) {
+absl::Status Table::ApplyPush(const PreparedPush& push, int64_t step, float lr_scale, PushLog* log,
+                              const PushPart* part, uint64_t* last_lsn) {
   KeyBatch& b = *push.batch;
   const size_t n = b.size();
 
@@ -378,17 +379,17 @@ absl::Status Table::ApplyPush(const PreparedPush& push, int64_t step, float lr_s
     reserved = need;
   }
 
-  PushRun run{.push = push,
-              .step = step,
-              .lr_scale = lr_scale,
-              .log = log,
-              .part = part,
-              .step32 = ClampStep(step),
-              .now32 = NowSeconds(),
-              .transform = options_.gradient_clip > 0 ||
-                           (push.nonfinite > 0 &&
-                            options_.bad_gradient == BadGradientPolicy::kZero),
-              .unclaimed{reserved}};
+  PushRun run{
+      .push = push,
+      .step = step,
+      .lr_scale = lr_scale,
+      .log = log,
+      .part = part,
+      .step32 = ClampStep(step),
+      .now32 = NowSeconds(),
+      .transform = options_.gradient_clip > 0 ||
+                   (push.nonfinite > 0 && options_.bad_gradient == BadGradientPolicy::kZero),
+      .unclaimed{reserved}};
   b.rows.resize(n);
   const int stripes = store_->num_stripes();
   auto apply = [&](size_t first, size_t end) { return ApplyPushStripes(run, first, end); };
@@ -515,8 +516,7 @@ void Table::ApplyPushRows(PushRun& run, int s, RowStore::Writer& w, uint32_t lo,
       }
       g = scratch;
     }
-    optimizer_->Apply({row->floats(), dim}, {row->floats() + dim, slots}, {g, dim},
-                      run.lr_scale);
+    optimizer_->Apply({row->floats(), dim}, {row->floats() + dim, slots}, {g, dim}, run.lr_scale);
     row->MarkUpdated(run.step32, run.now32);
   }
 }

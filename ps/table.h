@@ -71,7 +71,7 @@ struct PushPart {
   int64_t step = 0;
   uint64_t client_id = 0;  // for dedup after a restart
   uint64_t sequence = 0;
-  uint64_t stream_id = 0;  // PushContext::stream_id
+  uint64_t stream_id = 0;            // PushContext::stream_id
   float learning_rate_scale = 1.0f;  // PushContext::learning_rate_scale
   int dim = 0;
   absl::Span<const uint64_t> keys;      // this stripe's keys
@@ -270,10 +270,10 @@ class Table {
   // Constant after construction.
   const TableOptions options_;
   const int slot_floats_;
-  const uint64_t max_rows_;     // memory_budget_bytes / row bytes
+  const uint64_t max_rows_;             // memory_budget_bytes / row bytes
   MemoryAccountant* const accountant_;  // borrowed; null: no node-wide limit
   const uint64_t charge_;               // charged_row_bytes()
-  const size_t pending_bound_;  // per stripe
+  const size_t pending_bound_;          // per stripe
   const Initializer initializer_;
   const std::unique_ptr<Optimizer> optimizer_;
   const Clock clock_;

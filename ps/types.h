@@ -153,7 +153,7 @@ struct DenseStats {
 // incarnations to notice a PS that restarted, and reports to the jobs what
 // the restart rolled back (a PS without a WAL goes back to its checkpoint).
 struct StartupInfo {
-  uint64_t incarnation = 0;         // random per process start, never 0
+  uint64_t incarnation = 0;  // random per process start, never 0
   int64_t started_unix_micros = 0;
   bool data_dir = false;            // started over a data dir (else: memory only, empty)
   bool wal = false;                 // with its write-ahead log: nothing acknowledged is lost

@@ -38,7 +38,9 @@ bool ConstantTimeEqual(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-std::string AuthorizationValue(std::string_view token) { return absl::StrCat(Av(kBearer), Av(token)); }
+std::string AuthorizationValue(std::string_view token) {
+  return absl::StrCat(Av(kBearer), Av(token));
+}
 
 absl::Status CheckAuthorization(std::string_view token, std::string_view authorization,
                                 std::string_view server, std::string_view how) {
@@ -64,7 +66,8 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   std::string token(absl::StripAsciiWhitespace(text.str()));
-  if (token.empty()) return absl::InvalidArgumentError(absl::StrCat("token file ", path, " is empty"));
+  if (token.empty())
+    return absl::InvalidArgumentError(absl::StrCat("token file ", path, " is empty"));
   if (absl::Status s = ValidateToken(token, absl::StrCat("token file ", path)); !s.ok()) return s;
   return token;
 }
@@ -78,21 +81,25 @@ std::string TokenFileModeWarning(const std::string& path) {
   return absl::StrFormat(
       "warning: token file %s is readable by %s (mode %04o): anyone who can read it can act as "
       "you; run chmod 600 %s",
-      path, group && other ? "group and others" : group ? "its group" : "others", mode, path);
+      path,
+      group && other ? "group and others"
+      : group        ? "its group"
+                     : "others",
+      mode, path);
 }
 
 absl::Status ValidateToken(std::string_view token, std::string_view what) {
   if (token.size() < 16) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        Av(what), ": a token needs at least 16 characters (", token.size(),
-        " given); make one with `openssl rand -hex 32`"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(Av(what), ": a token needs at least 16 characters (", token.size(),
+                     " given); make one with `openssl rand -hex 32`"));
   }
   for (size_t i = 0; i < token.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(token[i]);
     if (c <= 0x20 || c >= 0x7f) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          Av(what), ": character ", i, " of the token is not printable ASCII (code ",
-          static_cast<int>(c), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(Av(what), ": character ", i,
+                                                     " of the token is not printable ASCII (code ",
+                                                     static_cast<int>(c), ")"));
     }
   }
   return absl::OkStatus();
@@ -100,7 +107,8 @@ absl::Status ValidateToken(std::string_view token, std::string_view what) {
 
 bool IsLoopbackAddress(std::string_view address_in) {
   absl::string_view address = Av(address_in);
-  if (absl::StartsWith(address, "unix:") || absl::StartsWith(address, "unix-abstract:")) return true;
+  if (absl::StartsWith(address, "unix:") || absl::StartsWith(address, "unix-abstract:"))
+    return true;
   absl::ConsumePrefix(&address, "ipv4:");
   absl::ConsumePrefix(&address, "ipv6:");
   absl::ConsumePrefix(&address, "dns:///");
@@ -149,9 +157,9 @@ absl::StatusOr<ClientToken> ForAddresses(ClientToken token,
                                    "no token is sent in plaintext off the machine)");
       return none;
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "refusing to send ", what_s, " (from ", token.source, ") in plaintext to ", address,
-        ": turn TLS on (--tls-ca), or reach it on a loopback address"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("refusing to send ", what_s, " (from ", token.source, ") in plaintext to ",
+                     address, ": turn TLS on (--tls-ca), or reach it on a loopback address"));
   }
   return token;
 }

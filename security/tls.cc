@@ -29,12 +29,11 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag, c
   std::string pem = text.str();
   // "-----BEGIN CERTIFICATE-----", "-----BEGIN PRIVATE KEY-----",
   // "-----BEGIN RSA PRIVATE KEY-----", "-----BEGIN EC PRIVATE KEY-----".
-  const bool found = absl::StrContains(pem, "-----BEGIN ") &&
-                     absl::StrContains(pem, absl::StrCat(kind, "-----"));
+  const bool found =
+      absl::StrContains(pem, "-----BEGIN ") && absl::StrContains(pem, absl::StrCat(kind, "-----"));
   if (!found) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, " ", path, ": no PEM ", kind, " block in the file (", pem.size(),
-                     " bytes)"));
+    return absl::InvalidArgumentError(absl::StrCat(flag, " ", path, ": no PEM ", kind,
+                                                   " block in the file (", pem.size(), " bytes)"));
   }
   return pem;
 }
@@ -43,7 +42,8 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag, c
 
 absl::Status TlsOptions::ValidateForServer() const {
   if (!enabled()) {
-    if (mutual) return absl::InvalidArgumentError("--tls-mutual needs --tls-cert, --tls-key and --tls-ca");
+    if (mutual)
+      return absl::InvalidArgumentError("--tls-mutual needs --tls-cert, --tls-key and --tls-ca");
     return absl::OkStatus();
   }
   if (cert_file.empty() || key_file.empty()) {
@@ -59,7 +59,8 @@ absl::Status TlsOptions::ValidateForServer() const {
 
 absl::Status TlsOptions::ValidateForClient() const {
   if (!enabled()) {
-    if (mutual) return absl::InvalidArgumentError("--tls-mutual needs --tls-cert, --tls-key and --tls-ca");
+    if (mutual)
+      return absl::InvalidArgumentError("--tls-mutual needs --tls-cert, --tls-key and --tls-ca");
     return absl::OkStatus();
   }
   if (ca_file.empty()) {
@@ -76,8 +77,7 @@ absl::Status TlsOptions::ValidateForClient() const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
-    const TlsOptions& tls) {
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const TlsOptions& tls) {
   if (absl::Status s = tls.ValidateForServer(); !s.ok()) return s;
   if (!tls.enabled()) return grpc::InsecureServerCredentials();
   absl::StatusOr<std::string> cert = ReadPem(tls.cert_file, "--tls-cert", "CERTIFICATE");

@@ -49,8 +49,7 @@ struct TlsOptions {
 };
 
 // The credentials a server listens with: insecure when TLS is off.
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
-    const TlsOptions& tls);
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const TlsOptions& tls);
 
 // The credentials a client dials with: insecure when TLS is off. Pass `args`
 // to have server_name applied (the channel's target-name override).

@@ -41,8 +41,8 @@ struct DenseVariable {
 // only on the set of variables and the shard count. Returns the shard of each
 // variable, parallel to `variables`. INVALID_ARGUMENT on duplicate names or
 // num_shards <= 0.
-absl::StatusOr<std::vector<int32_t>> PlaceDenseVariables(
-    absl::Span<const DenseVariable> variables, int32_t num_shards);
+absl::StatusOr<std::vector<int32_t>> PlaceDenseVariables(absl::Span<const DenseVariable> variables,
+                                                         int32_t num_shards);
 
 struct DataFile {
   std::string path;

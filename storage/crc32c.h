@@ -17,7 +17,8 @@ inline uint32_t Value(std::string_view s) { return Extend(0, s.data(), s.size())
 
 // The two implementations, for tests and benchmarks.
 uint32_t ExtendPortable(uint32_t init_crc, const char* data, size_t n);
-uint32_t ExtendHardware(uint32_t init_crc, const char* data, size_t n);  // REQUIRES: HardwareAvailable()
+uint32_t ExtendHardware(uint32_t init_crc, const char* data,
+                        size_t n);  // REQUIRES: HardwareAvailable()
 bool HardwareAvailable();
 
 // TFRecord's masking, so that a CRC of data containing CRCs stays strong.

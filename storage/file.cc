@@ -135,7 +135,7 @@ class LocalInputStream final : public InputStream {
   std::thread populator_;
   std::mutex populate_mu_;
   std::condition_variable populate_cv_;
-  size_t consumer_offset_ = 0;  // guarded by populate_mu_
+  size_t consumer_offset_ = 0;    // guarded by populate_mu_
   bool stop_populating_ = false;  // guarded by populate_mu_
 
   const std::string path_;

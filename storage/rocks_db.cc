@@ -124,8 +124,8 @@ rocksdb::ColumnFamilyOptions MakeColumnFamilyOptions(const RocksDbOptions& optio
   cf.memtable_prefix_bloom_size_ratio = 0.02;
   cf.compression = rocksdb::kNoCompression;
   const auto supported = rocksdb::GetSupportedCompressions();
-  const bool has_lz4 = std::find(supported.begin(), supported.end(),
-                                 rocksdb::kLZ4Compression) != supported.end();
+  const bool has_lz4 =
+      std::find(supported.begin(), supported.end(), rocksdb::kLZ4Compression) != supported.end();
   cf.bottommost_compression = has_lz4 ? rocksdb::kLZ4Compression : rocksdb::kNoCompression;
   return cf;
 }
@@ -279,9 +279,9 @@ absl::StatusOr<std::unique_ptr<RocksDb>> RocksDb::OpenImpl(const std::string& pa
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   if (read_only) {
-    RETURN_IF_ERROR(FromRocks(
-        rocksdb::DB::OpenForReadOnly(db_options, path, descriptors, &handles, &raw),
-        absl::StrCat("RocksDB open read-only ", path)));
+    RETURN_IF_ERROR(
+        FromRocks(rocksdb::DB::OpenForReadOnly(db_options, path, descriptors, &handles, &raw),
+                  absl::StrCat("RocksDB open read-only ", path)));
   } else {
     RETURN_IF_ERROR(FromRocks(rocksdb::DB::Open(db_options, path, descriptors, &handles, &raw),
                               absl::StrCat("RocksDB open ", path)));
@@ -303,8 +303,7 @@ absl::StatusOr<RocksDb::HandlePtr> RocksDb::Family(const std::string& cf) const 
   std::shared_lock lock(mu_);
   auto it = families_.find(cf);
   if (it == families_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("RocksDB ", path_, ": no column family '", cf, "'"));
+    return absl::NotFoundError(absl::StrCat("RocksDB ", path_, ": no column family '", cf, "'"));
   }
   return it->second;
 }
@@ -312,8 +311,8 @@ absl::StatusOr<RocksDb::HandlePtr> RocksDb::Family(const std::string& cf) const 
 absl::Status RocksDb::CreateColumnFamily(const std::string& name) {
   RETURN_IF_ERROR(CheckWritable(absl::StrCat("create column family '", name, "' in")));
   if (name.empty() || name == kDefaultFamily) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "RocksDB create column family in ", path_, ": '", name, "' is reserved"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("RocksDB create column family in ", path_, ": '", name, "' is reserved"));
   }
   // change_mu_ (not mu_) is held across RocksDB's MANIFEST write, so lookups
   // by other threads are not blocked by it.
@@ -409,10 +408,9 @@ absl::Status RocksDb::Write(const std::string& cf, absl::Span<const uint64_t> ke
   char key[8];
   for (size_t i = 0; i < keys.size(); ++i) {
     EncodeKey(keys[i], key);
-    RETURN_IF_ERROR(FromRocks(
-        batch.Put(handle.get(), rocksdb::Slice(key, 8),
-                  rocksdb::Slice(values + i * value_bytes, value_bytes)),
-        Context("write to", path_, cf)));
+    RETURN_IF_ERROR(FromRocks(batch.Put(handle.get(), rocksdb::Slice(key, 8),
+                                        rocksdb::Slice(values + i * value_bytes, value_bytes)),
+                              Context("write to", path_, cf)));
   }
   for (uint64_t k : deletes) {
     EncodeKey(k, key);

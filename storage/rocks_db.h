@@ -85,8 +85,8 @@ class RocksDb {
   // into values + i * value_bytes (untouched when absent). A stored value of
   // another size is DATA_LOSS naming the family and the key; outputs for
   // other keys are then unspecified. NOT_FOUND if the family does not exist.
-  absl::Status MultiGet(const std::string& cf, absl::Span<const uint64_t> keys,
-                        size_t value_bytes, char* values, bool* found) const;
+  absl::Status MultiGet(const std::string& cf, absl::Span<const uint64_t> keys, size_t value_bytes,
+                        char* values, bool* found) const;
 
   // One atomic WriteBatch: puts keys[i] -> values + i * value_bytes, then
   // deletes `deletes` (a key in both ends up deleted).
@@ -97,9 +97,9 @@ class RocksDb {
   // consistent snapshot); stops and returns fn's first error. `value` is valid
   // only during the call. Does not fill the block cache, so exporting a table
   // does not evict the rows lookups need.
-  absl::Status ForEach(const std::string& cf,
-                       absl::FunctionRef<absl::Status(uint64_t key, std::string_view value)> fn)
-      const;
+  absl::Status ForEach(
+      const std::string& cf,
+      absl::FunctionRef<absl::Status(uint64_t key, std::string_view value)> fn) const;
 
   // RocksDB's estimate ("rocksdb.estimate-num-keys"): exact after a flush and
   // compaction without overwrites, otherwise approximate. 0 for a missing family.
@@ -150,7 +150,7 @@ class RocksDb {
   // DropColumnFamily and is taken before mu_; mu_ guards the two fields below.
   std::mutex change_mu_;
   mutable std::shared_mutex mu_;
-  HandlePtr default_family_;                 // guarded by mu_
+  HandlePtr default_family_;                   // guarded by mu_
   std::map<std::string, HandlePtr> families_;  // guarded by mu_; without "default"
 };
 

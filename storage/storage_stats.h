@@ -16,7 +16,7 @@ struct RocksDbStats {
   // "rocksdb.estimate-pending-compaction-bytes", all families: what
   // compaction still has to rewrite; RocksDB slows then stops writes as it grows.
   uint64_t pending_compaction_bytes = 0;
-  uint64_t stall_micros = 0;        // STALL_MICROS: writes held back by a write stall
+  uint64_t stall_micros = 0;  // STALL_MICROS: writes held back by a write stall
 };
 
 struct WalStats {

@@ -53,18 +53,18 @@ struct TFRecordReaderOptions {
 };
 
 struct TFRecordReaderStats {
-  uint64_t records = 0;            // records returned
-  uint64_t bytes = 0;              // framed bytes consumed, incl. skipped
-  uint64_t skipped_regions = 0;    // corrupt regions skipped (skip_corrupt)
-  uint64_t skipped_bytes = 0;      // bytes inside those regions
+  uint64_t records = 0;          // records returned
+  uint64_t bytes = 0;            // framed bytes consumed, incl. skipped
+  uint64_t skipped_regions = 0;  // corrupt regions skipped (skip_corrupt)
+  uint64_t skipped_bytes = 0;    // bytes inside those regions
 };
 
 class TFRecordReader {
  public:
-  static absl::StatusOr<std::unique_ptr<TFRecordReader>> Open(
-      const std::string& path, const TFRecordReaderOptions& options);
-  static absl::StatusOr<std::unique_ptr<TFRecordReader>> Open(
-      std::unique_ptr<InputStream> stream, const TFRecordReaderOptions& options);
+  static absl::StatusOr<std::unique_ptr<TFRecordReader>> Open(const std::string& path,
+                                                              const TFRecordReaderOptions& options);
+  static absl::StatusOr<std::unique_ptr<TFRecordReader>> Open(std::unique_ptr<InputStream> stream,
+                                                              const TFRecordReaderOptions& options);
   virtual ~TFRecordReader() = default;
 
   // Reads the next record. Returns true and sets *record (valid until the next
@@ -89,10 +89,10 @@ struct TFRecordWriterOptions {
 
 class TFRecordWriter {
  public:
-  static absl::StatusOr<std::unique_ptr<TFRecordWriter>> Open(
-      const std::string& path, const TFRecordWriterOptions& options);
-  static absl::StatusOr<std::unique_ptr<TFRecordWriter>> Open(
-      std::unique_ptr<OutputStream> stream, const TFRecordWriterOptions& options);
+  static absl::StatusOr<std::unique_ptr<TFRecordWriter>> Open(const std::string& path,
+                                                              const TFRecordWriterOptions& options);
+  static absl::StatusOr<std::unique_ptr<TFRecordWriter>> Open(std::unique_ptr<OutputStream> stream,
+                                                              const TFRecordWriterOptions& options);
   virtual ~TFRecordWriter() = default;
 
   virtual absl::Status Write(std::string_view record) = 0;

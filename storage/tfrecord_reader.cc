@@ -318,7 +318,7 @@ class TFRecordReaderImpl final : public TFRecordReader {
   std::unique_ptr<char[]> buffer_;
   const char* base_ = nullptr;
   bool mapped_ = false;
-  size_t released_ = 0;  // mapped: pos_ at the last ReleaseMappedPrefix
+  size_t released_ = 0;    // mapped: pos_ at the last ReleaseMappedPrefix
   size_t prefetched_ = 0;  // mapped: cache lines below this were prefetched
   size_t capacity_ = 0;
   size_t pos_ = 0;

@@ -172,11 +172,12 @@ absl::StatusOr<LogEnd> ScanLog(const std::vector<SegmentFile>& segments, uint64_
       const char* frame = data.data() + offset;
       uint64_t frame_lsn = DecodeFixed64(frame + 8);
       if (frame_lsn != lsn) {
-        return CorruptAt(segment.path, offset,
-                         absl::StrCat("record has LSN ", frame_lsn, " where ", lsn,
-                                      " was expected"));
+        return CorruptAt(
+            segment.path, offset,
+            absl::StrCat("record has LSN ", frame_lsn, " where ", lsn, " was expected"));
       }
-      if (lsn >= from_lsn) RETURN_IF_ERROR(fn(lsn, std::string_view(frame + kWalHeaderBytes, length)));
+      if (lsn >= from_lsn)
+        RETURN_IF_ERROR(fn(lsn, std::string_view(frame + kWalHeaderBytes, length)));
       offset += kWalHeaderBytes + length;
       ++lsn;
     }
@@ -230,10 +231,11 @@ absl::StatusOr<std::unique_ptr<WalWriter>> WalWriter::Open(const std::string& di
   if (end.torn_tail_bytes > 0) {
     // New records appended behind a torn frame would be unreachable for replay.
     if (::ftruncate(writer->fd_, static_cast<off_t>(end.valid_bytes)) != 0) {
-      return ErrnoError(errno, absl::StrCat("truncate torn tail at offset ", end.valid_bytes, " of"),
-                        tail.path);
+      return ErrnoError(
+          errno, absl::StrCat("truncate torn tail at offset ", end.valid_bytes, " of"), tail.path);
     }
-    if (data_sync && ::fdatasync(writer->fd_) != 0) return ErrnoError(errno, "fdatasync", tail.path);
+    if (data_sync && ::fdatasync(writer->fd_) != 0)
+      return ErrnoError(errno, "fdatasync", tail.path);
   }
   writer->segment_path_ = tail.path;
   writer->segment_size_ = end.valid_bytes;
@@ -356,16 +358,14 @@ absl::Status WalWriter::WriteGroup(std::string& group, uint64_t first_lsn, bool*
     if (n < 0) {
       if (errno == EINTR) continue;
       const int write_errno = errno;
-      absl::Status failed =
-          ErrnoError(write_errno, absl::StrCat("write at offset ", segment_size_, " of"),
-                     segment_path_);
+      absl::Status failed = ErrnoError(
+          write_errno, absl::StrCat("write at offset ", segment_size_, " of"), segment_path_);
       if ((write_errno == ENOSPC || write_errno == EDQUOT) &&
           ::ftruncate(fd_, static_cast<off_t>(group_start)) == 0) {
         segment_size_ = group_start;
         *retryable = true;
-        return absl::ResourceExhaustedError(
-            absl::StrCat(failed.message(), " (WAL in ", dir_,
-                         "): pushes are refused until space returns"));
+        return absl::ResourceExhaustedError(absl::StrCat(
+            failed.message(), " (WAL in ", dir_, "): pushes are refused until space returns"));
       }
       return failed;
     }

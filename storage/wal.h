@@ -138,9 +138,9 @@ class WalWriter {
 };
 
 struct WalReplayStats {
-  uint64_t records = 0;          // records passed to fn
-  uint64_t bytes = 0;            // their payload bytes
-  uint64_t first_lsn = 0;        // first and last LSN passed to fn; 0 if none
+  uint64_t records = 0;    // records passed to fn
+  uint64_t bytes = 0;      // their payload bytes
+  uint64_t first_lsn = 0;  // first and last LSN passed to fn; 0 if none
   uint64_t last_lsn = 0;
   uint64_t torn_tail_bytes = 0;  // bytes of a torn record ending the last segment
 };

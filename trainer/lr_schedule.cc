@@ -33,7 +33,8 @@ absl::Status LrSchedule::Validate() const {
 float LrSchedule::Scale(int64_t step) const {
   step = std::max<int64_t>(step, 0);
   double scale = 1.0;
-  if (step < warmup_steps) scale = static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
+  if (step < warmup_steps)
+    scale = static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
   const double t = static_cast<double>(std::max<int64_t>(step - warmup_steps, 0));
   const double span = static_cast<double>(decay_steps);
   switch (decay) {
@@ -55,11 +56,12 @@ float LrSchedule::Scale(int64_t step) const {
 }
 
 absl::StatusOr<LrDecay> ParseLrDecay(std::string_view name) {
-  for (LrDecay d : {LrDecay::kConstant, LrDecay::kLinear, LrDecay::kCosine, LrDecay::kExponential}) {
+  for (LrDecay d :
+       {LrDecay::kConstant, LrDecay::kLinear, LrDecay::kCosine, LrDecay::kExponential}) {
     if (name == LrDecayName(d)) return d;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "lr schedule: unknown decay '", std::string(name), "' (constant, linear, cosine or exponential)"));
+  return absl::InvalidArgumentError(absl::StrCat("lr schedule: unknown decay '", std::string(name),
+                                                 "' (constant, linear, cosine or exponential)"));
 }
 
 std::string_view LrDecayName(LrDecay decay) {

@@ -31,9 +31,9 @@ enum class LrDecay { kConstant, kLinear, kCosine, kExponential };
 struct LrSchedule {
   int64_t warmup_steps = 0;
   LrDecay decay = LrDecay::kConstant;
-  int64_t decay_steps = 0;   // linear, cosine, exponential: > 0
-  double decay_rate = 0.5;   // exponential: in (0, 1]
-  double min_scale = 0.0;    // linear, cosine, exponential: in [0, 1]
+  int64_t decay_steps = 0;  // linear, cosine, exponential: > 0
+  double decay_rate = 0.5;  // exponential: in (0, 1]
+  double min_scale = 0.0;   // linear, cosine, exponential: in [0, 1]
 
   // InvalidArgument naming the field and what is allowed.
   absl::Status Validate() const;

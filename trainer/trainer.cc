@@ -76,7 +76,7 @@ ps::TableOptions TableOptionsFor(const TableSpec& t, const TrainerOptions& o) {
 struct Trainer::InFlight {
   ModelBatch batch;
   input::BatchProvenance provenance;
-  std::vector<std::vector<float>> rows;    // per table
+  std::vector<std::vector<float>> rows;  // per table
   // Shared by the batches between two refreshes.
   std::shared_ptr<const DenseValues> params;
   StepResult result;
@@ -110,8 +110,8 @@ class Trainer::Accumulator {
       for (size_t t = 0; t < f.batch.tables.size(); ++t) {
         // Tables that share keys (a wide table beside its deep one) each get
         // their own gradients; every table is pushed.
-        tables->push_back({layout_.tables[t].name, f.batch.tables[t].unique_keys,
-                           f.result.table_grads[t]});
+        tables->push_back(
+            {layout_.tables[t].name, f.batch.tables[t].unique_keys, f.result.table_grads[t]});
       }
       for (size_t v = 0; v < vars_.size(); ++v) {
         dense->push_back({vars_[v].name, f.result.dense_grads[v]});
@@ -175,9 +175,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(ps::PsClient* ps, const
     return absl::InvalidArgumentError("trainer: need staleness >= 0 and dense_refresh_steps >= 1");
   }
   if (options.accumulation_steps < 1 || options.accumulation_steps > 1024) {
-    return absl::InvalidArgumentError(absl::StrCat("trainer: accumulation_steps ",
-                                                   options.accumulation_steps,
-                                                   " must be in [1, 1024]"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "trainer: accumulation_steps ", options.accumulation_steps, " must be in [1, 1024]"));
   }
   RETURN_IF_ERROR(options.lr_schedule.Validate());
   ASSIGN_OR_RETURN(ModelBatchBuilder builder, ModelBatchBuilder::Create(spec, features));

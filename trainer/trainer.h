@@ -34,9 +34,9 @@
 #pragma once
 
 #include <atomic>
-#include <limits>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -146,15 +146,15 @@ struct TrainerStats {
   double train_auc = std::numeric_limits<double>::quiet_NaN();
   // Exact AUC of the last Evaluate(); NaN before one.
   double eval_auc = std::numeric_limits<double>::quiet_NaN();
-  double loss_sum = 0;            // sum of per-example losses over training
-  double last_loss = 0;           // mean loss of the last batch
-  double wall_seconds = 0;        // Train() so far
-  double input_wait_seconds = 0;  // pull thread blocked on the pipeline
-  double ps_wait_seconds = 0;     // calling thread waiting for pulled rows
-  double compute_seconds = 0;     // Model::Step
-  double pull_seconds = 0;        // pull thread in PS pulls
-  double push_seconds = 0;        // push thread in PS pushes
-  double credit_wait_seconds = 0; // pull thread waiting for the staleness bound
+  double loss_sum = 0;             // sum of per-example losses over training
+  double last_loss = 0;            // mean loss of the last batch
+  double wall_seconds = 0;         // Train() so far
+  double input_wait_seconds = 0;   // pull thread blocked on the pipeline
+  double ps_wait_seconds = 0;      // calling thread waiting for pulled rows
+  double compute_seconds = 0;      // Model::Step
+  double pull_seconds = 0;         // pull thread in PS pulls
+  double push_seconds = 0;         // push thread in PS pushes
+  double credit_wait_seconds = 0;  // pull thread waiting for the staleness bound
   // The backend's device (GPU memory, utilization); nullopt on the CPU.
   std::optional<DeviceStats> device;
 };

@@ -158,7 +158,8 @@ absl::Status TrainerWorker::Register() {
     po.on_retry = [](const ps::PsRetryEpisode& e) {
       std::cerr << "brook trainer: " << e.error << "; retrying (training.retry_seconds)\n";
     };
-    if (po.addresses.empty()) po.addresses.assign(resp.ps_addresses().begin(), resp.ps_addresses().end());
+    if (po.addresses.empty())
+      po.addresses.assign(resp.ps_addresses().begin(), resp.ps_addresses().end());
     if (po.addresses.empty()) {
       return absl::FailedPreconditionError("the chief knows no PS nodes and none were given");
     }
@@ -297,10 +298,11 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
   // The job's step of this unit's step 0 (docs/reliability.md "Steps").
   std::atomic<int64_t> job_step_base{lease.job_step_base()};
   stream.job_step_base = &job_step_base;
-  const uint64_t read_from =
-      shuffled && in_stream ? lease.unit().begin() : lease.resume_offset();
-  sharding::WorkUnit unit{.id = lease.unit().id(), .path = lease.unit().path(),
-                          .begin = read_from, .end = lease.unit().end()};
+  const uint64_t read_from = shuffled && in_stream ? lease.unit().begin() : lease.resume_offset();
+  sharding::WorkUnit unit{.id = lease.unit().id(),
+                          .path = lease.unit().path(),
+                          .begin = read_from,
+                          .end = lease.unit().end()};
   input::PipelineOptions o;
   o.units = {unit};
   o.compression = spec.data.compression;
@@ -308,8 +310,8 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
   o.parse_threads = options_.parse_threads;
   o.shuffle_buffer = static_cast<size_t>(spec.training.shuffle_buffer);
   // Reproducible per (job seed, data epoch, unit), different every epoch.
-  o.seed = spec.training.seed * 1000003u + static_cast<uint64_t>(lease.data_epoch()) * 7919u +
-           unit.id;
+  o.seed =
+      spec.training.seed * 1000003u + static_cast<uint64_t>(lease.data_epoch()) * 7919u + unit.id;
   o.epochs = 1;
   o.skip_corrupt_records = spec.data.skip_corrupt;
   o.skip_bad_examples = spec.data.skip_corrupt;
@@ -319,8 +321,8 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
   auto skipped_since = [&] {
     const input::PipelineStats p = pipeline->stats();
     return SkippedData{.corrupt_regions = p.corrupt_regions - skip_reported.corrupt_regions,
-                   .corrupt_bytes = p.corrupt_bytes - skip_reported.corrupt_bytes,
-                   .bad_examples = p.bad_examples - skip_reported.bad_examples};
+                       .corrupt_bytes = p.corrupt_bytes - skip_reported.corrupt_bytes,
+                       .bad_examples = p.bad_examples - skip_reported.bad_examples};
   };
   auto skip_accepted = [&](const SkippedData& d) {
     skip_reported.corrupt_regions += d.corrupt_regions;
@@ -395,8 +397,7 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
   }
   if (!trained.ok() && !spec.data.skip_corrupt && absl::StrContains(trained.message(), unit.path)) {
     // The data's fault (the pipeline's errors name the file), not the PS's.
-    return absl::Status(trained.code(),
-                        absl::StrCat(trained.message(), " (", kOnCorruptHint, ")"));
+    return absl::Status(trained.code(), absl::StrCat(trained.message(), " (", kOnCorruptHint, ")"));
   }
   if (!trained.ok()) return trained;
   if (!lease_status.ok()) {
@@ -429,8 +430,9 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
     if (unit.end != 0) {
       end = unit.end;
     } else {
-      ASSIGN_OR_RETURN(end, storage::CountTFRecords(unit.path, spec.data.compression.value_or(
-                                                                   storage::CompressionFromPath(unit.path))));
+      ASSIGN_OR_RETURN(
+          end, storage::CountTFRecords(unit.path, spec.data.compression.value_or(
+                                                      storage::CompressionFromPath(unit.path))));
     }
   }
   ReportMetrics(*job);  // the job's last metrics before the unit that may end it
@@ -443,8 +445,8 @@ absl::Status TrainerWorker::TrainUnit(Job* job, const v1::AcquireWorkResponse& l
     ++stats_.units_completed;
   } else {
     ++stats_.units_dropped;
-    std::cerr << "brook trainer " << node_id_ << ": unit " << unit.id << " not completed: "
-              << done.message() << "\n";
+    std::cerr << "brook trainer " << node_id_ << ": unit " << unit.id
+              << " not completed: " << done.message() << "\n";
   }
   return absl::OkStatus();
 }
@@ -505,8 +507,8 @@ absl::Status TrainerWorker::Run() {
     if (!s.ok() && !stopping_.load()) {
       // This job cannot be trained here (bad data, a spec the backend cannot
       // run): tell the chief, which fails the job, and go on with the next.
-      std::cerr << "brook trainer " << node_id_ << ": job " << work->job_id() << ": "
-                << s.message() << "\n";
+      std::cerr << "brook trainer " << node_id_ << ": job " << work->job_id() << ": " << s.message()
+                << "\n";
       v1::ReportMetricsRequest m;
       m.set_node_id(node_id_);
       m.set_job_id(work->job_id());

@@ -69,8 +69,8 @@ struct TrainerWorkerOptions {
 struct TrainerWorkerStats {
   std::string job_id;  // the job being trained, "" when idle
   int64_t units_completed = 0;
-  int64_t units_dropped = 0;  // stopped mid-unit (lease lost, job cancelled)
-  uint64_t examples = 0;      // committed to the chief, all jobs
+  int64_t units_dropped = 0;      // stopped mid-unit (lease lost, job cancelled)
+  uint64_t examples = 0;          // committed to the chief, all jobs
   trainer::TrainerStats trainer;  // of the current (or last) job
 };
 
@@ -125,14 +125,14 @@ class TrainerWorker {
   std::string node_id_;
   std::unique_ptr<chief::ChiefClient> chief_;
   std::unique_ptr<ps::GrpcPsClient> ps_;  // set under mu_ (Stop cancels it)
-  uint64_t ps_client_id_ = 0;  // guarded by mu_: the id ps_ pushes under
+  uint64_t ps_client_id_ = 0;             // guarded by mu_: the id ps_ pushes under
   std::unique_ptr<Job> job_;
 
   std::atomic<bool> stopping_{false};
   std::atomic<bool> must_register_{false};
   mutable std::mutex mu_;
-  std::string serving_job_;    // guarded by mu_: what the chief last said
-  TrainerWorkerStats stats_;   // guarded by mu_ (trainer filled in stats())
+  std::string serving_job_;             // guarded by mu_: what the chief last said
+  TrainerWorkerStats stats_;            // guarded by mu_ (trainer filled in stats())
   trainer::Trainer* active_ = nullptr;  // guarded by mu_: the Trainer in Train
 };
 

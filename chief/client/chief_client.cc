@@ -8,8 +8,8 @@
 #include "absl/strings/strip.h"
 #include "common/endpoint_error.h"
 #include "common/rpc/grpc_error.h"
-#include "common/status_macros.h"
 #include "common/rpc/status_mapping.h"
+#include "common/status_macros.h"
 #include "security/bearer_token.h"
 
 namespace brook::chief {
@@ -22,9 +22,9 @@ absl::StatusOr<std::unique_ptr<ChiefClient>> ChiefClient::Connect(
   }
   if (!options.bearer_token.empty() && !options.tls.enabled() &&
       !security::IsLoopbackAddress(address)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "refusing to send the chief token in plaintext to ", address,
-        ": turn TLS on (--tls-ca), or reach the chief on a loopback address"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("refusing to send the chief token in plaintext to ", address,
+                     ": turn TLS on (--tls-ca), or reach the chief on a loopback address"));
   }
   if (!options.bearer_token.empty()) {
     RETURN_IF_ERROR(security::ValidateToken(options.bearer_token, "--token"));
@@ -92,7 +92,8 @@ absl::StatusOr<v1::HealthResponse> ChiefClient::Health(const v1::HealthRequest& 
 }
 
 absl::StatusOr<v1::SubmitJobResponse> ChiefClient::SubmitJob(const v1::SubmitJobRequest& request) {
-  return Call<v1::SubmitJobRequest, v1::SubmitJobResponse>(&v1::Chief::Stub::SubmitJob, request, "SubmitJob");
+  return Call<v1::SubmitJobRequest, v1::SubmitJobResponse>(&v1::Chief::Stub::SubmitJob, request,
+                                                           "SubmitJob");
 }
 
 absl::StatusOr<v1::JobStatus> ChiefClient::GetJob(const v1::GetJobRequest& request) {
@@ -100,11 +101,13 @@ absl::StatusOr<v1::JobStatus> ChiefClient::GetJob(const v1::GetJobRequest& reque
 }
 
 absl::StatusOr<v1::ListJobsResponse> ChiefClient::ListJobs(const v1::ListJobsRequest& request) {
-  return Call<v1::ListJobsRequest, v1::ListJobsResponse>(&v1::Chief::Stub::ListJobs, request, "ListJobs");
+  return Call<v1::ListJobsRequest, v1::ListJobsResponse>(&v1::Chief::Stub::ListJobs, request,
+                                                         "ListJobs");
 }
 
 absl::StatusOr<v1::JobStatus> ChiefClient::CancelJob(const v1::CancelJobRequest& request) {
-  return Call<v1::CancelJobRequest, v1::JobStatus>(&v1::Chief::Stub::CancelJob, request, "CancelJob");
+  return Call<v1::CancelJobRequest, v1::JobStatus>(&v1::Chief::Stub::CancelJob, request,
+                                                   "CancelJob");
 }
 
 absl::StatusOr<v1::RegisterNodeResponse> ChiefClient::RegisterNode(
@@ -114,7 +117,8 @@ absl::StatusOr<v1::RegisterNodeResponse> ChiefClient::RegisterNode(
 }
 
 absl::StatusOr<v1::HeartbeatResponse> ChiefClient::Heartbeat(const v1::HeartbeatRequest& request) {
-  return Call<v1::HeartbeatRequest, v1::HeartbeatResponse>(&v1::Chief::Stub::Heartbeat, request, "Heartbeat");
+  return Call<v1::HeartbeatRequest, v1::HeartbeatResponse>(&v1::Chief::Stub::Heartbeat, request,
+                                                           "Heartbeat");
 }
 
 absl::StatusOr<v1::AcquireWorkResponse> ChiefClient::AcquireWork(
@@ -131,8 +135,8 @@ absl::StatusOr<v1::CompleteWorkResponse> ChiefClient::CompleteWork(
 
 absl::StatusOr<v1::ReportMetricsResponse> ChiefClient::ReportMetrics(
     const v1::ReportMetricsRequest& request) {
-  return Call<v1::ReportMetricsRequest, v1::ReportMetricsResponse>(
-      &v1::Chief::Stub::ReportMetrics, request, "ReportMetrics");
+  return Call<v1::ReportMetricsRequest, v1::ReportMetricsResponse>(&v1::Chief::Stub::ReportMetrics,
+                                                                   request, "ReportMetrics");
 }
 
 }  // namespace brook::chief

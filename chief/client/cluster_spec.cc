@@ -94,8 +94,7 @@ absl::Status ValidateAddress(std::string_view address) {
     value = value * 10 + (c - '0');
   }
   if (!digits || value < 1 || value > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(quoted, ": port must be a number in 1..65535"));
+    return absl::InvalidArgumentError(absl::StrCat(quoted, ": port must be a number in 1..65535"));
   }
   return absl::OkStatus();
 }
@@ -108,8 +107,7 @@ absl::StatusOr<std::vector<std::string>> ParseAddressList(std::string_view csv) 
     const size_t comma = csv.find(',');
     const std::string_view entry = Trim(csv.substr(0, comma));
     if (entry.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("address list entry ", index, " is empty"));
+      return absl::InvalidArgumentError(absl::StrCat("address list entry ", index, " is empty"));
     }
     if (absl::Status s = ValidateAddress(entry); !s.ok()) {
       return absl::InvalidArgumentError(
@@ -146,8 +144,8 @@ absl::StatusOr<ClusterSpec> ParseTfConfig(std::string_view json) {
       absl::StatusOr<std::vector<std::string>> chief = RoleAddresses(list, field);
       if (!chief.ok()) return chief.status();
       if (chief->size() > 1) {
-        return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG: ", field, ": has ",
-                                                       chief->size(), " entries; at most one"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("TF_CONFIG: ", field, ": has ", chief->size(), " entries; at most one"));
       }
       chief_role = role;
       if (!chief->empty()) spec.chief = chief->front();
@@ -222,8 +220,8 @@ absl::StatusOr<ClusterSpec> ClusterFromEnvironment() {
 }
 
 std::vector<std::string> HeadlessServiceAddresses(const std::string& statefulset,
-                                                  const std::string& service,
-                                                  const std::string& ns, int replicas, int port,
+                                                  const std::string& service, const std::string& ns,
+                                                  int replicas, int port,
                                                   const std::string& cluster_domain) {
   std::vector<std::string> out;
   for (int i = 0; i < replicas; ++i) {

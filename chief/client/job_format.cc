@@ -180,8 +180,9 @@ std::string ProgressLine(const v1::JobStatus& job, absl::Time now) {
     absl::StrAppend(&line, " ETA ", eta ? ShortDuration(*eta) : "-");
   }
   absl::StrAppend(&line, " | loss ", Metric(job.loss()), " AUC train ", Metric(job.train_auc()),
-                  " eval ", Metric(job.eval().done() ? job.eval().auc() : 0), " | units ", job.units_done(), " done ", job.units_leased(), " leased ",
-                  job.units_pending(), " left");
+                  " eval ", Metric(job.eval().done() ? job.eval().auc() : 0), " | units ",
+                  job.units_done(), " done ", job.units_leased(), " leased ", job.units_pending(),
+                  " left");
   return line;
 }
 

@@ -64,7 +64,8 @@ absl::StatusOr<std::unique_ptr<JobQueue>> ChiefStateStore::Load(const JobQueueOp
     std::optional<std::string_view> payload = Unframe(value);
     if (key == kMetaKey) {
       meta.emplace();
-      if (!payload.has_value() || !meta->ParseFromArray(payload->data(), static_cast<int>(payload->size()))) {
+      if (!payload.has_value() ||
+          !meta->ParseFromArray(payload->data(), static_cast<int>(payload->size()))) {
         return absl::DataLossError(absl::StrCat(dir_, ": the queue's meta record is corrupt"));
       }
       return absl::OkStatus();
@@ -95,8 +96,8 @@ absl::StatusOr<std::unique_ptr<JobQueue>> ChiefStateStore::Load(const JobQueueOp
     r.set_name("unreadable");
     r.set_id(absl::StrCat("unreadable-", seq));
     r.set_state(static_cast<int32_t>(JobState::kFailed));
-    r.set_message(absl::StrCat("the chief could not read job ", name(seq), " from ", dir_, ": ",
-                               why));
+    r.set_message(
+        absl::StrCat("the chief could not read job ", name(seq), " from ", dir_, ": ", why));
     r.set_trainers_wanted(1);
     return r;
   };
@@ -109,8 +110,9 @@ absl::StatusOr<std::unique_ptr<JobQueue>> ChiefStateStore::Load(const JobQueueOp
     }
     if (record.seq() != seq || meta->job_ids().count(seq) == 0 ||
         meta->job_ids().at(seq) != record.id()) {
-      records.push_back(unreadable(seq, absl::StrCat("stored under key ", seq, " but the record is '",
-                                                     record.id(), "' seq ", record.seq())));
+      records.push_back(
+          unreadable(seq, absl::StrCat("stored under key ", seq, " but the record is '",
+                                       record.id(), "' seq ", record.seq())));
       continue;
     }
     records.push_back(std::move(record));
@@ -153,7 +155,8 @@ absl::Status ChiefStateStore::Save(const JobQueue& queue) {
   size_t value_bytes = 0;
   for (const std::string& p : payloads) value_bytes = std::max(value_bytes, kHeader + p.size());
   std::string values(value_bytes * keys.size(), '\0');
-  for (size_t i = 0; i < keys.size(); ++i) Frame(payloads[i], value_bytes, &values[i * value_bytes]);
+  for (size_t i = 0; i < keys.size(); ++i)
+    Frame(payloads[i], value_bytes, &values[i * value_bytes]);
   RETURN_IF_ERROR(db_->Write(kFamily, keys, values.data(), value_bytes, {}));
   saved_versions_ = std::move(versions);
   saved_next_seq_ = queue.next_seq();

@@ -14,11 +14,16 @@ namespace brook::chief {
 
 std::string_view JobStateName(JobState state) {
   switch (state) {
-    case JobState::kQueued: return "QUEUED";
-    case JobState::kRunning: return "RUNNING";
-    case JobState::kSucceeded: return "SUCCEEDED";
-    case JobState::kFailed: return "FAILED";
-    case JobState::kCancelled: return "CANCELLED";
+    case JobState::kQueued:
+      return "QUEUED";
+    case JobState::kRunning:
+      return "RUNNING";
+    case JobState::kSucceeded:
+      return "SUCCEEDED";
+    case JobState::kFailed:
+      return "FAILED";
+    case JobState::kCancelled:
+      return "CANCELLED";
   }
   return "UNKNOWN";
 }
@@ -69,8 +74,8 @@ bool IsJobIdOf(const std::string& id, const std::string& name) {
 }  // namespace
 
 std::string NewJobId(const std::string& name, absl::Time now, uint32_t random) {
-  return absl::StrCat(name, "-", absl::FormatTime("%Y%m%d-%H%M%S", now, absl::UTCTimeZone()),
-                      "-", absl::Hex(random & 0xffffff, absl::kZeroPad6));
+  return absl::StrCat(name, "-", absl::FormatTime("%Y%m%d-%H%M%S", now, absl::UTCTimeZone()), "-",
+                      absl::Hex(random & 0xffffff, absl::kZeroPad6));
 }
 
 absl::StatusOr<std::unique_ptr<JobQueue>> JobQueue::Create(const JobQueueOptions& options) {
@@ -104,9 +109,9 @@ void JobQueue::AddEvent(Job* job, absl::Time now, std::string text) {
 
 absl::StatusOr<std::string> JobQueue::Submit(const JobSubmission& sub, absl::Time now) {
   if (!IsDnsLabel(sub.name)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "name: '", sub.name,
-        "' is not a DNS label (1-63 of [a-z0-9-], starting and ending alphanumeric)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("name: '", sub.name,
+                     "' is not a DNS label (1-63 of [a-z0-9-], starting and ending alphanumeric)"));
   }
   if (sub.trainers < 1) {
     return absl::InvalidArgumentError(absl::StrCat("trainers: must be >= 1, got ", sub.trainers));
@@ -174,12 +179,14 @@ std::vector<JobQueue::Job*> JobQueue::Ordered() const {
     const JobInfo& i = j->info;
     const int group = i.state == JobState::kRunning ? 0 : i.state == JobState::kQueued ? 1 : 2;
     if (group == 2) {  // latest end first
-      return std::make_tuple(group, 0, -absl::ToUnixMicros(i.end_time), -static_cast<int64_t>(i.seq));
+      return std::make_tuple(group, 0, -absl::ToUnixMicros(i.end_time),
+                             -static_cast<int64_t>(i.seq));
     }
     return std::make_tuple(group, -i.priority, absl::ToUnixMicros(i.submit_time),
                            static_cast<int64_t>(i.seq));
   };
-  std::stable_sort(out.begin(), out.end(), [&](const Job* a, const Job* b) { return key(a) < key(b); });
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const Job* a, const Job* b) { return key(a) < key(b); });
   return out;
 }
 
@@ -231,8 +238,8 @@ absl::Status JobQueue::Cancel(const std::string& job_id, const std::string& reas
                               absl::Time now) {
   ASSIGN_OR_RETURN(Job * job, FindOrNotFound(job_id));
   if (IsFinished(job->info.state)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job '", job_id, "' already ", std::string(JobStateName(job->info.state))));
+    return absl::FailedPreconditionError(
+        absl::StrCat("job '", job_id, "' already ", std::string(JobStateName(job->info.state))));
   }
   End(job, JobState::kCancelled, reason.empty() ? "cancelled" : reason, now);
   return absl::OkStatus();
@@ -249,8 +256,7 @@ absl::Status JobQueue::Finish(const std::string& job_id, const std::string& mess
   return absl::OkStatus();
 }
 
-absl::Status JobQueue::Fail(const std::string& job_id, const std::string& message,
-                            absl::Time now) {
+absl::Status JobQueue::Fail(const std::string& job_id, const std::string& message, absl::Time now) {
   ASSIGN_OR_RETURN(Job * job, FindOrNotFound(job_id));
   if (job->info.state != JobState::kRunning) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -354,8 +360,8 @@ absl::StatusOr<JobQueue::Job*> JobQueue::JobOf(const std::string& trainer_id,
   }
   Job* job = Find(serving);
   if (job == nullptr || job->leases == nullptr) {
-    return absl::InternalError(absl::StrCat("trainer '", trainer_id, "' assigned to job '",
-                                            serving, "' which is not running"));
+    return absl::InternalError(absl::StrCat("trainer '", trainer_id, "' assigned to job '", serving,
+                                            "' which is not running"));
   }
   return job;
 }
@@ -373,16 +379,15 @@ absl::Status JobQueue::Commit(const std::string& trainer_id, const std::string& 
                               uint32_t unit_id, uint64_t lease_epoch, uint64_t committed_offset,
                               uint64_t examples, absl::Time now, std::optional<uint64_t> steps) {
   ASSIGN_OR_RETURN(Job * job, JobOf(trainer_id, &job_id, now));
-  RETURN_IF_ERROR(job->leases->Commit(trainer_id, unit_id, lease_epoch, committed_offset,
-                                      examples, now, steps));
+  RETURN_IF_ERROR(job->leases->Commit(trainer_id, unit_id, lease_epoch, committed_offset, examples,
+                                      now, steps));
   ++job->version;
   return absl::OkStatus();
 }
 
 absl::Status JobQueue::Complete(const std::string& trainer_id, const std::string& job_id,
                                 uint32_t unit_id, uint64_t lease_epoch, uint64_t end_offset,
-                                uint64_t examples, absl::Time now,
-                                std::optional<uint64_t> steps) {
+                                uint64_t examples, absl::Time now, std::optional<uint64_t> steps) {
   ASSIGN_OR_RETURN(Job * job, JobOf(trainer_id, &job_id, now));
   RETURN_IF_ERROR(
       job->leases->Complete(trainer_id, unit_id, lease_epoch, end_offset, examples, now, steps));

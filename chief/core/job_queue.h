@@ -203,10 +203,9 @@ class JobQueue {
   absl::Status Commit(const std::string& trainer_id, const std::string& job_id, uint32_t unit_id,
                       uint64_t lease_epoch, uint64_t committed_offset, uint64_t examples,
                       absl::Time now, std::optional<uint64_t> steps = std::nullopt);
-  absl::Status Complete(const std::string& trainer_id, const std::string& job_id,
-                        uint32_t unit_id, uint64_t lease_epoch, uint64_t end_offset,
-                        uint64_t examples, absl::Time now,
-                        std::optional<uint64_t> steps = std::nullopt);
+  absl::Status Complete(const std::string& trainer_id, const std::string& job_id, uint32_t unit_id,
+                        uint64_t lease_epoch, uint64_t end_offset, uint64_t examples,
+                        absl::Time now, std::optional<uint64_t> steps = std::nullopt);
   // WorkLeases::StepBase of the job's unit. NOT_FOUND; FAILED_PRECONDITION
   // for a job that never started.
   absl::StatusOr<int64_t> StepBase(const std::string& job_id, uint32_t unit_id) const;
@@ -220,8 +219,8 @@ class JobQueue {
   // eval may land after it SUCCEEDED). LogEvent takes any job.
   absl::Status AddCheckpoint(const std::string& job_id, const std::string& dir, int64_t step,
                              absl::Time now);
-  absl::Status ReportMetrics(const std::string& job_id, double loss, double auc,
-                             uint64_t examples, absl::Time now);
+  absl::Status ReportMetrics(const std::string& job_id, double loss, double auc, uint64_t examples,
+                             absl::Time now);
   absl::Status LogEvent(const std::string& job_id, const std::string& text, absl::Time now);
   // Adds to the job's skipped-data counters (JobMetrics) and logs `what` as
   // an event. Takes any job.
@@ -235,8 +234,7 @@ class JobQueue {
   // Records that the job's init_from was loaded (JobInfo::initialized),
   // with `what` as its event. FAILED_PRECONDITION unless it is running.
   absl::Status SetInitialized(const std::string& job_id, const std::string& what, absl::Time now);
-  absl::Status SetTablesDropped(const std::string& job_id, const std::string& what,
-                                absl::Time now);
+  absl::Status SetTablesDropped(const std::string& job_id, const std::string& what, absl::Time now);
 
   // Persistence. Jobs in seq order; version() grows on every change of a job.
   std::vector<std::string> JobIds() const;
@@ -251,7 +249,7 @@ class JobQueue {
   friend class JobQueueCodec;  // job_queue_state.h: the persisted form
 
   struct Job {
-    JobInfo info;  // `progress` is filled by Snapshot, never stored here
+    JobInfo info;                        // `progress` is filled by Snapshot, never stored here
     std::unique_ptr<WorkLeases> leases;  // set once started
     uint64_t version = 1;
   };

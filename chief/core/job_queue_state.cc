@@ -154,15 +154,23 @@ absl::StatusOr<std::unique_ptr<JobQueue::Job>> JobQueueCodec::JobFromRecord(
         JobCheckpoint{.dir = c.dir(), .step = c.step(), .time = FromUs(c.time_us())});
   }
   const v1::ChiefJobMetrics& m = r.metrics();
-  i.metrics = JobMetrics{.reported = m.reported(), .loss = m.loss(), .auc = m.auc(),
-                         .examples = m.examples(), .time = FromUs(m.time_us()),
+  i.metrics = JobMetrics{.reported = m.reported(),
+                         .loss = m.loss(),
+                         .auc = m.auc(),
+                         .examples = m.examples(),
+                         .time = FromUs(m.time_us()),
                          .skipped_corrupt_regions = m.skipped_corrupt_regions(),
                          .skipped_corrupt_bytes = m.skipped_corrupt_bytes(),
                          .skipped_bad_examples = m.skipped_bad_examples()};
   const v1::ChiefEvalResult& ev = r.eval();
-  i.eval = JobEval{.done = ev.done(), .step = ev.step(), .examples = ev.examples(),
-                   .auc = ev.auc(), .logloss = ev.logloss(), .accuracy = ev.accuracy(),
-                   .calibration = ev.calibration(), .time = FromUs(ev.time_us())};
+  i.eval = JobEval{.done = ev.done(),
+                   .step = ev.step(),
+                   .examples = ev.examples(),
+                   .auc = ev.auc(),
+                   .logloss = ev.logloss(),
+                   .accuracy = ev.accuracy(),
+                   .calibration = ev.calibration(),
+                   .time = FromUs(ev.time_us())};
   i.export_dir = r.export_dir();
   i.tables_dropped = FromUs(r.tables_dropped_us());
   i.initialized = FromUs(r.initialized_us());
@@ -174,8 +182,8 @@ absl::StatusOr<std::unique_ptr<JobQueue::Job>> JobQueueCodec::JobFromRecord(
 }
 
 std::unique_ptr<JobQueue::Job> JobQueueCodec::UnrestorableJob(const v1::ChiefJobRecord& r,
-                                                         const std::string& why,
-                                                         absl::Time now) {
+                                                              const std::string& why,
+                                                              absl::Time now) {
   auto job = std::make_unique<JobQueue::Job>();
   JobInfo& i = job->info;
   i.seq = r.seq();
@@ -222,15 +230,15 @@ absl::StatusOr<std::unique_ptr<JobQueue>> JobQueueCodec::Restore(
       for (const std::string& t : i.trainers) {
         auto it = queue->trainers_.find(t);
         if (clash.empty() && it != queue->trainers_.end()) {
-          clash = absl::StrCat("trainer '", t, "' is also assigned to job '", it->second.job_id,
-                               "'");
+          clash =
+              absl::StrCat("trainer '", t, "' is also assigned to job '", it->second.job_id, "'");
         }
       }
     }
     std::unique_ptr<JobQueue::Job> job;
     if (!restored.ok() || !clash.empty()) {
-      job = UnrestorableJob(r, restored.ok() ? clash : std::string(restored.status().message()),
-                            now);
+      job =
+          UnrestorableJob(r, restored.ok() ? clash : std::string(restored.status().message()), now);
       if (queue->seq_of_.count(job->info.id) != 0) {
         job->info.id = absl::StrCat(job->info.id, "-seq", r.seq());
       }

@@ -10,17 +10,18 @@ namespace brook::chief {
 
 absl::Status WorkLeasesOptions::Validate() const {
   if (epochs < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("epochs must be >= 0 (0 = unbounded), got ", epochs));
+    return absl::InvalidArgumentError(
+        absl::StrCat("epochs must be >= 0 (0 = unbounded), got ", epochs));
   }
   if (lease_duration <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("lease_duration must be positive, got ", absl::FormatDuration(lease_duration)));
+    return absl::InvalidArgumentError(absl::StrCat("lease_duration must be positive, got ",
+                                                   absl::FormatDuration(lease_duration)));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<WorkLeases>> WorkLeases::Create(std::vector<sharding::WorkUnit> units,
-                                                               const WorkLeasesOptions& options) {
+absl::StatusOr<std::unique_ptr<WorkLeases>> WorkLeases::Create(
+    std::vector<sharding::WorkUnit> units, const WorkLeasesOptions& options) {
   RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<WorkLeases> leases(new WorkLeases(options));
   RETURN_IF_ERROR(leases->AddUnits(std::move(units)));
@@ -83,8 +84,8 @@ absl::Status WorkLeases::RegisterTrainer(const std::string& trainer_id, absl::Ti
 absl::Status WorkLeases::Heartbeat(const std::string& trainer_id, absl::Time now) {
   auto it = trainers_.find(trainer_id);
   if (it == trainers_.end()) {
-    return absl::NotFoundError(absl::StrCat("trainer '", trainer_id,
-                                            "' is not registered (or expired): register again"));
+    return absl::NotFoundError(
+        absl::StrCat("trainer '", trainer_id, "' is not registered (or expired): register again"));
   }
   it->second.last_seen = std::max(it->second.last_seen, now);
   return absl::OkStatus();
@@ -92,13 +93,16 @@ absl::Status WorkLeases::Heartbeat(const std::string& trainer_id, absl::Time now
 
 Lease WorkLeases::LeaseFor(size_t index) const {
   const UnitState& u = units_[index];
-  return Lease{.unit = u.unit, .resume_offset = u.committed, .resume_step = u.committed_steps,
-               .epoch = epoch_, .lease_epoch = u.lease_epoch,
+  return Lease{.unit = u.unit,
+               .resume_offset = u.committed,
+               .resume_step = u.committed_steps,
+               .epoch = epoch_,
+               .lease_epoch = u.lease_epoch,
                .step_base = JobSteps() - static_cast<int64_t>(u.committed_steps.value_or(0))};
 }
 
 absl::StatusOr<std::optional<Lease>> WorkLeases::Acquire(const std::string& trainer_id,
-                                                        absl::Time now) {
+                                                         absl::Time now) {
   RETURN_IF_ERROR(Heartbeat(trainer_id, now));
   if (finished_) {
     return absl::OutOfRangeError(absl::StrCat("all ", options_.epochs, " epochs are done"));
@@ -114,9 +118,8 @@ absl::StatusOr<std::optional<Lease>> WorkLeases::Acquire(const std::string& trai
 }
 
 absl::Status WorkLeases::Commit(const std::string& trainer_id, uint32_t unit_id,
-                                uint64_t lease_epoch, uint64_t committed_offset,
-                                uint64_t examples, absl::Time now,
-                                std::optional<uint64_t> steps) {
+                                uint64_t lease_epoch, uint64_t committed_offset, uint64_t examples,
+                                absl::Time now, std::optional<uint64_t> steps) {
   return Report(trainer_id, unit_id, lease_epoch, committed_offset, examples, /*complete=*/false,
                 now, steps);
 }
@@ -167,17 +170,16 @@ absl::Status WorkLeases::Report(const std::string& trainer_id, uint32_t unit_id,
         "): a late report from a lease that was taken back"));
   }
   if (offset < u.committed) {
-    return absl::FailedPreconditionError(absl::StrCat(what, ": committed offset ", offset,
-                                                      " goes backwards (committed ", u.committed,
-                                                      ")"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": committed offset ", offset, " goes backwards (committed ", u.committed, ")"));
   }
   if (u.end_known && offset > u.unit.end) {
     return absl::FailedPreconditionError(
         absl::StrCat(what, ": committed offset ", offset, " is past its end ", u.unit.end));
   }
   if (complete && u.end_known && offset != u.unit.end) {
-    return absl::FailedPreconditionError(absl::StrCat(what, ": completed at offset ", offset,
-                                                      " but its end is ", u.unit.end));
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": completed at offset ", offset, " but its end is ", u.unit.end));
   }
   const uint64_t records = offset - u.committed;
   if (records == 0 && !complete) {
@@ -186,8 +188,8 @@ absl::Status WorkLeases::Report(const std::string& trainer_id, uint32_t unit_id,
     return absl::OkStatus();
   }
   if (examples > records) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", examples, " examples in ", records,
-                                                   " new records"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", examples, " examples in ", records, " new records"));
   }
   // Accepted: nothing below fails.
   Trainer& trainer = trainers_[trainer_id];

@@ -67,8 +67,8 @@ struct Lease {
   // last holder pushed but did not commit); nullopt when a report did not
   // say (an older trainer).
   std::optional<uint64_t> resume_step = 0;
-  int64_t epoch = 0;           // data epoch, from 0
-  uint64_t lease_epoch = 0;    // this lease; greater than any earlier lease of the unit
+  int64_t epoch = 0;         // data epoch, from 0
+  uint64_t lease_epoch = 0;  // this lease; greater than any earlier lease of the unit
   // The job's step of this unit-epoch's step 0 now: StepBase(unit.id).
   int64_t step_base = 0;
 };

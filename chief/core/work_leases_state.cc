@@ -56,7 +56,9 @@ absl::StatusOr<std::unique_ptr<WorkLeases>> WorkLeasesCodec::FromState(
 
   std::vector<sharding::WorkUnit> units;
   for (const v1::WorkUnitLeaseState& u : state.units()) {
-    units.push_back(sharding::WorkUnit{.id = u.id(), .path = u.path(), .begin = u.begin(),
+    units.push_back(sharding::WorkUnit{.id = u.id(),
+                                       .path = u.path(),
+                                       .begin = u.begin(),
                                        .end = 0});  // set below, with end_known
   }
   if (absl::Status s = leases->AddUnits(std::move(units)); !s.ok()) {
@@ -83,7 +85,8 @@ absl::StatusOr<std::unique_ptr<WorkLeases>> WorkLeasesCodec::FromState(
   leases->steps_done_ = state.steps_done();
 
   for (const std::string& id : state.trainers()) {
-    if (id.empty() || !leases->trainers_.emplace(id, WorkLeases::Trainer{.last_seen = now, .units = {}}).second) {
+    if (id.empty() ||
+        !leases->trainers_.emplace(id, WorkLeases::Trainer{.last_seen = now, .units = {}}).second) {
       return Corrupt(absl::StrCat("empty or duplicate trainer id '", id, "'"));
     }
   }
@@ -113,7 +116,8 @@ absl::StatusOr<std::unique_ptr<WorkLeases>> WorkLeasesCodec::FromState(
     u.holder = in.holder();
     u.done = in.done();
     if (u.end_known ? u.unit.end < u.unit.begin : u.unit.end != 0) {
-      return Corrupt(absl::StrCat(what, ": end ", u.unit.end, u.end_known ? " before begin" : " not known"));
+      return Corrupt(
+          absl::StrCat(what, ": end ", u.unit.end, u.end_known ? " before begin" : " not known"));
     }
     if (u.committed < u.unit.begin || (u.end_known && u.committed > u.unit.end)) {
       return Corrupt(absl::StrCat(what, ": committed offset ", u.committed, " outside its range"));

@@ -87,13 +87,15 @@ absl::StatusOr<InitFromPlan> PlanInitFrom(const JobSpec& spec) {
   auto check = [&](const std::string& name, const std::string& field, int at) -> absl::Status {
     auto m = model.find(name);
     if (m == model.end()) {
-      return FieldError(field, at, absl::StrCat("the model has no table or dense variable \"", name,
-                                                "\"; it has: ", names_of(model)));
+      return FieldError(field, at,
+                        absl::StrCat("the model has no table or dense variable \"", name,
+                                     "\"; it has: ", names_of(model)));
     }
     auto s = source.find(name);
     if (s == source.end()) {
-      return FieldError(field, at, absl::StrCat(init.path, " holds no table or dense variable \"",
-                                                name, "\"; it holds: ", names_of(source)));
+      return FieldError(field, at,
+                        absl::StrCat(init.path, " holds no table or dense variable \"", name,
+                                     "\"; it holds: ", names_of(source)));
     }
     if (s->second.dense != m->second.dense || s->second.size != m->second.size) {
       const char* what = m->second.dense ? "floats" : "dim";
@@ -166,12 +168,13 @@ absl::StatusOr<InitFromResult> LoadInitFrom(ps::PsClient* job_ps, const JobSpec&
       out.rows, " rows, and ", dense.size(), " dense variables [", absl::StrJoin(dense, ", "),
       "] from ", plan.is_export ? "the export " : "the checkpoint ",
       plan.is_export ? fs::path(plan.checkpoint_dir).parent_path().string() : plan.checkpoint_dir,
-      " (job ", plan.from_prefix.empty() ? "?" : plan.from_prefix.substr(0, plan.from_prefix.size() - 1),
+      " (job ",
+      plan.from_prefix.empty() ? "?" : plan.from_prefix.substr(0, plan.from_prefix.size() - 1),
       "); everything else starts from its initializers");
   if (!fresh_slots.empty()) {
-    absl::StrAppend(&out.event, "; weights only, optimizer slots from the new optimizer's init ",
-                    "(another optimizer type than the source's): ",
-                    absl::StrJoin(fresh_slots, ", "));
+    absl::StrAppend(
+        &out.event, "; weights only, optimizer slots from the new optimizer's init ",
+        "(another optimizer type than the source's): ", absl::StrJoin(fresh_slots, ", "));
   }
   return out;
 }

@@ -58,37 +58,37 @@ inline constexpr char kExportManifestName[] = "manifest.json";
 inline constexpr char kExportTablesDir[] = "tables";
 
 struct ExportRequest {
-  std::string dir;    // created if absent; must not hold a complete export
-  std::string job_id; // required
-  std::string table_prefix; // TablePrefix(job_id) on shared PS nodes; may be ""
-  int64_t step = 0;         // the optimizer steps the exported weights saw
-  std::optional<trainer::EvalResult> eval; // the end-of-job evaluation, if any
-  std::vector<std::string> train_files;    // data the model was trained on
-  std::vector<std::string> eval_files;     // data `eval` was measured on
+  std::string dir;                          // created if absent; must not hold a complete export
+  std::string job_id;                       // required
+  std::string table_prefix;                 // TablePrefix(job_id) on shared PS nodes; may be ""
+  int64_t step = 0;                         // the optimizer steps the exported weights saw
+  std::optional<trainer::EvalResult> eval;  // the end-of-job evaluation, if any
+  std::vector<std::string> train_files;     // data the model was trained on
+  std::vector<std::string> eval_files;      // data `eval` was measured on
 };
 
 // One data file as recorded: its path (absolute), size and content hash.
 struct ExportedFile {
   std::string path;
   uint64_t bytes = 0;
-  std::string xxh64; // 16 hex digits of brook::Hash64 of the whole file
+  std::string xxh64;  // 16 hex digits of brook::Hash64 of the whole file
 };
 
 // A checkpoint part's MANIFEST as the PS wrote it.
 struct ExportedPartManifest {
-  std::string path; // relative to the export dir, "tables/shard-.../MANIFEST"
+  std::string path;  // relative to the export dir, "tables/shard-.../MANIFEST"
   uint64_t bytes = 0;
-  uint32_t crc32c = 0; // of the whole file
+  uint32_t crc32c = 0;  // of the whole file
 };
 
 struct ExportedTable {
-  std::string name;    // the model's name, e.g. "education"
-  std::string ps_name; // table_prefix + name, as in the checkpoint
+  std::string name;     // the model's name, e.g. "education"
+  std::string ps_name;  // table_prefix + name, as in the checkpoint
   int dim = 0;
 };
 
 struct ExportedDense {
-  std::string name; // e.g. "deep/w0"
+  std::string name;  // e.g. "deep/w0"
   std::string ps_name;
   std::vector<int64_t> shape;
 };
@@ -97,12 +97,12 @@ struct ExportManifest {
   std::string format = kExportFormat;
   std::string job_id;
   std::string table_prefix;
-  std::string spec_json; // JobSpec::CanonicalJson() of the trained spec
-  std::string spec_hash; // JobSpec::SpecHash()
+  std::string spec_json;  // JobSpec::CanonicalJson() of the trained spec
+  std::string spec_hash;  // JobSpec::SpecHash()
   int64_t step = 0;
   int64_t created_unix_micros = 0;
-  std::string version; // brook::Version()
-  std::string commit;  // brook::GitCommit()
+  std::string version;  // brook::Version()
+  std::string commit;   // brook::GitCommit()
   std::optional<trainer::EvalResult> eval;
   std::vector<ExportedFile> train_files, eval_files;
   std::vector<ExportedTable> tables;
@@ -122,15 +122,14 @@ struct ExportManifest {
   // Parses and checks every field; InvalidArgument naming `path` and the
   // field ("eval.auc", "data.train[2].bytes") for a missing or mistyped one,
   // or for another format.
-  static absl::StatusOr<ExportManifest> FromJson(const std::string &json,
-                                                 const std::string &path);
+  static absl::StatusOr<ExportManifest> FromJson(const std::string& json, const std::string& path);
 };
 
 struct LoadedExport {
   std::string dir;
   ExportManifest manifest;
-  JobSpec spec; // reparsed from manifest.spec_json; spec.SpecHash() ==
-                // manifest.spec_hash
+  JobSpec spec;  // reparsed from manifest.spec_json; spec.SpecHash() ==
+                 // manifest.spec_hash
 };
 
 // Writes the export of the job whose tables are on `ps` (the whole PS, NOT a
@@ -142,8 +141,8 @@ struct LoadedExport {
 // naming the first that is not), checkpoints, then writes manifest.json.
 // ALREADY_EXISTS if `dir` already holds a manifest.json; a directory
 // without one (an earlier attempt that died) is written over.
-absl::StatusOr<ExportManifest>
-WriteExport(ps::PsClient *ps, const JobSpec &spec, const ExportRequest &req);
+absl::StatusOr<ExportManifest> WriteExport(ps::PsClient* ps, const JobSpec& spec,
+                                           const ExportRequest& req);
 
 // Reads and validates <dir>/manifest.json and reparses its spec. NOT_FOUND
 // for a missing dir, or a dir without manifest.json ("not a Brook export");
@@ -151,30 +150,29 @@ WriteExport(ps::PsClient *ps, const JobSpec &spec, const ExportRequest &req);
 // the embedded spec does not match the recorded spec hash, or naming a part
 // MANIFEST that is missing or does not match its recorded size and CRC32C
 // (the parts' own files are checked when they are restored).
-absl::StatusOr<LoadedExport> ReadExport(const std::string &dir);
+absl::StatusOr<LoadedExport> ReadExport(const std::string& dir);
 
 // A JobSpec from its CanonicalJson() (JSON is YAML: JobSpec::FromYaml with
 // no base dir; paths in it are already resolved); the caller compares
 // SpecHash() to the recorded hash.
-absl::StatusOr<JobSpec> SpecFromCanonicalJson(const std::string &json);
+absl::StatusOr<JobSpec> SpecFromCanonicalJson(const std::string& json);
 
 // Re-hashes the recorded data files: NOT_FOUND naming a missing one,
 // FAILED_PRECONDITION naming one whose size or hash changed.
-absl::Status VerifyDataFiles(const ExportManifest &manifest);
+absl::Status VerifyDataFiles(const ExportManifest& manifest);
 
 struct ScoreOptions {
   int batch_size = 1024;
   // CPU backend threads (0 = every core). Scores are bit-identical for equal
   // num_threads on one machine.
   int num_threads = 0;
-  int parse_threads = 0; // 0 autotunes
+  int parse_threads = 0;  // 0 autotunes
   // Per-example scores (`brook predict --output`): called for every example
   // scored, in stream order (then the files are read one at a time, each in
   // record order), with its label, its score and, when id_feature is set,
   // that feature of its record (IdReader: an error names the record). Its
   // error ends scoring.
-  std::function<absl::Status(float label, float score, const tf::Feature *id)>
-      on_example;
+  std::function<absl::Status(float label, float score, const tf::Feature* id)> on_example;
   std::string id_feature;
 };
 
@@ -185,20 +183,19 @@ struct ScoreOptions {
 // idempotent where they exist with the options the trainers used). Errors:
 // INVALID_ARGUMENT for no files or no examples, FAILED_PRECONDITION for a
 // standardize input without moments, the pipeline's and PS's errors.
-absl::StatusOr<trainer::EvalResult>
-ScoreModel(ps::PsClient *ps, const JobSpec &spec,
-           const std::vector<std::string> &files,
-           const ScoreOptions &options = {});
+absl::StatusOr<trainer::EvalResult> ScoreModel(ps::PsClient* ps, const JobSpec& spec,
+                                               const std::vector<std::string>& files,
+                                               const ScoreOptions& options = {});
 
 // Restores the export into an in-process one-shard PS and scores it
 // (ScoreModel through a PrefixedPsClient with the export's prefix).
 // FAILED_PRECONDITION naming a model table missing from the checkpoint.
-absl::StatusOr<trainer::EvalResult>
-ScoreExport(const LoadedExport &loaded, const std::vector<std::string> &files,
-            const ScoreOptions &options = {});
+absl::StatusOr<trainer::EvalResult> ScoreExport(const LoadedExport& loaded,
+                                                const std::vector<std::string>& files,
+                                                const ScoreOptions& options = {});
 // ReadExport(dir), then the above.
-absl::StatusOr<trainer::EvalResult>
-ScoreExport(const std::string &dir, const std::vector<std::string> &files,
-            const ScoreOptions &options = {});
+absl::StatusOr<trainer::EvalResult> ScoreExport(const std::string& dir,
+                                                const std::vector<std::string>& files,
+                                                const ScoreOptions& options = {});
 
-} // namespace brook::chief
+}  // namespace brook::chief

@@ -46,11 +46,12 @@ absl::Status CheckOne(const char* field, const std::string& dir) {
     const bool self = p == path;
     const std::string kind = RunKind(p, self);
     if (!kind.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          field, ": ", dir, self ? absl::StrCat(" is itself ", kind)
-                                 : absl::StrCat(" is inside ", kind, ", ", p.string()),
-          "; a job writes DIR/<job id>/ there: give a directory of your own to put ",
-          absl::StrContains(field, "export") ? "exports" : "checkpoints", " in"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(field, ": ", dir,
+                       self ? absl::StrCat(" is itself ", kind)
+                            : absl::StrCat(" is inside ", kind, ", ", p.string()),
+                       "; a job writes DIR/<job id>/ there: give a directory of your own to put ",
+                       absl::StrContains(field, "export") ? "exports" : "checkpoints", " in"));
     }
     if (p == p.root_path()) break;
   }
@@ -66,10 +67,10 @@ absl::Status CheckOutputDirs(const JobSpec& spec, bool create) {
     const fs::path e = fs::absolute(spec.export_dir).lexically_normal();
     const fs::path c = fs::absolute(spec.checkpoint.dir).lexically_normal();
     if (e == c) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "checkpoint.dir: ", spec.checkpoint.dir,
-          " is export.dir too: the job's final checkpoint and export would share "
-          "DIR/<job id>/; give them different directories"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("checkpoint.dir: ", spec.checkpoint.dir,
+                       " is export.dir too: the job's final checkpoint and export would share "
+                       "DIR/<job id>/; give them different directories"));
     }
   }
   for (const auto& [field, dir] : dirs) {

@@ -34,10 +34,14 @@ std::string CsvCell(std::string_view s) {
 
 std::string IdCell(const tf::Feature& id) {
   switch (id.kind_case()) {
-    case tf::Feature::kBytesList: return CsvCell(id.bytes_list().value(0));
-    case tf::Feature::kInt64List: return absl::StrCat(id.int64_list().value(0));
-    case tf::Feature::kFloatList: return Float(id.float_list().value(0));
-    case tf::Feature::KIND_NOT_SET: break;
+    case tf::Feature::kBytesList:
+      return CsvCell(id.bytes_list().value(0));
+    case tf::Feature::kInt64List:
+      return absl::StrCat(id.int64_list().value(0));
+    case tf::Feature::kFloatList:
+      return Float(id.float_list().value(0));
+    case tf::Feature::KIND_NOT_SET:
+      break;
   }
   return "";
 }
@@ -100,8 +104,8 @@ class ScoreWriterImpl : public ScoreWriter {
     std::error_code ec;
     std::filesystem::rename(tmp_, path_, ec);
     if (ec) {
-      return absl::InternalError(absl::StrCat("cannot rename ", tmp_, " to ", path_, ": ",
-                                              ec.message()));
+      return absl::InternalError(
+          absl::StrCat("cannot rename ", tmp_, " to ", path_, ": ", ec.message()));
     }
     finished_ = true;
     return absl::OkStatus();
@@ -141,10 +145,10 @@ class IdReaderImpl : public IdReader {
           return absl::OutOfRangeError("ids: past the last record of the data");
         }
         const std::string& file = files_[next_file_++];
-        ASSIGN_OR_RETURN(reader_,
-                         storage::TFRecordReader::Open(
-                             file, {.compression = compression_.value_or(
-                                        storage::CompressionFromPath(file))}));
+        ASSIGN_OR_RETURN(
+            reader_,
+            storage::TFRecordReader::Open(
+                file, {.compression = compression_.value_or(storage::CompressionFromPath(file))}));
       }
       index_ = reader_->record_index();
       ASSIGN_OR_RETURN(const bool more, reader_->Next(&record));
@@ -152,14 +156,14 @@ class IdReaderImpl : public IdReader {
       reader_.reset();
     }
     if (!example_.ParseFromArray(record.data(), static_cast<int>(record.size()))) {
-      return absl::DataLossError(absl::StrCat(reader_->name(), ": record ", index_,
-                                              " is not a tf.train.Example"));
+      return absl::DataLossError(
+          absl::StrCat(reader_->name(), ": record ", index_, " is not a tf.train.Example"));
     }
     const auto& features = example_.features().feature();
     const auto it = features.find(feature_);
     if (it == features.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("--id-feature ", feature_, ": missing in record ",
-                                                     index_, " of ", reader_->name()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--id-feature ", feature_, ": missing in record ", index_, " of ", reader_->name()));
     }
     const tf::Feature& f = it->second;
     const int n = f.has_bytes_list()   ? f.bytes_list().value_size()
@@ -208,7 +212,7 @@ absl::StatusOr<ScoreFileType> ScoreFileTypeFromPath(const std::string& path) {
 }
 
 absl::StatusOr<std::unique_ptr<ScoreWriter>> ScoreWriter::Open(const std::string& path,
-                                                              const std::string& id_feature) {
+                                                               const std::string& id_feature) {
   ASSIGN_OR_RETURN(const ScoreFileType type, ScoreFileTypeFromPath(path));
   if (id_feature == "label" || id_feature == "score") {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -50,7 +50,7 @@ class ScoreWriter {
   // `id_feature` empty: no id column; else its name, which may not be
   // "label" or "score" (INVALID_ARGUMENT).
   static absl::StatusOr<std::unique_ptr<ScoreWriter>> Open(const std::string& path,
-                                                          const std::string& id_feature);
+                                                           const std::string& id_feature);
   virtual ~ScoreWriter() = default;
 
   // `id` is the id feature of the example's record (exactly one value), or

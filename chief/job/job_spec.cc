@@ -35,9 +35,9 @@ constexpr float kNoMax = std::numeric_limits<float>::max();
 // sparse, dense): ModelSpec::FromYaml reads the whole document and must be
 // told to leave these alone.
 constexpr std::string_view kJobSections[] = {
-    "name",           "priority", "data",     "features",   "model_file", "optimizer",
-    "embedding_init", "training", "trainers", "checkpoint", "export",     "eval",
-    "retention",      "init_from", "tables"};
+    "name",      "priority",       "data",      "features",  "model_file",
+    "optimizer", "embedding_init", "training",  "trainers",  "checkpoint",
+    "export",    "eval",           "retention", "init_from", "tables"};
 
 // The 1-based line of the first byte sequence that is not UTF-8 (RFC 3629:
 // no overlong forms, no surrogates, nothing past U+10FFFF), or 0 if the text
@@ -403,7 +403,8 @@ absl::Status ReadInitFrom(const MapReader& root, const std::string& base_dir,
     return absl::OkStatus();
   }
   MapReader r(node, "init_from");
-  RETURN_IF_ERROR(r.Check({"path", "tables"}, "{path: /models/my-job/my-job-20240101-000000-abcdef}"));
+  RETURN_IF_ERROR(
+      r.Check({"path", "tables"}, "{path: /models/my-job/my-job-20240101-000000-abcdef}"));
   if (!r.Has("path")) {
     return r.Missing("path", "the export or checkpoint directory of the job to start from");
   }
@@ -421,9 +422,9 @@ absl::Status ReadInitFrom(const MapReader& root, const std::string& base_dir,
   for (size_t i = 0; i < tables.size(); ++i) {
     const std::string path = absl::StrCat("init_from.tables[", i, "]");
     if (!tables[i].IsScalar() || tables[i].Scalar().empty()) {
-      return FieldError(path, LineOf(tables[i]),
-                        absl::StrCat("must be a table or dense variable name, got ",
-                                     Describe(tables[i])));
+      return FieldError(
+          path, LineOf(tables[i]),
+          absl::StrCat("must be a table or dense variable name, got ", Describe(tables[i])));
     }
     const std::string& name = tables[i].Scalar();
     if (std::find(out->tables.begin(), out->tables.end(), name) != out->tables.end()) {
@@ -597,9 +598,8 @@ absl::Status CheckTableSettings(const JobSpec& spec, const std::map<std::string,
   for (const auto& [name, settings] : spec.table_settings) {
     if (std::find(names.begin(), names.end(), name) == names.end()) {
       return FieldError(absl::StrCat("tables.", name), lines.at(name),
-                        absl::StrCat("the model has no table \"", name,
-                                     "\"; its tables: ", absl::StrJoin(names, ", "),
-                                     " (or default, for all of them)"));
+                        absl::StrCat("the model has no table \"", name, "\"; its tables: ",
+                                     absl::StrJoin(names, ", "), " (or default, for all of them)"));
     }
   }
   const trainer::TrainerOptions options = spec.ToTrainerOptions();
@@ -623,8 +623,8 @@ absl::Status CheckTableSettings(const JobSpec& spec, const std::map<std::string,
       const size_t at = message.find(needle);
       if (at == std::string::npos) continue;
       absl::StrAppend(&field, ".", spec_field);
-      message = absl::StrCat(message.substr(at + needle.size()), " (for ",
-                             message.substr(0, at), ")");
+      message =
+          absl::StrCat(message.substr(at + needle.size()), " (for ", message.substr(0, at), ")");
       break;
     }
     return FieldError(field, line == lines.end() ? 0 : line->second, message);
@@ -652,11 +652,10 @@ absl::StatusOr<JobSpec> FromYamlImpl(const std::string& yaml, const std::string&
   const YAML::Node doc = YAML::Load(yaml);
   if (!doc || doc.IsNull()) return FieldError(kJobSpec, 0, "empty document");
   MapReader root(doc, "", std::string(kJobSpec));
-  RETURN_IF_ERROR(root.Check(
-      {"name", "priority", "data", "features", "model", "sparse", "dense", "model_file",
-       "optimizer", "embedding_init", "training", "trainers", "checkpoint", "export", "eval",
-       "retention", "init_from", "tables"},
-      "{name: my-job, data: {...}, features: ..., model: {...}}"));
+  RETURN_IF_ERROR(root.Check({"name", "priority", "data", "features", "model", "sparse", "dense",
+                              "model_file", "optimizer", "embedding_init", "training", "trainers",
+                              "checkpoint", "export", "eval", "retention", "init_from", "tables"},
+                             "{name: my-job, data: {...}, features: ..., model: {...}}"));
   JobSpec spec;
   if (!root.Has("name")) return root.Missing("name", "a DNS label such as my-job-1");
   RETURN_IF_ERROR(root.String("name", &spec.name));

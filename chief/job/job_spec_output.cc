@@ -31,7 +31,8 @@ double F(float f) {
 
 // Only the hyper-parameters of the optimizer's type, as the YAML takes them.
 Json OptimizerJson(const ps::OptimizerOptions& o) {
-  Json j = {{"type", std::string(ps::OptimizerKindName(o.kind))}, {"learning_rate", F(o.learning_rate)}};
+  Json j = {{"type", std::string(ps::OptimizerKindName(o.kind))},
+            {"learning_rate", F(o.learning_rate)}};
   switch (o.kind) {
     case ps::OptimizerKind::kSgd:
       break;
@@ -182,13 +183,13 @@ Json ToJson(const JobSpec& s) {
                    {"dense_refresh_steps", s.training.dense_refresh_steps},
                    {"seed", s.training.seed},
                    {"shuffle_buffer", s.training.shuffle_buffer}};
-  Json data = {{"train", s.data.train},
-               {"eval", s.data.eval},
-               {"compression", s.data.compression.has_value()
-                                   ? absl::AsciiStrToLower(
-                                         S(storage::CompressionName(*s.data.compression)))
-                                   : std::string("auto")},
-               {"records_per_unit", s.data.records_per_unit}};
+  Json data = {
+      {"train", s.data.train},
+      {"eval", s.data.eval},
+      {"compression", s.data.compression.has_value()
+                          ? absl::AsciiStrToLower(S(storage::CompressionName(*s.data.compression)))
+                          : std::string("auto")},
+      {"records_per_unit", s.data.records_per_unit}};
   // Only when set, as retry_seconds below: the hash of a spec written
   // before the field existed stays what it was.
   if (s.data.skip_corrupt) data["on_corrupt"] = "skip";
@@ -219,7 +220,8 @@ Json ToJson(const JobSpec& s) {
   };
   // Only when set: specs (and their hashes, in exports) written before the
   // field existed stay as they were.
-  if (s.retention_seconds != JobSpec::kDefaultRetentionSeconds) j["retention"] = s.retention_seconds;
+  if (s.retention_seconds != JobSpec::kDefaultRetentionSeconds)
+    j["retention"] = s.retention_seconds;
   if (!s.table_defaults.empty() || !s.table_settings.empty()) {
     Json table_settings = Json::object();
     if (!s.table_defaults.empty()) table_settings["default"] = TableSettingsJson(s.table_defaults);

@@ -3,18 +3,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
+#include <filesystem>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <optional>
-#include <thread>
-#include <cmath>
-#include <cstdlib>
-#include <filesystem>
-#include <iostream>
 #include <set>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -22,10 +22,10 @@
 #include "absl/strings/str_format.h"
 #include "chief/core/chief_state_store.h"
 #include "chief/core/job_queue_state.h"
-#include "chief/job/job_spec.h"
 #include "chief/export/init_from.h"
 #include "chief/export/model_export.h"
 #include "chief/export/output_dirs.h"
+#include "chief/job/job_spec.h"
 #include "common/random_id.h"
 #include "common/status_macros.h"
 #include "ps/client/prefixed_ps_client.h"
@@ -87,14 +87,12 @@ absl::Status ComputeMoments(const std::vector<std::string>& files, JobSpec* spec
   return moments.Apply(&spec->model);
 }
 
-
 }  // namespace
 
 class Chief::Impl {
  public:
   // What chief.h documents, one for one; Chief forwards to these.
-  static absl::StatusOr<std::unique_ptr<Impl>> Open(const ChiefOptions& options,
-                                                    ps::PsClient* ps);
+  static absl::StatusOr<std::unique_ptr<Impl>> Open(const ChiefOptions& options, ps::PsClient* ps);
   ~Impl();
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
@@ -124,11 +122,11 @@ class Chief::Impl {
     std::shared_ptr<const JobSpec> spec;
     int64_t next_eval_step = 0;        // eval.every_steps: the next step to evaluate at
     int64_t next_checkpoint_step = 0;  // checkpoint.interval_steps: the next step to save at
-    std::map<std::string, std::string> trainer_warnings;  // the last ReportMetrics.warning
+    std::map<std::string, std::string> trainer_warnings;           // the last ReportMetrics.warning
     std::deque<std::pair<absl::Time, uint64_t>> examples_samples;  // rate window
     bool task_queued = false;
     absl::Time next_drop = absl::InfinitePast();  // after a failed drop: retry then
-    bool last_was_checkpoint = false;  // checkpoints and evaluations take turns
+    bool last_was_checkpoint = false;             // checkpoints and evaluations take turns
   };
 
   Impl(const ChiefOptions& options, ps::PsClient* ps, std::unique_ptr<ChiefStateStore> store,
@@ -192,26 +190,26 @@ class Chief::Impl {
   ps::PsClient* const ps_;
 
   mutable std::mutex mu_;
-  std::unique_ptr<ChiefStateStore> store_;  // guarded by mu_
-  std::unique_ptr<JobQueue> queue_;         // guarded by mu_
+  std::unique_ptr<ChiefStateStore> store_;     // guarded by mu_
+  std::unique_ptr<JobQueue> queue_;            // guarded by mu_
   std::map<std::string, JobRuntime> runtime_;  // guarded by mu_
   std::deque<Task> tasks_;                     // guarded by mu_
   std::condition_variable tasks_cv_;
-  bool stopping_ = false;  // guarded by mu_
-  uint64_t save_errors_ = 0;  // guarded by mu_
-  uint64_t tasks_failed_ = 0;  // guarded by mu_
+  bool stopping_ = false;        // guarded by mu_
+  uint64_t save_errors_ = 0;     // guarded by mu_
+  uint64_t tasks_failed_ = 0;    // guarded by mu_
   uint64_t tables_dropped_ = 0;  // guarded by mu_: table parts of ended jobs
   // Ended jobs whose tables are dropped again after a PS restart: one that
   // came back from a restart point older than the drop has them again.
-  std::set<std::string> redrop_;  // guarded by mu_
+  std::set<std::string> redrop_;   // guarded by mu_
   uint64_t expired_trainers_ = 0;  // guarded by mu_: missed heartbeats, all jobs
 
   // Fencing, guarded by mu_.
   std::map<std::string, uint64_t> trainer_ps_clients_;  // node id -> PS client id
   // Where each trainer's process log is, as it last said; guarded by mu_.
   std::map<std::string, v1::NodeLog> trainer_logs_;
-  std::deque<uint64_t> fenced_;                         // oldest first
-  bool fence_pending_ = false;  // fenced_ changed since the last successful send
+  std::deque<uint64_t> fenced_;  // oldest first
+  bool fence_pending_ = false;   // fenced_ changed since the last successful send
   std::condition_variable fence_cv_;
   uint64_t fence_sends_ = 0, fence_send_errors_ = 0, fenced_total_ = 0;
   // Why the last fence send failed ("": it did not), and whether the
@@ -238,9 +236,10 @@ absl::Status ChiefOptions::Validate() const {
 }
 
 absl::StatusOr<std::unique_ptr<Chief::Impl>> Chief::Impl::Open(const ChiefOptions& options,
-                                                   ps::PsClient* ps) {
+                                                               ps::PsClient* ps) {
   RETURN_IF_ERROR(options.Validate());
-  ASSIGN_OR_RETURN(std::unique_ptr<ChiefStateStore> store, ChiefStateStore::Open(options.state_dir));
+  ASSIGN_OR_RETURN(std::unique_ptr<ChiefStateStore> store,
+                   ChiefStateStore::Open(options.state_dir));
   JobQueueOptions qo;
   qo.max_running_jobs = options.max_running_jobs;
   qo.trainer_timeout = options.lease_duration;
@@ -343,10 +342,9 @@ void Chief::Impl::NotePsReachabilityLocked(const std::string& fault, absl::Time 
   std::string text;
   if (fault.empty()) {
     if (ps_unreachable_logged_) {
-      text = absl::StrCat("the PS nodes are reachable again (after ",
-                          absl::FormatDuration(absl::Trunc(now - ps_unreachable_since_,
-                                                           absl::Seconds(1))),
-                          ")");
+      text = absl::StrCat(
+          "the PS nodes are reachable again (after ",
+          absl::FormatDuration(absl::Trunc(now - ps_unreachable_since_, absl::Seconds(1))), ")");
     }
     ps_unreachable_.clear();
     ps_unreachable_logged_ = false;
@@ -382,11 +380,11 @@ void Chief::Impl::RedropIfEndedLocked(const std::string& ps_name) {
 }
 
 void Chief::Impl::PsRestartedLocked(size_t shard, const ps::StartupInfo& startup) {
-  const std::string who = absl::StrCat(
-      "PS shard ", shard,
-      shard < options_.ps_addresses.size() ? absl::StrCat(" (", options_.ps_addresses[shard], ")")
+  const std::string who = absl::StrCat("PS shard ", shard,
+                                       shard < options_.ps_addresses.size()
+                                           ? absl::StrCat(" (", options_.ps_addresses[shard], ")")
                                            : std::string(),
-      " restarted");
+                                       " restarted");
   const bool rolled_back = !startup.wal;
   ++ps_restarts_;
   if (rolled_back) ++ps_rollbacks_;
@@ -396,9 +394,11 @@ void Chief::Impl::PsRestartedLocked(size_t shard, const ps::StartupInfo& startup
     const int64_t step = StepsLocked(info.id);
     std::string text;
     if (!startup.data_dir) {
-      text = absl::StrCat(who, " with no data dir: every row and dense variable it held is back "
-                               "at its initial value; what this job trained into it is lost (the "
-                               "job is at step ", step, ")");
+      text = absl::StrCat(who,
+                          " with no data dir: every row and dense variable it held is back "
+                          "at its initial value; what this job trained into it is lost (the "
+                          "job is at step ",
+                          step, ")");
     } else if (!rolled_back) {
       text = absl::StrCat(who, " and replayed its write-ahead log (", startup.wal_records_replayed,
                           " records after ",
@@ -407,9 +407,10 @@ void Chief::Impl::PsRestartedLocked(size_t shard, const ps::StartupInfo& startup
                               : absl::StrCat("checkpoint ", startup.restored_checkpoint),
                           "): nothing it acknowledged was lost");
     } else if (startup.restored_checkpoint.empty()) {
-      text = absl::StrCat(who, " without its write-ahead log and with no checkpoint: it is "
-                               "empty again; what this job trained into it up to step ", step,
-                          " is lost");
+      text = absl::StrCat(who,
+                          " without its write-ahead log and with no checkpoint: it is "
+                          "empty again; what this job trained into it up to step ",
+                          step, " is lost");
     } else {
       // The restart point is the PS's, shared by every job: what this job
       // lost is measured from its own checkpoints, not the point's step.
@@ -423,17 +424,21 @@ void Chief::Impl::PsRestartedLocked(size_t shard, const ps::StartupInfo& startup
         if (c.time <= written + absl::Seconds(1)) before = &c;
       }
       if (written < info.start_time) {
-        text = absl::StrCat(who, point, ", from before this job started: its tables there are "
-                                        "gone and what it trained into them up to step ",
-                            step, " is lost; its trainers declare them again from their "
-                                  "initializers");
+        text = absl::StrCat(who, point,
+                            ", from before this job started: its tables there are "
+                            "gone and what it trained into them up to step ",
+                            step,
+                            " is lost; its trainers declare them again from their "
+                            "initializers");
       } else if (before == nullptr) {
-        text = absl::StrCat(who, point, ", before this job's first checkpoint: what it pushed "
-                                        "there after that time is lost (it is at step ",
+        text = absl::StrCat(who, point,
+                            ", before this job's first checkpoint: what it pushed "
+                            "there after that time is lost (it is at step ",
                             step, ")");
       } else {
-        text = absl::StrCat(who, point, "; the updates this job pushed to it after its checkpoint "
-                                        "at step ",
+        text = absl::StrCat(who, point,
+                            "; the updates this job pushed to it after its checkpoint "
+                            "at step ",
                             before->step, " are lost: about ",
                             std::max<int64_t>(0, step - before->step), " steps (step ",
                             before->step, " to ", step, ")");
@@ -478,8 +483,8 @@ absl::StatusOr<std::shared_ptr<const JobSpec>> Chief::Impl::SpecLocked(const Job
   if (rt.spec == nullptr) {
     absl::StatusOr<JobSpec> spec = JobSpec::FromYaml(info.spec_json, "");
     if (!spec.ok()) {
-      return absl::DataLossError(
-          absl::StrCat("job '", info.id, "': stored spec does not parse: ", spec.status().message()));
+      return absl::DataLossError(absl::StrCat(
+          "job '", info.id, "': stored spec does not parse: ", spec.status().message()));
     }
     rt.spec = std::make_shared<const JobSpec>(*std::move(spec));
   }
@@ -582,9 +587,8 @@ absl::StatusOr<v1::JobStatus> Chief::Impl::SubmitJob(const v1::SubmitJobRequest&
   for (const std::string& f : train) {
     sharding::DataFile d{.path = f};
     if (spec.data.records_per_unit > 0) {
-      ASSIGN_OR_RETURN(d.records,
-                       storage::CountTFRecords(f, spec.data.compression.value_or(
-                                                      storage::CompressionFromPath(f))));
+      ASSIGN_OR_RETURN(d.records, storage::CountTFRecords(f, spec.data.compression.value_or(
+                                                                 storage::CompressionFromPath(f))));
     }
     files.push_back(std::move(d));
   }
@@ -616,8 +620,8 @@ absl::StatusOr<v1::JobStatus> Chief::Impl::SubmitJob(const v1::SubmitJobRequest&
     const std::string dir = absl::StrCat(parent, "/", sub.id);
     std::error_code ec;
     if (std::filesystem::exists(dir, ec)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          dir, " exists: it holds another run's files; a job never writes into them"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(dir, " exists: it holds another run's files; a job never writes into them"));
     }
   }
   ASSIGN_OR_RETURN(std::string id, queue_->Submit(sub, now));
@@ -665,8 +669,8 @@ absl::StatusOr<v1::JobStatus> Chief::Impl::CancelJob(const v1::CancelJobRequest&
   std::lock_guard<std::mutex> lock(mu_);
   const absl::Time now = absl::Now();
   const std::string id = ResolveJobIdLocked(request.job_id());
-  RETURN_IF_ERROR(queue_->Cancel(id, request.reason().empty() ? "cancelled by user" : request.reason(),
-                                 now));
+  RETURN_IF_ERROR(
+      queue_->Cancel(id, request.reason().empty() ? "cancelled by user" : request.reason(), now));
   queue_->Schedule(now);
   RETURN_IF_ERROR(SaveLocked());
   ASSIGN_OR_RETURN(JobInfo info, queue_->Get(id));
@@ -708,7 +712,8 @@ absl::StatusOr<v1::HeartbeatResponse> Chief::Impl::Heartbeat(const v1::Heartbeat
   return out;
 }
 
-absl::StatusOr<v1::AcquireWorkResponse> Chief::Impl::AcquireWork(const v1::AcquireWorkRequest& request) {
+absl::StatusOr<v1::AcquireWorkResponse> Chief::Impl::AcquireWork(
+    const v1::AcquireWorkRequest& request) {
   std::lock_guard<std::mutex> lock(mu_);
   const absl::Time now = absl::Now();
   v1::AcquireWorkResponse out;
@@ -716,8 +721,8 @@ absl::StatusOr<v1::AcquireWorkResponse> Chief::Impl::AcquireWork(const v1::Acqui
   if (request.node_id().empty()) return absl::InvalidArgumentError("node_id is required");
   // An unknown node must register (it then learns its leases are gone).
   if (!queue_->Heartbeat(request.node_id(), now).ok()) {
-    return absl::NotFoundError(
-        absl::StrCat("trainer '", request.node_id(), "' is not registered (or expired): register again"));
+    return absl::NotFoundError(absl::StrCat("trainer '", request.node_id(),
+                                            "' is not registered (or expired): register again"));
   }
   ASSIGN_OR_RETURN(std::optional<std::string> job, queue_->AssignTrainer(request.node_id(), now));
   if (!job.has_value()) {
@@ -755,7 +760,8 @@ absl::StatusOr<v1::AcquireWorkResponse> Chief::Impl::AcquireWork(const v1::Acqui
   return out;
 }
 
-absl::StatusOr<v1::CompleteWorkResponse> Chief::Impl::CompleteWork(const v1::CompleteWorkRequest& r) {
+absl::StatusOr<v1::CompleteWorkResponse> Chief::Impl::CompleteWork(
+    const v1::CompleteWorkRequest& r) {
   std::lock_guard<std::mutex> lock(mu_);
   const absl::Time now = absl::Now();
   const std::optional<uint64_t> steps =
@@ -808,8 +814,8 @@ absl::Status Chief::Impl::ReportMetrics(const v1::ReportMetricsRequest& r) {
   ASSIGN_OR_RETURN(JobInfo info, queue_->Get(r.job_id()));
   const uint64_t examples = ExamplesTrained(info);
   if (!r.error().empty()) {
-    RETURN_IF_ERROR(queue_->Fail(
-        r.job_id(), absl::StrCat("trainer '", r.node_id(), "': ", r.error()), now));
+    RETURN_IF_ERROR(
+        queue_->Fail(r.job_id(), absl::StrCat("trainer '", r.node_id(), "': ", r.error()), now));
     queue_->Schedule(now);
     return SaveLocked();
   }
@@ -848,7 +854,8 @@ void Chief::Impl::Tick(absl::Time now) {
   for (const std::string& t : queue_->Expire(now)) {
     ++expired_trainers_;
     FenceTrainerLocked(t);
-    std::cerr << "brook chief: trainer '" << t << "' missed its heartbeats; its work units go back\n";
+    std::cerr << "brook chief: trainer '" << t
+              << "' missed its heartbeats; its work units go back\n";
   }
   queue_->Schedule(now);
   for (const JobInfo& info : queue_->List()) {
@@ -900,7 +907,8 @@ bool Chief::Impl::CheckpointDueLocked(const JobInfo& info, const JobSpec& spec, 
 
 void Chief::Impl::AdvanceCheckpointLocked(const JobInfo& info, const JobSpec& spec) {
   const int64_t every = spec.checkpoint.interval_steps;
-  if (every > 0) runtime_[info.id].next_checkpoint_step = (StepsLocked(info.id) / every + 1) * every;
+  if (every > 0)
+    runtime_[info.id].next_checkpoint_step = (StepsLocked(info.id) / every + 1) * every;
 }
 
 bool Chief::Impl::EvalDueLocked(const JobInfo& info, const JobSpec& spec) {
@@ -947,11 +955,11 @@ absl::Status Chief::Impl::DropTables(const std::string& job_id) {
   if (again && dropped->tables + dropped->dense == 0) return absl::OkStatus();
   RETURN_IF_ERROR(queue_->SetTablesDropped(
       job_id,
-      absl::StrCat(again ? "dropped again " : "dropped ", "its ", dropped->tables,
-                   " table parts and ", dropped->dense,
-                   " dense variable parts from every PS (memory and RocksDB): the job has ended",
-                   again ? "; a PS had brought them back from a restart point older than the drop"
-                         : ""),
+      absl::StrCat(
+          again ? "dropped again " : "dropped ", "its ", dropped->tables, " table parts and ",
+          dropped->dense,
+          " dense variable parts from every PS (memory and RocksDB): the job has ended",
+          again ? "; a PS had brought them back from a restart point older than the drop" : ""),
       absl::Now()));
   return SaveLocked();
 }
@@ -1081,7 +1089,7 @@ absl::Status Chief::Impl::InitializeJob(const std::string& job_id) {
 }
 
 absl::Status Chief::Impl::Checkpoint(const std::string& job_id, const JobSpec& spec, int64_t step,
-                               const std::string& name) {
+                                     const std::string& name) {
   const std::string dir = absl::StrCat(spec.checkpoint.dir, "/", job_id, "/", name);
   {
     // DIR/<job id>/ is this job's alone: a step dir there that no recorded
@@ -1108,7 +1116,8 @@ absl::Status Chief::Impl::Checkpoint(const std::string& job_id, const JobSpec& s
   // points too), not when the last one finished writing.
   absl::Time now = absl::Now();
   for (const ps::CheckpointInfo& part : *done) {
-    if (part.created_unix_micros > 0) now = std::min(now, absl::FromUnixMicros(part.created_unix_micros));
+    if (part.created_unix_micros > 0)
+      now = std::min(now, absl::FromUnixMicros(part.created_unix_micros));
   }
   RETURN_IF_ERROR(queue_->AddCheckpoint(job_id, dir, step, now));
   // Keep the newest `keep`; older ones are deleted (they stay listed), and
@@ -1131,20 +1140,24 @@ absl::Status Chief::Impl::Checkpoint(const std::string& job_id, const JobSpec& s
 }
 
 absl::StatusOr<std::optional<trainer::EvalResult>> Chief::Impl::Evaluate(const std::string& job_id,
-                                                                   const JobSpec& spec,
-                                                                   int64_t step) {
+                                                                         const JobSpec& spec,
+                                                                         int64_t step) {
   if (spec.data.eval.empty()) return std::optional<trainer::EvalResult>();
   ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandGlobs(spec, /*eval=*/true));
   ps::PrefixedPsClient job_ps(ps_, TablePrefix(job_id));
   ASSIGN_OR_RETURN(trainer::EvalResult eval, ScoreModel(&job_ps, spec, files));
   std::lock_guard<std::mutex> lock(mu_);
   const absl::Time now = absl::Now();
-  RETURN_IF_ERROR(queue_->SetEval(
-      job_id,
-      JobEval{.done = true, .step = step, .examples = eval.examples, .auc = eval.auc,
-              .logloss = eval.logloss, .accuracy = eval.accuracy,
-              .calibration = eval.calibration, .time = now},
-      now));
+  RETURN_IF_ERROR(queue_->SetEval(job_id,
+                                  JobEval{.done = true,
+                                          .step = step,
+                                          .examples = eval.examples,
+                                          .auc = eval.auc,
+                                          .logloss = eval.logloss,
+                                          .accuracy = eval.accuracy,
+                                          .calibration = eval.calibration,
+                                          .time = now},
+                                  now));
   RETURN_IF_ERROR(SaveLocked());
   return std::optional<trainer::EvalResult>(eval);
 }
@@ -1177,8 +1190,8 @@ absl::Status Chief::Impl::Finalize(const std::string& job_id) {
       if (c.dir == final_dir) final_checkpoint_recorded = true;
     }
     if (ps_ == nullptr) {
-      RETURN_IF_ERROR(queue_->Finish(job_id, "trained; no PS client: not evaluated or exported",
-                                     absl::Now()));
+      RETURN_IF_ERROR(
+          queue_->Finish(job_id, "trained; no PS client: not evaluated or exported", absl::Now()));
       return SaveLocked();
     }
   }
@@ -1261,8 +1274,7 @@ ChiefStats Chief::Impl::Stats() const {
 
 // ----- Chief: the API over Impl.
 
-absl::StatusOr<std::unique_ptr<Chief>> Chief::Open(const ChiefOptions& options,
-                                                   ps::PsClient* ps) {
+absl::StatusOr<std::unique_ptr<Chief>> Chief::Open(const ChiefOptions& options, ps::PsClient* ps) {
   ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Impl::Open(options, ps));
   return std::unique_ptr<Chief>(new Chief(std::move(impl)));
 }

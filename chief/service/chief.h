@@ -21,8 +21,8 @@
 // away, and sends the whole fence list again every `fence_resend` so a
 // restarted PS learns it back. The answers carry each PS's incarnation: a
 // PS that restarted is reported to every running job (an event saying what
-// it kept, or what it rolled back to), also checked before a job finishes. A paused trainer that wakes up past its lease
-// then has its pushes refused: its data was re-leased to others.
+// it kept, or what it rolled back to), also checked before a job finishes. A paused trainer that
+// wakes up past its lease then has its pushes refused: its data was re-leased to others.
 //
 // Thread-safe.
 #pragma once
@@ -92,8 +92,7 @@ class Chief {
   // Opens the state store and restores the queue. `ps` (not owned, may be
   // null: then jobs are neither checkpointed, evaluated nor exported) is the
   // whole PS cluster; it must outlive the chief.
-  static absl::StatusOr<std::unique_ptr<Chief>> Open(const ChiefOptions& options,
-                                                     ps::PsClient* ps);
+  static absl::StatusOr<std::unique_ptr<Chief>> Open(const ChiefOptions& options, ps::PsClient* ps);
   ~Chief();  // stops the threads; a finalization in progress is abandoned (redone on restart)
   Chief(const Chief&) = delete;
   Chief& operator=(const Chief&) = delete;

@@ -10,7 +10,8 @@ namespace brook::chief {
 std::vector<prometheus::MetricFamily> CollectChiefMetrics(const ChiefStats& stats, absl::Time now) {
   metrics::FamilySet set;
   auto* jobs = set.Gauge("brook_chief_jobs", "Jobs by state");
-  auto* units = set.Gauge("brook_chief_job_work_units", "Work units of the current data epoch, by job and state");
+  auto* units = set.Gauge("brook_chief_job_work_units",
+                          "Work units of the current data epoch, by job and state");
   auto* examples = set.Counter("brook_chief_job_examples_total",
                                "Examples committed by the job's trainers, all epochs");
   auto* releases = set.Counter("brook_chief_job_work_unit_releases_total",
@@ -19,14 +20,16 @@ std::vector<prometheus::MetricFamily> CollectChiefMetrics(const ChiefStats& stat
                               "Trainers dropped for missing heartbeats");
   auto* trainers = set.Gauge("brook_chief_job_trainers", "Trainers assigned to the job");
   auto* eval_auc = set.Gauge("brook_chief_job_eval_auc", "AUC of the job's last evaluation");
-  auto* checkpoints = set.Counter("brook_chief_job_checkpoints_total", "Checkpoints taken of the job");
+  auto* checkpoints =
+      set.Counter("brook_chief_job_checkpoints_total", "Checkpoints taken of the job");
   auto* skipped = set.Counter("brook_chief_job_skipped_records_total",
                               "Data skipped under data.on_corrupt: skip, by reason: corrupt "
                               "TFRecord regions, records that do not parse");
   auto* skipped_bytes = set.Counter("brook_chief_job_skipped_bytes_total",
                                     "Bytes of corrupt TFRecord regions skipped");
-  auto* checkpoint_age = set.Gauge("brook_chief_job_checkpoint_age_seconds",
-                                   "Seconds since the job's last checkpoint (running jobs that have one)");
+  auto* checkpoint_age =
+      set.Gauge("brook_chief_job_checkpoint_age_seconds",
+                "Seconds since the job's last checkpoint (running jobs that have one)");
   std::map<std::string, int> by_state;
   for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kSucceeded, JobState::kFailed,
                      JobState::kCancelled}) {
@@ -56,8 +59,9 @@ std::vector<prometheus::MetricFamily> CollectChiefMetrics(const ChiefStats& stat
     }
   }
   for (const auto& [state, n] : by_state) set.Add(jobs, {{"state", state}}, n);
-  set.Add(set.Gauge("brook_chief_trainers", "Trainers registered and heartbeating, idle or assigned"),
-          {}, static_cast<double>(stats.trainers));
+  set.Add(
+      set.Gauge("brook_chief_trainers", "Trainers registered and heartbeating, idle or assigned"),
+      {}, static_cast<double>(stats.trainers));
   set.Add(set.Counter("brook_chief_missed_heartbeats_total",
                       "Trainers dropped for missing their heartbeats (their units are re-leased)"),
           {}, static_cast<double>(stats.expired_trainers));
@@ -67,21 +71,23 @@ std::vector<prometheus::MetricFamily> CollectChiefMetrics(const ChiefStats& stat
   set.Add(set.Counter("brook_chief_dropped_tables_total",
                       "Table parts (one per table per PS) of ended jobs dropped from the PS nodes"),
           {}, static_cast<double>(stats.tables_dropped));
-  set.Add(set.Counter("brook_chief_tasks_failed_total",
-                      "Checkpoints and finalizations that failed"),
-          {}, static_cast<double>(stats.tasks_failed));
+  set.Add(
+      set.Counter("brook_chief_tasks_failed_total", "Checkpoints and finalizations that failed"),
+      {}, static_cast<double>(stats.tasks_failed));
   set.Add(set.Counter("brook_chief_fenced_ps_clients_total",
                       "PS client ids of expired (or re-registered) trainers fenced on every PS"),
           {}, static_cast<double>(stats.fenced_total));
   auto* sends = set.Counter("brook_chief_fence_sends_total",
                             "Sends of the fence list to the PS nodes, by result");
-  set.Add(sends, {{"result", "ok"}}, static_cast<double>(stats.fence_sends - stats.fence_send_errors));
+  set.Add(sends, {{"result", "ok"}},
+          static_cast<double>(stats.fence_sends - stats.fence_send_errors));
   set.Add(sends, {{"result", "error"}}, static_cast<double>(stats.fence_send_errors));
   auto* restarts = set.Counter("brook_chief_ps_restarts_total",
                                "PS restarts the chief noticed (a new incarnation): rolled_back "
                                "false came back with its WAL (nothing acknowledged lost), true "
                                "went back to a checkpoint or to empty (the jobs' events say what)");
-  set.Add(restarts, {{"rolled_back", "false"}}, static_cast<double>(stats.ps_restarts - stats.ps_rollbacks));
+  set.Add(restarts, {{"rolled_back", "false"}},
+          static_cast<double>(stats.ps_restarts - stats.ps_rollbacks));
   set.Add(restarts, {{"rolled_back", "true"}}, static_cast<double>(stats.ps_rollbacks));
   set.Add(set.Gauge("brook_chief_fence_pending",
                     "1 while a fence has not reached every PS yet (sent again every tick)"),

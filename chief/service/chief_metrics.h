@@ -12,7 +12,6 @@
 namespace brook::chief {
 
 // `now` ages the checkpoints (brook_chief_job_checkpoint_age_seconds).
-std::vector<prometheus::MetricFamily> CollectChiefMetrics(const ChiefStats& stats,
-                                                          absl::Time now);
+std::vector<prometheus::MetricFamily> CollectChiefMetrics(const ChiefStats& stats, absl::Time now);
 
 }  // namespace brook::chief

@@ -23,13 +23,21 @@ namespace brook::chief {
 namespace {
 
 enum Method {
-  kHealth, kSubmitJob, kGetJob, kListJobs, kCancelJob, kRegisterNode, kHeartbeat, kAcquireWork,
-  kCompleteWork, kReportMetrics,
+  kHealth,
+  kSubmitJob,
+  kGetJob,
+  kListJobs,
+  kCancelJob,
+  kRegisterNode,
+  kHeartbeat,
+  kAcquireWork,
+  kCompleteWork,
+  kReportMetrics,
 };
 
 std::vector<std::string> MethodNames() {
-  return {"Health", "SubmitJob", "GetJob", "ListJobs", "CancelJob", "RegisterNode",
-          "Heartbeat", "AcquireWork", "CompleteWork", "ReportMetrics"};
+  return {"Health",       "SubmitJob", "GetJob",      "ListJobs",     "CancelJob",
+          "RegisterNode", "Heartbeat", "AcquireWork", "CompleteWork", "ReportMetrics"};
 }
 
 std::string HostOf(const std::string& address) {
@@ -136,8 +144,9 @@ class ChiefService final : public v1::Chief::Service {
     if (token_.empty() || method == kHealth) return absl::OkStatus();
     const auto& metadata = context.client_metadata();
     const auto it = metadata.find(security::kAuthorizationHeader);
-    const std::string_view value =
-        it == metadata.end() ? std::string_view() : std::string_view(it->second.data(), it->second.size());
+    const std::string_view value = it == metadata.end()
+                                       ? std::string_view()
+                                       : std::string_view(it->second.data(), it->second.size());
     return security::CheckAuthorization(token_, value);
   }
 
@@ -191,12 +200,13 @@ absl::StatusOr<std::unique_ptr<ChiefServer>> ChiefServer::Start(const ChiefServe
     };
   }
   ASSIGN_OR_RETURN(s->chief_, Chief::Open(chief_options, s->ps_.get()));
-  s->rpc_metrics_ = std::make_unique<metrics::RpcMetrics>(*s->registry_, "brook_chief", MethodNames());
+  s->rpc_metrics_ =
+      std::make_unique<metrics::RpcMetrics>(*s->registry_, "brook_chief", MethodNames());
   s->collector_ = std::make_shared<metrics::FunctionCollector>(
       [c = s->chief_.get()] { return CollectChiefMetrics(c->Stats(), absl::Now()); });
   if (s->exposer_) s->exposer_->RegisterCollectable(s->collector_);
   s->service_ = std::make_unique<ChiefService>(s->chief_.get(), s->rpc_metrics_.get(),
-                                              options.auth_token, s->ps_.get());
+                                               options.auth_token, s->ps_.get());
   s->node_service_ = std::make_unique<rpc::NodeService>(v1::NODE_KIND_CHIEF);
 
   grpc::ServerBuilder builder;

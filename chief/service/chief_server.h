@@ -38,7 +38,7 @@ class ChiefService;
 struct ChiefServerOptions {
   std::string listen = "127.0.0.1:0";          // port 0 picks a free one
   std::string metrics_listen = "127.0.0.1:0";  // empty turns /metrics off
-  ChiefOptions chief;  // chief.ps_addresses: the PS nodes, shard order
+  ChiefOptions chief;                          // chief.ps_addresses: the PS nodes, shard order
   // Certificates for the gRPC port and for the chief's own calls to the PS
   // nodes; off by default (security/tls.h).
   security::TlsOptions tls;
@@ -58,7 +58,7 @@ class ChiefServer {
   ChiefServer(const ChiefServer&) = delete;
   ChiefServer& operator=(const ChiefServer&) = delete;
 
-  std::string address() const;  // "127.0.0.1:PORT"
+  std::string address() const;          // "127.0.0.1:PORT"
   std::string metrics_address() const;  // "" when off
   Chief* chief() { return chief_.get(); }
 

@@ -204,16 +204,26 @@ std::string OpenSslErrors() {
 
 const char* TransportName(Transport t) {
   switch (t) {
-    case Transport::kUnparsed: return "not host:port";
-    case Transport::kUnresolved: return "host not found";
-    case Transport::kRefused: return "connection refused";
-    case Transport::kNoConnect: return "no connection";
-    case Transport::kSilent: return "no reply";
-    case Transport::kClosed: return "closed without a reply";
-    case Transport::kHttp1: return "HTTP/1";
-    case Transport::kHttp2: return "HTTP/2";
-    case Transport::kTls: return "TLS";
-    case Transport::kOther: return "unknown protocol";
+    case Transport::kUnparsed:
+      return "not host:port";
+    case Transport::kUnresolved:
+      return "host not found";
+    case Transport::kRefused:
+      return "connection refused";
+    case Transport::kNoConnect:
+      return "no connection";
+    case Transport::kSilent:
+      return "no reply";
+    case Transport::kClosed:
+      return "closed without a reply";
+    case Transport::kHttp1:
+      return "HTTP/1";
+    case Transport::kHttp2:
+      return "HTTP/2";
+    case Transport::kTls:
+      return "TLS";
+    case Transport::kOther:
+      return "unknown protocol";
   }
   return "?";
 }
@@ -282,8 +292,8 @@ TlsProbe ProbeTls(const std::string& address, const security::TlsOptions& tls,
   SSL_set_msg_callback_arg(ssl.get(), &seen);
   const std::string name = tls.server_name.empty() ? hp->host : tls.server_name;
   in6_addr ip{};
-  const bool is_ip = inet_pton(AF_INET, name.c_str(), &ip) == 1 ||
-                     inet_pton(AF_INET6, name.c_str(), &ip) == 1;
+  const bool is_ip =
+      inet_pton(AF_INET, name.c_str(), &ip) == 1 || inet_pton(AF_INET6, name.c_str(), &ip) == 1;
   X509_VERIFY_PARAM* param = SSL_get0_param(ssl.get());
   if (is_ip) {
     X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str());

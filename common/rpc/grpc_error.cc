@@ -44,17 +44,17 @@ absl::Status ExplainTransport(const Peer& peer) {
       return absl::UnavailableError(
           absl::StrCat(a, ": connection refused (nothing listens there)"));
     case Transport::kNoConnect:
-      return absl::UnavailableError(absl::StrCat(
-          a, ": no connection within ", absl::FormatDuration(peer.probe_timeout), " (",
-          plain.detail, "; is the host up, and the port open to this machine?)"));
+      return absl::UnavailableError(
+          absl::StrCat(a, ": no connection within ", absl::FormatDuration(peer.probe_timeout), " (",
+                       plain.detail, "; is the host up, and the port open to this machine?)"));
     case Transport::kHttp1:
       return NoTransport(absl::StrCat(
           a, " does not speak brook's gRPC (HTTP/1 answered: is it a /metrics port?)"));
     case Transport::kHttp2:
       if (tls_on) {
         return NoTransport(absl::StrCat(a,
-                                  ": TLS handshake failed: the server speaks plaintext gRPC "
-                                  "(turn TLS on there, or drop --tls-* here)"));
+                                        ": TLS handshake failed: the server speaks plaintext gRPC "
+                                        "(turn TLS on there, or drop --tls-* here)"));
       }
       return absl::OkStatus();  // a gRPC server: the call's own error stands
     case Transport::kSilent:
@@ -73,12 +73,12 @@ absl::Status ExplainTransport(const Peer& peer) {
     if (plain.transport == Transport::kClosed) {
       // Not marked: a node that is stopping or starting (a PS killed and
       // restarted mid-job) hangs up the same way, and comes back.
-      return absl::UnavailableError(absl::StrCat(
-          a, ": the connection was closed without a reply (", plain.detail,
-          "; a node restarting, or a server that is no brook node)"));
+      return absl::UnavailableError(
+          absl::StrCat(a, ": the connection was closed without a reply (", plain.detail,
+                       "; a node restarting, or a server that is no brook node)"));
     }
     return NoTransport(absl::StrCat(a, " does not speak brook's gRPC (",
-                              TransportName(plain.transport), ": ", plain.detail, ")"));
+                                    TransportName(plain.transport), ": ", plain.detail, ")"));
   }
   const bool has_cert = !peer.tls.cert_file.empty() && !peer.tls.key_file.empty();
   if (!tls_on) {
@@ -89,15 +89,16 @@ absl::Status ExplainTransport(const Peer& peer) {
         ")"));
   }
   if (!t.server_verified && !t.verify_error.empty()) {
-    return NoTransport(absl::StrCat(a, ": TLS handshake failed: the server's certificate is not "
-                                 "trusted by --tls-ca ",
-                              peer.tls.ca_file, " for this name (", t.verify_error,
-                              "; --tls-server-name sets the name when it differs)"));
+    return NoTransport(absl::StrCat(a,
+                                    ": TLS handshake failed: the server's certificate is not "
+                                    "trusted by --tls-ca ",
+                                    peer.tls.ca_file, " for this name (", t.verify_error,
+                                    "; --tls-server-name sets the name when it differs)"));
   }
   if (t.asked_for_client_cert && !has_cert) {
     return NoTransport(absl::StrCat(a,
-                              ": TLS handshake failed: the server requires a client "
-                              "certificate (give --tls-cert and --tls-key)"));
+                                    ": TLS handshake failed: the server requires a client "
+                                    "certificate (give --tls-cert and --tls-key)"));
   }
   if (!t.accepted) {
     return NoTransport(absl::StrCat(
@@ -113,10 +114,14 @@ absl::Status ExplainTransport(const Peer& peer) {
 
 const char* NodeKindName(v1::NodeKind kind) {
   switch (kind) {
-    case v1::NODE_KIND_PS: return "PS";
-    case v1::NODE_KIND_CHIEF: return "chief";
-    case v1::NODE_KIND_TRAINER: return "trainer";
-    default: return "node";
+    case v1::NODE_KIND_PS:
+      return "PS";
+    case v1::NODE_KIND_CHIEF:
+      return "chief";
+    case v1::NODE_KIND_TRAINER:
+      return "trainer";
+    default:
+      return "node";
   }
 }
 
@@ -169,8 +174,8 @@ absl::Status FromGrpcError(const grpc::Status& status, const std::string& rpc, c
     if (absl::IsUnimplemented(why)) {
       // No brook node there, and not the RPC either: the wrong address.
       if (code == grpc::StatusCode::UNIMPLEMENTED) {
-        return MarkWrongEndpoint(absl::UnimplementedError(absl::StrCat(why.message(), " (",
-                                                                       rpc, " is UNIMPLEMENTED)")));
+        return MarkWrongEndpoint(
+            absl::UnimplementedError(absl::StrCat(why.message(), " (", rpc, " is UNIMPLEMENTED)")));
       }
     } else if (!why.ok() && (code == grpc::StatusCode::UNAVAILABLE ||
                              code == grpc::StatusCode::DEADLINE_EXCEEDED)) {
@@ -178,9 +183,9 @@ absl::Status FromGrpcError(const grpc::Status& status, const std::string& rpc, c
     }
   }
   if (vague) {
-    return absl::Status(absl_code, absl::StrCat(peer.address, ": ", rpc, " failed with ",
-                                                absl::StatusCodeToString(absl_code),
-                                                " and no message"));
+    return absl::Status(absl_code,
+                        absl::StrCat(peer.address, ": ", rpc, " failed with ",
+                                     absl::StatusCodeToString(absl_code), " and no message"));
   }
   return FromGrpcStatus(status);
 }

@@ -8,21 +8,21 @@
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "brook/v1/node.grpc.pb.h"
 #include "brook/v1/ps.grpc.pb.h"
 #include "common/endpoint_error.h"
 #include "common/rpc/grpc_error.h"
+#include "common/rpc/status_mapping.h"
 #include "common/status_macros.h"
 #include "ps/client/grpc_ps_client_internal.h"
 #include "ps/client/key_plan.h"
 #include "ps/config_codec.h"
 #include "ps/wire/proto_convert.h"
 #include "ps/wire/pull_reply.h"
-#include "common/rpc/status_mapping.h"
 #include "ps/wire/wire.h"
 #include "sharding/sharding.h"
 
@@ -194,8 +194,8 @@ absl::Status GrpcPsClient::Run(std::vector<Call>& calls, absl::Time deadline, ui
       ++c->attempts;
     }
     // Admin calls (a given `attempt`) may take minutes of work: never "silent".
-    AwaitRound(pending, attempt == options_.attempt_timeout ? options_.silent_notice
-                                                            : absl::ZeroDuration());
+    AwaitRound(pending,
+               attempt == options_.attempt_timeout ? options_.silent_notice : absl::ZeroDuration());
     if (cancelled()) return absl::CancelledError("PS client cancelled: the process is stopping");
     std::vector<Call*> retry;
     Call* failed = nullptr;
@@ -224,13 +224,13 @@ absl::Status GrpcPsClient::Run(std::vector<Call>& calls, absl::Time deadline, ui
         {
           absl::MutexLock lock(&episode_mu_);
           if (retrying_calls_++ == 0) {
-            episode_ = RetryEpisode{
-                .shard = c.shard,
-                .address = shards_[c.shard]->address,
-                .out_of_space = OutOfSpace(c),
-                .error = why[c.shard].has_value() ? std::string(why[c.shard]->message())
-                                                  : c.status.error_message(),
-                .since = absl::Now()};
+            episode_ = RetryEpisode{.shard = c.shard,
+                                    .address = shards_[c.shard]->address,
+                                    .out_of_space = OutOfSpace(c),
+                                    .error = why[c.shard].has_value()
+                                                 ? std::string(why[c.shard]->message())
+                                                 : c.status.error_message(),
+                                    .since = absl::Now()};
             started = episode_;
           }
         }
@@ -258,9 +258,8 @@ absl::Status GrpcPsClient::Run(std::vector<Call>& calls, absl::Time deadline, ui
                           absl::StrCat("PS shard ", c->shard, " (", shards_[c->shard]->address,
                                        "): out of space: ", c->status.error_message(), attempts));
     }
-    absl::Status s = Retryable(c->status.error_code()) && why[c->shard].has_value()
-                         ? *why[c->shard]
-                         : Explain(*c);
+    absl::Status s = Retryable(c->status.error_code()) && why[c->shard].has_value() ? *why[c->shard]
+                                                                                    : Explain(*c);
     absl::Status out(s.code(), absl::StrCat(s.message(), attempts));
     return IsWrongEndpoint(s) ? MarkWrongEndpoint(out) : out;
   }
@@ -352,8 +351,7 @@ absl::Status GrpcPsClient::Explain(const Call& c) {
                               .expected = v1::NODE_KIND_PS,
                               .tls = options_.tls,
                               .channel = shard.stubs.front()->channel()};
-  const absl::Status s = brook::rpc::FromGrpcError(c.status, "the PS call", peer,
-                                                   c.wait_for_ready);
+  const absl::Status s = brook::rpc::FromGrpcError(c.status, "the PS call", peer, c.wait_for_ready);
   // The explanation starts with the address: name the shard before it.
   absl::string_view rest = s.message();
   std::string message = absl::ConsumePrefix(&rest, shard.address)
@@ -495,8 +493,8 @@ absl::Status GrpcPsClient::DropTable(std::string_view table) {
   std::vector<v1::DropTableResponse> resps;
   std::vector<Call> calls;
   // A shard without the table (e.g. a retried drop it already applied) is fine.
-  RETURN_IF_ERROR(DropOnEveryShard(req, &resps, &calls,
-                                   1u << static_cast<int>(grpc::StatusCode::NOT_FOUND)));
+  RETURN_IF_ERROR(
+      DropOnEveryShard(req, &resps, &calls, 1u << static_cast<int>(grpc::StatusCode::NOT_FOUND)));
   for (const Call& c : calls) {
     if (c.status.ok()) return absl::OkStatus();
   }
@@ -531,7 +529,7 @@ absl::Status GrpcPsClient::Pull(std::string_view table, absl::Span<const uint64_
     v1::PullRequest& req = reqs[p];
     req.set_table(std::string(table));
     wire::EncodeKeys(plan.shard_keys(part.shard).subspan(part.begin, part.size()),
-                    req.mutable_keys());
+                     req.mutable_keys());
     req.set_dim(static_cast<uint32_t>(dim));
     if (options_.check_route) {
       req.mutable_route()->set_shard_index(part.shard);
@@ -551,9 +549,9 @@ absl::Status GrpcPsClient::Pull(std::string_view table, absl::Span<const uint64_
     const Part& part = parts[p];
     const absl::Span<const uint32_t> first =
         plan.shard_first_inputs(part.shard).subspan(part.begin, part.size());
-    absl::Status read = wire::ReadPullReply(
-        &replies[p], static_cast<uint32_t>(dim), part.size(),
-        [&](size_t r) { return out.data() + size_t{first[r]} * dim; });
+    absl::Status read =
+        wire::ReadPullReply(&replies[p], static_cast<uint32_t>(dim), part.size(),
+                            [&](size_t r) { return out.data() + size_t{first[r]} * dim; });
     if (!read.ok()) {
       return absl::InternalError(absl::StrCat("PS shard ", part.shard, " (",
                                               shards_[part.shard]->address, "): ", read.message()));
@@ -594,10 +592,10 @@ absl::Status GrpcPsClient::Push(std::string_view table, absl::Span<const uint64_
     v1::PushRequest& req = reqs[p];
     req.set_table(std::string(table));
     wire::EncodeKeys(plan.shard_keys(part.shard).subspan(part.begin, part.size()),
-                    req.mutable_keys());
+                     req.mutable_keys());
     if (part.size() != plan.shard_keys(part.shard).size()) {
       wire::EncodeFloats(sums[part.shard].subspan(part.begin * dim, part.size() * dim),
-                        req.mutable_grads());
+                         req.mutable_grads());
     }
     req.set_client_id(client_id());
     // Fixed before the first attempt: every retry of this RPC carries it.
@@ -733,8 +731,9 @@ absl::StatusOr<std::vector<CheckpointInfo>> GrpcPsClient::Checkpoint(
   }
   // One attempt may take the whole budget: a checkpoint or restore that is
   // cut short and retried would only start over.
-  RETURN_IF_ERROR(Run(calls, absl::Now() + options_.admin_deadline, 0, options_.admin_deadline,
-                      absl::Now() + absl::Nanoseconds(admin_retry_window_ns_.load(std::memory_order_relaxed))));
+  RETURN_IF_ERROR(
+      Run(calls, absl::Now() + options_.admin_deadline, 0, options_.admin_deadline,
+          absl::Now() + absl::Nanoseconds(admin_retry_window_ns_.load(std::memory_order_relaxed))));
   std::vector<CheckpointInfo> out;
   for (const v1::CheckpointResponse& r : resps) out.push_back(FromProto(r.checkpoint()));
   return out;
@@ -755,8 +754,9 @@ absl::Status GrpcPsClient::RestoreOnEveryShard(const v1::RestoreRequest& req,
   // retried would only start over. An import checks everything before it
   // changes anything, and one retried after a lost answer imports the same
   // rows again (idempotent).
-  return Run(calls, absl::Now() + options_.admin_deadline, 0, options_.admin_deadline,
-             absl::Now() + absl::Nanoseconds(admin_retry_window_ns_.load(std::memory_order_relaxed)));
+  return Run(
+      calls, absl::Now() + options_.admin_deadline, 0, options_.admin_deadline,
+      absl::Now() + absl::Nanoseconds(admin_retry_window_ns_.load(std::memory_order_relaxed)));
 }
 
 absl::StatusOr<std::vector<RestoreInfo>> GrpcPsClient::Restore(const std::string& dir) {
@@ -788,7 +788,8 @@ absl::StatusOr<std::vector<ImportInfo>> GrpcPsClient::ImportTables(const ImportO
     info.from_prefix = r.from_prefix();
     info.seconds = r.seconds();
     for (const v1::ImportedPart& p : r.imported()) {
-      info.parts.push_back({.name = p.name(), .dense = p.dense(), .rows = p.rows(), .slots = p.slots()});
+      info.parts.push_back(
+          {.name = p.name(), .dense = p.dense(), .rows = p.rows(), .slots = p.slots()});
     }
     out.push_back(std::move(info));
   }

@@ -210,8 +210,8 @@ class GrpcPsClient final : public PsClient {
   // Sends a DropTable request to every shard (Run with `ok_codes`): one
   // answer per shard in `resps`, each shard's status in `calls`.
   absl::Status DropOnEveryShard(const v1::DropTableRequest& req,
-                                std::vector<v1::DropTableResponse>* resps,
-                                std::vector<Call>* calls, uint32_t ok_codes);
+                                std::vector<v1::DropTableResponse>* resps, std::vector<Call>* calls,
+                                uint32_t ok_codes);
   // Sends a Restore request (a restore or an import) to every shard, one
   // attempt allowed the admin deadline: one answer per shard in `resps`.
   absl::Status RestoreOnEveryShard(const v1::RestoreRequest& req,

@@ -223,7 +223,7 @@ absl::Status GrpcPsClient::PushBatch(absl::Span<const TablePush> tables,
     plan->SumGradients(tables[i].grads, dim, sums);
     for (const SplitPart& p : split_parts) {
       wire::EncodeFloats(sums[p.shard].subspan(p.begin * dim, (p.end - p.begin) * dim),
-                        p.part->mutable_grads());
+                         p.part->mutable_grads());
     }
   }
   for (size_t d = 0; d < dense.size(); ++d) {

@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "ps/client/batch_plan.h"
 #include "common/status_macros.h"
+#include "ps/client/batch_plan.h"
 #include "ps/client/key_plan.h"
 #include "sharding/sharding.h"
 

@@ -23,20 +23,20 @@
 namespace brook::ps {
 
 class PrefixedPsClient final : public PsClient {
-public:
+ public:
   // `inner` is not owned and must outlive this client. Pushes use the inner
   // client's id and sequence numbers, so exactly-once holds across every
   // PrefixedPsClient sharing one inner client.
-  PrefixedPsClient(PsClient *inner, std::string prefix);
-  PrefixedPsClient(const PrefixedPsClient &) = delete;
-  PrefixedPsClient &operator=(const PrefixedPsClient &) = delete;
+  PrefixedPsClient(PsClient* inner, std::string prefix);
+  PrefixedPsClient(const PrefixedPsClient&) = delete;
+  PrefixedPsClient& operator=(const PrefixedPsClient&) = delete;
 
-  const std::string &prefix() const { return prefix_; }
-  PsClient *inner() const { return inner_; }
+  const std::string& prefix() const { return prefix_; }
+  PsClient* inner() const { return inner_; }
   // prefix() + name: what the PS calls the table or variable `name`.
   std::string Prefixed(std::string_view name) const;
 
-  absl::Status CreateTable(const TableOptions &options) override;
+  absl::Status CreateTable(const TableOptions& options) override;
   absl::Status DropTable(std::string_view table) override;
   absl::StatusOr<DroppedTables> DropTablesWithPrefix(std::string_view prefix) override;
   absl::Status Pull(std::string_view table, absl::Span<const uint64_t> keys,
@@ -50,24 +50,21 @@ public:
   absl::Status PullBatch(absl::Span<const TablePull> tables,
                          absl::Span<const DensePull> dense) override;
   using PsClient::PushBatch;
-  absl::Status PushBatch(absl::Span<const TablePush> tables,
-                         absl::Span<const DensePush> dense, int64_t step,
-                         float learning_rate_scale, const PushStream& stream) override;
+  absl::Status PushBatch(absl::Span<const TablePush> tables, absl::Span<const DensePush> dense,
+                         int64_t step, float learning_rate_scale,
+                         const PushStream& stream) override;
   // Whole shards: every job's tables and variables, with their PS names.
   absl::StatusOr<std::vector<ServerStats>> Stats() override;
-  absl::StatusOr<std::vector<CheckpointInfo>>
-  Checkpoint(const CheckpointOptions &options) override;
-  absl::StatusOr<std::vector<RestoreInfo>>
-  Restore(const std::string &dir) override;
+  absl::StatusOr<std::vector<CheckpointInfo>> Checkpoint(const CheckpointOptions& options) override;
+  absl::StatusOr<std::vector<RestoreInfo>> Restore(const std::string& dir) override;
   // Imports under prefix() + options.to_prefix.
-  absl::StatusOr<std::vector<ImportInfo>>
-  ImportTables(const ImportOptions &options) override;
+  absl::StatusOr<std::vector<ImportInfo>> ImportTables(const ImportOptions& options) override;
   absl::StatusOr<std::vector<StartupInfo>> FenceClients(
       absl::Span<const uint64_t> client_ids) override;
 
-private:
-  PsClient *const inner_; // not owned
+ private:
+  PsClient* const inner_;  // not owned
   const std::string prefix_;
 };
 
-} // namespace brook::ps
+}  // namespace brook::ps

@@ -19,9 +19,9 @@ absl::StatusOr<uint64_t> PsClient::PartSequences::Next(int32_t shard) {
   }
   uint64_t& part = next_part_[static_cast<size_t>(shard)];
   if (part >= kMaxStreamParts) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "push batch: more than ", kMaxStreamParts, " parts for PS shard ", shard,
-        " in one stream step (fewer tables, or a larger max_request_bytes)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("push batch: more than ", kMaxStreamParts, " parts for PS shard ", shard,
+                     " in one stream step (fewer tables, or a larger max_request_bytes)"));
   }
   return stream_.step << kStreamPartBits | part++;
 }

@@ -182,7 +182,7 @@ void FileHashCache::Trim() {
 }
 
 absl::StatusOr<std::vector<v1::CheckpointFile>> ListPartFiles(const std::string& shard_dir,
-                                                             FileHashCache* cache) {
+                                                              FileHashCache* cache) {
   std::vector<std::string> paths;
   std::error_code ec;
   for (fs::recursive_directory_iterator it(shard_dir, ec), end; !ec && it != end;
@@ -226,8 +226,8 @@ absl::Status VerifyPartFiles(const v1::CheckpointManifest& m, bool check_crc) {
     uint64_t bytes = 0;
     RETURN_IF_ERROR(size_of(rows, &bytes));
     if (bytes != m.rows_file_bytes()) {
-      return absl::DataLossError(absl::StrCat(rows, ": ", bytes, " bytes, ", manifest,
-                                              " records ", m.rows_file_bytes()));
+      return absl::DataLossError(
+          absl::StrCat(rows, ": ", bytes, " bytes, ", manifest, " records ", m.rows_file_bytes()));
     }
     return absl::OkStatus();
   }
@@ -240,8 +240,8 @@ absl::Status VerifyPartFiles(const v1::CheckpointManifest& m, bool check_crc) {
     uint64_t bytes = 0;
     RETURN_IF_ERROR(size_of(path, &bytes));
     if (bytes != f.bytes()) {
-      return absl::DataLossError(absl::StrCat(path, ": ", bytes, " bytes, ", manifest,
-                                              " records ", f.bytes(),
+      return absl::DataLossError(absl::StrCat(path, ": ", bytes, " bytes, ", manifest, " records ",
+                                              f.bytes(),
                                               " (truncated or replaced since it was written)"));
     }
     if (!check_crc) continue;

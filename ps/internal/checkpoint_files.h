@@ -86,7 +86,7 @@ class FileHashCache {
 // Every regular file under `shard_dir` but MANIFEST, sorted by path, hashed
 // through `cache` (may be null).
 absl::StatusOr<std::vector<v1::CheckpointFile>> ListPartFiles(const std::string& shard_dir,
-                                                             FileHashCache* cache);
+                                                              FileHashCache* cache);
 
 // Checks the files `m` lists (resolved against m.info().shard_dir()): their
 // size always, their CRC32C too with `check_crc`. DATA_LOSS naming the file

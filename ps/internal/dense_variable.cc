@@ -78,8 +78,7 @@ void DenseVariable::Export(std::vector<float>* weights, std::vector<float>* slot
   *slots = slots_;
 }
 
-absl::Status DenseVariable::Import(absl::Span<const float> weights,
-                                   absl::Span<const float> slots) {
+absl::Status DenseVariable::Import(absl::Span<const float> weights, absl::Span<const float> slots) {
   WriterLock lock(&mu_);
   if (weights.size() != weights_.size() || slots.size() != slots_.size()) {
     return absl::InvalidArgumentError(absl::StrCat(

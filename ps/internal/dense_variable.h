@@ -42,9 +42,9 @@ class DenseVariable {
   // REQUIRES: Check(grads) returned `nonfinite`; lr_scale finite and > 0.
   // `logged` runs under the variable's lock after the update, so log order
   // is apply order (it must not block on I/O); returns the log position.
-  uint64_t Apply(absl::Span<const float> grads, uint64_t nonfinite, float lr_scale = 1.0f,
-                 absl::FunctionRef<uint64_t()> logged = [] { return uint64_t{0}; })
-      ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t Apply(
+      absl::Span<const float> grads, uint64_t nonfinite, float lr_scale = 1.0f,
+      absl::FunctionRef<uint64_t()> logged = [] { return uint64_t{0}; }) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Checkpoint and restore: the weights and the optimizer slots.
   void Export(std::vector<float>* weights, std::vector<float>* slots) const

@@ -165,7 +165,7 @@ struct ParameterServer::State {
   std::string last_shard_dir;
   std::string last_copy_shard_dir;
   std::string last_copy_prefix;
-  bool force_full = true;  // no usable base (start, restore, failure)
+  bool force_full = true;              // no usable base (start, restore, failure)
   internal::FileHashCache hash_cache;  // guarded by checkpoint_mu
 
   absl::StatusOr<std::shared_ptr<Table>> FindTable(std::string_view name) const;

@@ -136,9 +136,8 @@ void PushDedup::End(uint64_t client, uint64_t seq, bool applied) {
 }
 
 PushDedup::Stream* PushDedup::GetStream(uint64_t stream) {
-  return FindOrAdd(&mu_, &streams_, stream, [this](Stream*) {
-    streams_count_.fetch_add(1, std::memory_order_relaxed);
-  });
+  return FindOrAdd(&mu_, &streams_, stream,
+                   [this](Stream*) { streams_count_.fetch_add(1, std::memory_order_relaxed); });
 }
 
 PushDedup::Claim PushDedup::BeginStream(uint64_t client, uint64_t stream, uint64_t seq) {

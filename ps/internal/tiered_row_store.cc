@@ -169,8 +169,8 @@ class TieredRowStore::TierWriter final : public RowStore::Writer {
       const uint64_t c = store_->options_.charged_row_bytes;
       const uint64_t excess = a->Excess(keys.size() * c);
       if (excess > 0) {
-        out = std::max(out, std::min<uint64_t>((excess + c - 1) / c,
-                                               keys.size() + kMaxExtraEvictions));
+        out = std::max(out,
+                       std::min<uint64_t>((excess + c - 1) / c, keys.size() + kMaxExtraEvictions));
       }
     }
     if (out > 0) MakeRoom(out, keys);
@@ -272,8 +272,8 @@ class TieredRowStore::TierWriter final : public RowStore::Writer {
     if (!write_keys_.empty()) {
       absl::Status st = store_->EnsureFamily();
       if (st.ok()) {
-        st = store_->options_.db->Write(store_->options_.column_family, write_keys_,
-                                        writes_.data(), vb, {});
+        st = store_->options_.db->Write(store_->options_.column_family, write_keys_, writes_.data(),
+                                        vb, {});
       }
       if (!st.ok()) {
         // Nothing leaves memory: the stripe runs over budget instead.
@@ -317,8 +317,8 @@ absl::Status TieredRowStore::EnsureFamily() {
   MutexLock lock(&family_mu_);
   if (family_ready_.load(std::memory_order_relaxed)) return absl::OkStatus();
   if (retired_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "RocksDB family ", options_.column_family, ": its table was dropped; not creating it"));
+    return absl::FailedPreconditionError(absl::StrCat("RocksDB family ", options_.column_family,
+                                                      ": its table was dropped; not creating it"));
   }
   RETURN_IF_ERROR(options_.db->CreateColumnFamily(options_.column_family));
   family_ready_.store(true, std::memory_order_release);
@@ -394,7 +394,7 @@ bool TieredRowStore::TakeCheckpointDelta(int stripe, std::vector<uint64_t>* evic
 }
 
 absl::Status TieredRowStore::ForEachCold(absl::FunctionRef<void(const RowHeader&)> fn) const {
-  if (!has_family()) return absl::OkStatus();  // never spilled: every row is in memory
+  if (!has_family()) return absl::OkStatus();         // never spilled: every row is in memory
   std::vector<uint64_t> row((value_bytes_ + 7) / 8);  // aligned copy
   return options_.db->ForEach(
       options_.column_family, [&](uint64_t key, std::string_view value) -> absl::Status {

@@ -10,8 +10,8 @@
 #include "common/part_runner.h"
 #include "common/status_macros.h"
 #include "common/version.h"
-#include "ps/parameter_server.h"
 #include "ps/config_codec.h"
+#include "ps/parameter_server.h"
 #include "ps/wire/proto_convert.h"
 #include "ps/wire/pull_reply.h"
 #include "ps/wire/wire.h"
@@ -79,8 +79,7 @@ absl::Status PsHandlers::CreateTable(const v1::CreateTableRequest& req,
   return ps_->CreateTable(options);
 }
 
-absl::Status PsHandlers::DropTable(const v1::DropTableRequest& req,
-                                   v1::DropTableResponse* resp) {
+absl::Status PsHandlers::DropTable(const v1::DropTableRequest& req, v1::DropTableResponse* resp) {
   if (req.prefix().empty()) return ps_->DropTable(req.table());
   ASSIGN_OR_RETURN(DroppedTables dropped, ps_->DropTablesWithPrefix(req.prefix()));
   resp->set_tables_dropped(dropped.tables);
@@ -99,10 +98,9 @@ absl::StatusOr<uint32_t> PsHandlers::CheckPull(const v1::PullRequest& req, size_
   // (the request's bytes) and dim < 2^32: the product fits in 64 bits.
   const uint64_t bytes = static_cast<uint64_t>(keys) * dim * sizeof(float);
   if (bytes > max_reply_bytes_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("pull of ", keys, " keys x dim ", dim, " from '", req.table(),
-                     "' would reply ", bytes, " bytes; the limit is ", max_reply_bytes_,
-                     " (split the request)"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "pull of ", keys, " keys x dim ", dim, " from '", req.table(), "' would reply ", bytes,
+        " bytes; the limit is ", max_reply_bytes_, " (split the request)"));
   }
   return dim;
 }
@@ -189,12 +187,12 @@ absl::Status PsHandlers::PullDense(const v1::PullDenseRequest& req, v1::PullDens
 absl::Status PsHandlers::PushDense(const v1::PushDenseRequest& req, v1::PushDenseResponse* resp) {
   RETURN_IF_ERROR(CheckRoute(req.route()));
   std::vector<float> scratch;
-  ASSIGN_OR_RETURN(absl::Span<const float> grads, wire::DecodeFloats(req.grads(), &scratch, "grads"));
-  ASSIGN_OR_RETURN(
-      PushOutcome outcome,
-      ps_->PushDense(req.name(), grads,
-                     MakeContext(req.client_id(), req.sequence(), req.step(),
-                                 req.learning_rate_scale())));
+  ASSIGN_OR_RETURN(absl::Span<const float> grads,
+                   wire::DecodeFloats(req.grads(), &scratch, "grads"));
+  ASSIGN_OR_RETURN(PushOutcome outcome,
+                   ps_->PushDense(req.name(), grads,
+                                  MakeContext(req.client_id(), req.sequence(), req.step(),
+                                              req.learning_rate_scale())));
   NoteStep(req.step());
   resp->set_duplicate(outcome == PushOutcome::kDuplicate);
   return absl::OkStatus();
@@ -217,16 +215,16 @@ absl::Status PsHandlers::PullBatch(const v1::PullBatchRequest& req, v1::PullBatc
       reply_floats += floats;
       return absl::OkStatus();
     }
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "pull batch of ", req.tables_size(), " tables and ", req.dense_size(),
-        " dense variables: the reply passes the limit of ", max_reply_bytes_, " bytes at '", name,
-        "' (split the request)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("pull batch of ", req.tables_size(), " tables and ", req.dense_size(),
+                     " dense variables: the reply passes the limit of ", max_reply_bytes_,
+                     " bytes at '", name, "' (split the request)"));
   };
   for (int i = 0; i < req.tables_size(); ++i) {
     const v1::PullRequest& part = req.tables(i);
     ASSIGN_OR_RETURN(tables[i].keys,
                      wire::DecodeKeys(part.keys(), &key_scratch[i],
-                                absl::StrCat("keys of table '", part.table(), "'")));
+                                      absl::StrCat("keys of table '", part.table(), "'")));
     ASSIGN_OR_RETURN(dims[i], CheckPull(part, tables[i].keys.size()));
     tables[i].table = part.table();
     RETURN_IF_ERROR(add_to_reply(tables[i].keys.size() * uint64_t{dims[i]}, part.table()));
@@ -266,12 +264,13 @@ absl::Status PsHandlers::PushBatch(const v1::PushBatchRequest& req, v1::PushBatc
                                 "learning_rate_scale", part.table()));
     TablePushPart& t = tables[i];
     ASSIGN_OR_RETURN(t.keys, wire::DecodeKeys(part.keys(), &key_scratch[i],
-                                        absl::StrCat("keys of table '", part.table(), "'")));
-    ASSIGN_OR_RETURN(t.grads, wire::DecodeFloats(part.grads(), &grad_scratch[i],
-                                           absl::StrCat("grads of table '", part.table(), "'")));
+                                              absl::StrCat("keys of table '", part.table(), "'")));
+    ASSIGN_OR_RETURN(t.grads,
+                     wire::DecodeFloats(part.grads(), &grad_scratch[i],
+                                        absl::StrCat("grads of table '", part.table(), "'")));
     if (t.keys.empty() ? !t.grads.empty() : t.grads.size() % t.keys.size() != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("push to '", part.table(), "': ",
-                                                     t.grads.size(), " gradient floats for ",
+      return absl::InvalidArgumentError(absl::StrCat("push to '", part.table(),
+                                                     "': ", t.grads.size(), " gradient floats for ",
                                                      t.keys.size(), " keys is not keys x dim"));
     }
     t.table = part.table();
@@ -285,9 +284,10 @@ absl::Status PsHandlers::PushBatch(const v1::PushBatchRequest& req, v1::PushBatc
     RETURN_IF_ERROR(SameAsBatch(part.step(), req.step(), "step", part.name()));
     RETURN_IF_ERROR(SameAsBatch(part.learning_rate_scale(), req.learning_rate_scale(),
                                 "learning_rate_scale", part.name()));
-    ASSIGN_OR_RETURN(dense[i].grads,
-                     wire::DecodeFloats(part.grads(), &grad_scratch[req.tables_size() + i],
-                                  absl::StrCat("grads of dense variable '", part.name(), "'")));
+    ASSIGN_OR_RETURN(
+        dense[i].grads,
+        wire::DecodeFloats(part.grads(), &grad_scratch[req.tables_size() + i],
+                           absl::StrCat("grads of dense variable '", part.name(), "'")));
     dense[i].name = part.name();
     dense[i].sequence = part.sequence();
   }

@@ -86,8 +86,8 @@ std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServ
                                 "Rows RocksDB holds for the table (RocksDB's estimate)");
     auto* tier_moves = set.Counter("brook_ps_tier_rows_moved_total",
                                    "Rows moved between memory and RocksDB, by direction");
-    auto* tier_errors = set.Counter("brook_ps_tier_errors_total",
-                                    "Failed RocksDB reads or writes of the row tier");
+    auto* tier_errors =
+        set.Counter("brook_ps_tier_errors_total", "Failed RocksDB reads or writes of the row tier");
     for (const TableStats& t : stats.tables) {
       if (!t.tiered) continue;
       set.Add(lookups, {{"table", t.name}, {"found", "hot"}}, static_cast<double>(t.hot_hits));
@@ -145,9 +145,9 @@ std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServ
               {{"kind", kind}}, last.seconds);
       set.Add(set.Gauge("brook_ps_last_checkpoint_bytes", "Bytes on disk of the last checkpoint"),
               {{"kind", kind}}, static_cast<double>(last.bytes));
-      const double now = std::chrono::duration<double>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
+      const double now =
+          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
       set.Add(set.Gauge("brook_ps_last_checkpoint_age_seconds",
                         "Seconds since the last checkpoint was taken"),
               {}, now - static_cast<double>(last.created_unix_micros) * 1e-6);

@@ -26,7 +26,7 @@ namespace prometheus {
 class Collectable;
 class Counter;
 class Registry;
-}
+}  // namespace prometheus
 
 namespace brook {
 class PartRunner;

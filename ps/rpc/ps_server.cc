@@ -37,8 +37,7 @@ absl::Status PsServerOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat("threads must be in [0, 1024], got ", threads));
   }
   if (helpers < -1 || helpers > 64) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("helpers must be in [-1, 64], got ", helpers));
+    return absl::InvalidArgumentError(absl::StrCat("helpers must be in [-1, 64], got ", helpers));
   }
   if (max_message_bytes < (1 << 20)) {
     return absl::InvalidArgumentError(
@@ -87,9 +86,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
   s->rpc_metrics_ =
       std::make_unique<metrics::RpcMetrics>(*s->registry_, "brook_ps", PsMethodNames());
   const int helpers =
-      options.helpers >= 0
-          ? options.helpers
-          : std::clamp(UsableCpus() / 2 - 1, 0, 7);
+      options.helpers >= 0 ? options.helpers : std::clamp(UsableCpus() / 2 - 1, 0, 7);
   if (helpers > 0) s->helpers_ = std::make_unique<PartRunner>(helpers);
   s->stats_collector_ = NewPsStatsCollector(s->ps_.get(), s->helpers_.get());
   if (s->exposer_) s->exposer_->RegisterCollectable(s->stats_collector_);

@@ -3,18 +3,18 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include "common/rpc/status_mapping.h"
 #include "common/transient_error.h"
 #include "metrics/rpc_metrics.h"
-#include "common/rpc/status_mapping.h"
 #include "security/bearer_token.h"
 
 namespace brook::ps::rpc {
 
 std::vector<std::string> PsMethodNames() {
   // Order matches PsMethod.
-  return {"Health",     "CreateTable", "DropTable", "Pull",      "Push",
-          "CreateDense", "PullDense",  "PushDense", "Stats",     "Checkpoint",
-          "Restore",     "PullBatch",  "PushBatch", "FenceClients"};
+  return {"Health",      "CreateTable", "DropTable", "Pull",        "Push",
+          "CreateDense", "PullDense",   "PushDense", "Stats",       "Checkpoint",
+          "Restore",     "PullBatch",   "PushBatch", "FenceClients"};
 }
 
 PsService::PsService(ParameterServer* ps, const PsServiceOptions& options)

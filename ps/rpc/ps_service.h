@@ -118,8 +118,7 @@ class PsService final
   grpc::ServerUnaryReactor* Checkpoint(grpc::CallbackServerContext* ctx,
                                        const v1::CheckpointRequest* req,
                                        v1::CheckpointResponse* resp) override;
-  grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* ctx,
-                                    const v1::RestoreRequest* req,
+  grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* ctx, const v1::RestoreRequest* req,
                                     v1::RestoreResponse* resp) override;
   grpc::ServerUnaryReactor* FenceClients(grpc::CallbackServerContext* ctx,
                                          const v1::FenceClientsRequest* req,

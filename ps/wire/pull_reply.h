@@ -42,7 +42,6 @@ class PullReplyWriter {
   absl::Span<float> rows_;
 };
 
-
 namespace pull_reply_internal {
 
 constexpr uint8_t kDimTag = (2 << 3) | 0;   // field 2, varint
@@ -92,7 +91,6 @@ inline grpc::ByteBuffer PullReplyWriter::Finish() {
   grpc::Slice message = slice_.sub(begin_, end_);  // shares the allocation
   return grpc::ByteBuffer(&message, 1);
 }
-
 
 // Reads a PullResponse from a reply's slices, copying row r (dim floats)
 // straight to row_dst(r): the one copy the client makes, into the caller's
@@ -153,8 +151,8 @@ inline absl::Status ReadPullReply(grpc::ByteBuffer* reply, uint32_t dim, size_t 
     } else if (field == 1 && type == 2) {
       if (!varint(&v)) return absl::InvalidArgumentError("pull reply: truncated rows length");
       if (v != want) {
-        return absl::InvalidArgumentError(absl::StrCat("pull reply: ", v, " row bytes for ", keys,
-                                                       " keys x dim ", dim));
+        return absl::InvalidArgumentError(
+            absl::StrCat("pull reply: ", v, " row bytes for ", keys, " keys x dim ", dim));
       }
       for (size_t r = 0; r < keys; ++r) {
         if (!bytes(reinterpret_cast<char*>(row_dst(r)), size_t{dim} * sizeof(float))) {
@@ -190,8 +188,7 @@ inline absl::Status ReadPullReply(grpc::ByteBuffer* reply, uint32_t dim, size_t 
   if (out.size() != uint64_t{keys} * dim) {
     return absl::InternalError("pull reply: output span does not match keys x dim");
   }
-  return ReadPullReply(reply, dim, keys,
-                       [&](size_t r) { return out.data() + r * size_t{dim}; });
+  return ReadPullReply(reply, dim, keys, [&](size_t r) { return out.data() + r * size_t{dim}; });
 }
 
 }  // namespace brook::ps::wire

@@ -39,8 +39,8 @@ absl::StatusOr<ExportedModel> LoadExportedModel(const std::string& dir) {
     }
   }
   if (held.tables.size() != loaded->manifest.tables.size()) {
-    return absl::DataLossError(absl::StrCat(dir, ": ", held.tables.size(), " tables, manifest names ",
-                                            loaded->manifest.tables.size()));
+    return absl::DataLossError(absl::StrCat(
+        dir, ": ", held.tables.size(), " tables, manifest names ", loaded->manifest.tables.size()));
   }
   for (const chief::ExportedTable& t : loaded->manifest.tables) {
     auto& rows = model.rows[t.name];

@@ -148,8 +148,9 @@ void WriteSeeds(const std::string& dir) {
 // libFuzzer reads its flags after LLVMFuzzerInitialize.
 void AbsolutizeArgs(int argc, char** argv, const fs::path& cwd) {
   static constexpr std::string_view kPathFlags[] = {
-      "-artifact_prefix=", "-exact_artifact_path=", "-dict=", "-merge_control_file=",
-      "-features_dir=", "-data_flow_trace=", "-load_coverage_summary=", "-save_coverage_summary="};
+      "-artifact_prefix=",       "-exact_artifact_path=",  "-dict=",
+      "-merge_control_file=",    "-features_dir=",         "-data_flow_trace=",
+      "-load_coverage_summary=", "-save_coverage_summary="};
   for (int i = 1; i < argc; ++i) {
     std::string_view arg(argv[i]);
     std::string_view flag;
@@ -184,8 +185,7 @@ bool TooLarge(const v1::CheckpointManifest& m) {
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   const char* tmp = std::getenv("TMPDIR");
-  std::string templ =
-      std::string(tmp != nullptr ? tmp : "/tmp") + "/brook-manifest-fuzz-XXXXXX";
+  std::string templ = std::string(tmp != nullptr ? tmp : "/tmp") + "/brook-manifest-fuzz-XXXXXX";
   if (::mkdtemp(templ.data()) == nullptr) std::abort();
   scratch = new std::string(templ);
   verbose = std::getenv("BROOK_FUZZ_VERBOSE") != nullptr;

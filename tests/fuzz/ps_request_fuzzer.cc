@@ -109,22 +109,33 @@ void RunPullRaw(PsHandlers* handlers, const std::string& bytes) {
 
 void RunOne(PsHandlers* handlers, uint8_t method, const std::string& bytes) {
   switch (method % kMethods) {
-    case kCreateTable: return Run(handlers, &PsHandlers::CreateTable, bytes);
-    case kDropTable: return Run(handlers, &PsHandlers::DropTable, bytes);
-    case kPull: return Run(handlers, &PsHandlers::Pull, bytes);
-    case kPullRaw: return RunPullRaw(handlers, bytes);
-    case kPush: return Run(handlers, &PsHandlers::Push, bytes);
+    case kCreateTable:
+      return Run(handlers, &PsHandlers::CreateTable, bytes);
+    case kDropTable:
+      return Run(handlers, &PsHandlers::DropTable, bytes);
+    case kPull:
+      return Run(handlers, &PsHandlers::Pull, bytes);
+    case kPullRaw:
+      return RunPullRaw(handlers, bytes);
+    case kPush:
+      return Run(handlers, &PsHandlers::Push, bytes);
     case kCreateDense: {
       v1::CreateDenseRequest req;
       if (req.ParseFromString(bytes) && DenseTooLarge(req.dense())) return;
       return Run(handlers, &PsHandlers::CreateDense, bytes);
     }
-    case kPullDense: return Run(handlers, &PsHandlers::PullDense, bytes);
-    case kPushDense: return Run(handlers, &PsHandlers::PushDense, bytes);
-    case kPullBatch: return Run(handlers, &PsHandlers::PullBatch, bytes);
-    case kPushBatch: return Run(handlers, &PsHandlers::PushBatch, bytes);
-    case kStats: return Run(handlers, &PsHandlers::Stats, bytes);
-    case kHealth: return Run(handlers, &PsHandlers::Health, bytes);
+    case kPullDense:
+      return Run(handlers, &PsHandlers::PullDense, bytes);
+    case kPushDense:
+      return Run(handlers, &PsHandlers::PushDense, bytes);
+    case kPullBatch:
+      return Run(handlers, &PsHandlers::PullBatch, bytes);
+    case kPushBatch:
+      return Run(handlers, &PsHandlers::PushBatch, bytes);
+    case kStats:
+      return Run(handlers, &PsHandlers::Stats, bytes);
+    case kHealth:
+      return Run(handlers, &PsHandlers::Health, bytes);
   }
 }
 

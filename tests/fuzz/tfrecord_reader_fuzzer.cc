@@ -88,7 +88,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   TFRecordReaderOptions options;
   const int c = data[0] & 0x3;
-  options.compression = c == 1 ? Compression::kGzip : c == 2 ? Compression::kZlib : Compression::kNone;
+  options.compression = c == 1   ? Compression::kGzip
+                        : c == 2 ? Compression::kZlib
+                                 : Compression::kNone;
   options.skip_corrupt = (data[0] & 0x4) != 0;
   options.verify_data_crc = (data[0] & 0x8) == 0;
   options.max_record_bytes = 1 << 20;
@@ -102,12 +104,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   {
     FILE* f = std::fopen(path.c_str(), "wb");
     if (f == nullptr) __builtin_trap();
-    if (!file.empty() && std::fwrite(file.data(), 1, file.size(), f) != file.size()) __builtin_trap();
+    if (!file.empty() && std::fwrite(file.data(), 1, file.size(), f) != file.size())
+      __builtin_trap();
     std::fclose(f);
   }
   Outcome local = ReadAll(TFRecordReader::Open(path, options));
   if (local.records != stream.records || local.end != stream.end) __builtin_trap();
-  if (!options.skip_corrupt && stream.end == absl::StatusCode::kOk && stream.records.size() < 10000) {
+  if (!options.skip_corrupt && stream.end == absl::StatusCode::kOk &&
+      stream.records.size() < 10000) {
     absl::StatusOr<uint64_t> count = brook::storage::CountTFRecords(path, options.compression);
     if (!count.ok() || *count != stream.records.size()) __builtin_trap();
   }

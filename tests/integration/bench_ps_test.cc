@@ -16,11 +16,11 @@ using testing::RunCommand;
 
 TEST(BenchPs, TinyRunReportsPositiveRates) {
   testing::TempDir work;
-  auto r = RunCommand({BrookBinary(), "bench", "ps", "--rows", "20000", "--dims", "16",
-                       "--threads", "1", "--seconds", "0.2", "--tier-rows", "41000",
-                       "--tier-dim", "8", "--work-dir", work.path(), "--helpers", "1",
-                       "--json"},
-                      180);
+  auto r = RunCommand(
+      {BrookBinary(), "bench",      "ps",        "--rows",    "20000",       "--dims", "16",
+       "--threads",   "1",          "--seconds", "0.2",       "--tier-rows", "41000",  "--tier-dim",
+       "8",           "--work-dir", work.path(), "--helpers", "1",           "--json"},
+      180);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("allocator: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[goal >= 70%]"), std::string::npos) << r.output;
@@ -58,18 +58,18 @@ TEST(BenchPs, TinyRunReportsPositiveRates) {
   const bool spread_printed = r.output.find("MISS; pairs ") != std::string::npos ||
                               r.output.find("PASS; pairs ") != std::string::npos;
   EXPECT_TRUE(spread_printed) << r.output;
-  for (const char* ratio : {"inproc_pull_vs_gather", "inproc_push_vs_scatter",
-                            "grpc_pull_vs_bare", "grpc_push_vs_bare"}) {
+  for (const char* ratio : {"inproc_pull_vs_gather", "inproc_push_vs_scatter", "grpc_pull_vs_bare",
+                            "grpc_push_vs_bare"}) {
     const std::string low = absl::StrCat(ratio, "_low"), high = absl::StrCat(ratio, "_high");
     ASSERT_TRUE(run.contains(ratio) && run.contains(low) && run.contains(high)) << ratio;
     EXPECT_GT(run[low].get<double>(), 0.0) << ratio;
     EXPECT_LE(run[low].get<double>(), run[ratio].get<double>()) << ratio;
     EXPECT_GE(run[high].get<double>(), run[ratio].get<double>()) << ratio;
   }
-  for (const char* key : {"inproc_pull_mrows_s", "gather_mrows_s", "inproc_push_mrows_s",
-                          "scatter_mrows_s", "grpc_pull_mrows_s", "grpc_pull_gb_s",
-                          "bare_grpc_pull_mrows_s", "grpc_push_mrows_s",
-                          "bare_grpc_push_mrows_s"}) {
+  for (const char* key :
+       {"inproc_pull_mrows_s", "gather_mrows_s", "inproc_push_mrows_s", "scatter_mrows_s",
+        "grpc_pull_mrows_s", "grpc_pull_gb_s", "bare_grpc_pull_mrows_s", "grpc_push_mrows_s",
+        "bare_grpc_push_mrows_s"}) {
     ASSERT_TRUE(run.contains(key)) << key;
     EXPECT_GT(run[key].get<double>(), 0.0) << key;
   }

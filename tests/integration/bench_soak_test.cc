@@ -15,9 +15,8 @@ namespace {
 TEST(BenchSoakTest, TwoMinutesOfLoadAndTrainingHoldThroughputAndMemoryWithoutErrors) {
   testing::TempDir dir;
   const testing::CommandResult r =
-      testing::RunCommand({testing::BrookBinary(), "bench", "soak", "--minutes", "2",
-                           "--work-dir", dir.Join("soak"), "--sample-seconds", "5", "--output",
-                           "json"},
+      testing::RunCommand({testing::BrookBinary(), "bench", "soak", "--minutes", "2", "--work-dir",
+                           dir.Join("soak"), "--sample-seconds", "5", "--output", "json"},
                           /*timeout_seconds=*/400);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // The JSON summary is the one stdout line that is an object (stderr, mixed

@@ -18,10 +18,10 @@ using testing::RunCommand;
 
 TEST(BenchTrainer, TinyRunReportsEveryFigureAndNamesTheBottleneck) {
   testing::TempDir work;
-  auto r = RunCommand({BrookBinary(), "bench", "trainer", "--examples", "3000", "--batch-size",
-                       "256", "--models", "wide_deep,dlrm", "--cardinality-max", "5000",
-                       "--work-dir", work.path(), "--json"},
-                      300);
+  auto r = RunCommand(
+      {BrookBinary(), "bench", "trainer", "--examples", "3000", "--batch-size", "256", "--models",
+       "wide_deep,dlrm", "--cardinality-max", "5000", "--work-dir", work.path(), "--json"},
+      300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("goal: input + PS wait under 10%"), std::string::npos) << r.output;
   const size_t start = r.output.rfind("\n{\n");

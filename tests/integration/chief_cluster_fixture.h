@@ -65,17 +65,16 @@ class ChiefE2eTest : public ::testing::Test {
   std::string JobYaml(const std::string& name, int priority, int epochs, int batch_size,
                       int records_per_unit, int trainers, const std::string& extra = "") {
     return absl::StrCat(
-        "name: ", name, "\npriority: ", priority, "\n",
-        "data:\n  train: [", data_->Join("train/train-*.tfrecord"), "]\n  eval: [",
-        data_->Join("test/test-*.tfrecord"), "]\n  records_per_unit: ", records_per_unit, "\n",
+        "name: ", name, "\npriority: ", priority, "\n", "data:\n  train: [",
+        data_->Join("train/train-*.tfrecord"), "]\n  eval: [", data_->Join("test/test-*.tfrecord"),
+        "]\n  records_per_unit: ", records_per_unit, "\n",
         "features: ", data_->Join("train/feature_spec.yaml"), "\n",
         "model_file: ", testing::SourceDir(), "/examples/adult/wide_deep.yaml\n",
         "optimizer:\n  embedding: {type: adagrad, learning_rate: 0.1, initial_accumulator: 0.1}\n"
         "  dense: {type: adam, learning_rate: 0.003}\n",
         "training: {batch_size: ", batch_size, ", epochs: ", epochs, ", staleness: 2, seed: 1}\n",
-        "trainers: ", trainers, "\n",
-        "checkpoint: {dir: ", dir_.Join("ckpt"), ", interval_seconds: 600, keep: 2}\n",
-        "export: {dir: ", dir_.Join("export"), "}\n", extra);
+        "trainers: ", trainers, "\n", "checkpoint: {dir: ", dir_.Join("ckpt"),
+        ", interval_seconds: 600, keep: 2}\n", "export: {dir: ", dir_.Join("export"), "}\n", extra);
   }
   std::string WriteJob(const std::string& file, const std::string& yaml) {
     const std::string path = dir_.Join(file);
@@ -103,10 +102,11 @@ class ChiefE2eTest : public ::testing::Test {
     std::string error;
     std::string ps;
     for (const std::string& a : ps_addresses_) ps += (ps.empty() ? "" : ",") + a;
-    chief_ = ChildProcess::Start(
-        {BrookBinary(), "chief", "--listen", absl::StrCat("127.0.0.1:", port), "--metrics-listen",
-         "127.0.0.1:0", "--state-dir", dir_.Join("chief-state"), "--ps", ps, "--lease-seconds", "2"},
-        &error);
+    chief_ =
+        ChildProcess::Start({BrookBinary(), "chief", "--listen", absl::StrCat("127.0.0.1:", port),
+                             "--metrics-listen", "127.0.0.1:0", "--state-dir",
+                             dir_.Join("chief-state"), "--ps", ps, "--lease-seconds", "2"},
+                            &error);
     ASSERT_NE(chief_, nullptr) << error;
     auto line = chief_->WaitForLine("brook chief listening on", 30s);
     ASSERT_TRUE(line.has_value()) << "no listening line from brook chief";
@@ -121,9 +121,9 @@ class ChiefE2eTest : public ::testing::Test {
   // instead of --chief.
   void StartTrainer(const std::string& id, bool tf_config = false) {
     std::string error;
-    std::vector<std::string> argv = {BrookBinary(), "trainer", "--node-id", id, "--cpu-threads",
-                                     "1", "--parse-threads", "1", "--metrics-listen",
-                                     "127.0.0.1:0"};
+    std::vector<std::string> argv = {BrookBinary(),      "trainer",    "--node-id",       id,
+                                     "--cpu-threads",    "1",          "--parse-threads", "1",
+                                     "--metrics-listen", "127.0.0.1:0"};
     if (tf_config) {
       setenv("TF_CONFIG",
              absl::StrCat(R"({"cluster": {"chief": [")", chief_address_, R"("], "ps": [")",
@@ -220,6 +220,5 @@ class ChiefE2eTest : public ::testing::Test {
   std::map<std::string, std::unique_ptr<ChildProcess>> trainers_;
   std::map<std::string, std::string> metrics_;  // node -> its /metrics host:port
 };
-
 
 }  // namespace brook

@@ -7,9 +7,9 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <stdlib.h>
 #include <cctype>
 #include <cstdio>
-#include <stdlib.h>
 
 #include <chrono>
 #include <filesystem>
@@ -118,11 +118,11 @@ TEST_F(ChiefE2eTest, JobsRunByPriorityCancelFreesTrainersAndBadSpecsAreRefused) 
   StartPs(1);
   StartChief();
   StartTrainer("t0", /*tf_config=*/true);
-  ASSERT_EQ(Cli({"submit", WriteJob("blocker.yaml", JobYaml("blocker", 0, 1000, 256, 0, 1))})
-                .exit_code,
-            0);
-  ASSERT_TRUE(WaitFor("blocker", [](const v1::JobStatus& j) { return j.examples_trained() > 0; },
-                      60s));
+  ASSERT_EQ(
+      Cli({"submit", WriteJob("blocker.yaml", JobYaml("blocker", 0, 1000, 256, 0, 1))}).exit_code,
+      0);
+  ASSERT_TRUE(WaitFor(
+      "blocker", [](const v1::JobStatus& j) { return j.examples_trained() > 0; }, 60s));
   ASSERT_EQ(Cli({"submit", WriteJob("low.yaml", JobYaml("low", 0, 1, 256, 0, 1))}).exit_code, 0);
   ASSERT_EQ(Cli({"submit", WriteJob("high.yaml", JobYaml("high", 5, 1, 256, 0, 1))}).exit_code, 0);
   EXPECT_EQ(Job("low").state(), "QUEUED");
@@ -146,9 +146,13 @@ TEST_F(ChiefE2eTest, JobsRunByPriorityCancelFreesTrainersAndBadSpecsAreRefused) 
   // Cancelling the running job frees its trainer for the higher-priority job.
   auto cancel = Cli({"cancel", "blocker"});
   ASSERT_EQ(cancel.exit_code, 0) << cancel.output;
-  ASSERT_TRUE(WaitFor("high", [](const v1::JobStatus& j) {
-    return j.state() == "RUNNING" && j.trainers_size() == 1 && j.trainers(0) == "t0";
-  }, 30s)) << Job("high").DebugString();
+  ASSERT_TRUE(WaitFor(
+      "high",
+      [](const v1::JobStatus& j) {
+        return j.state() == "RUNNING" && j.trainers_size() == 1 && j.trainers(0) == "t0";
+      },
+      30s))
+      << Job("high").DebugString();
   EXPECT_EQ(Job("low").state(), "QUEUED");
   EXPECT_EQ(Job("blocker").state(), "CANCELLED");
   EXPECT_EQ(Cli({"status", "blocker"}).exit_code, 1);  // ended, not succeeded
@@ -158,8 +162,8 @@ TEST_F(ChiefE2eTest, JobsRunByPriorityCancelFreesTrainersAndBadSpecsAreRefused) 
   auto bad = Cli({"submit", WriteJob("bad.yaml", JobYaml("bad", 0, 1, 0, 0, 1))});
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("training.batch_size"), std::string::npos) << bad.output;
-  const std::string steps_yaml = absl::StrReplaceAll(JobYaml("steps", 0, 1, 64, 0, 1),
-                                                     {{"epochs: 1", "steps: 100"}});
+  const std::string steps_yaml =
+      absl::StrReplaceAll(JobYaml("steps", 0, 1, 64, 0, 1), {{"epochs: 1", "steps: 100"}});
   auto steps = Cli({"submit", WriteJob("steps.yaml", steps_yaml)});
   EXPECT_EQ(steps.exit_code, 2) << steps.output;  // refused before it is sent
   EXPECT_NE(steps.output.find("training.steps"), std::string::npos) << steps.output;
@@ -194,9 +198,13 @@ TEST_F(ChiefE2eTest, TrainerKilledMidJobItsUnitsAreReleasedAndEveryExampleCounts
   // lease, and start it again (as its pod restarts): each time the unit it
   // held goes to the next holder from its last commit.
   for (uint32_t round = 0; round < 3; ++round) {
-    ASSERT_TRUE(WaitFor("kill", [&](const v1::JobStatus& j) {
-      return j.units_done() >= 2 + 4 * round && j.units_leased() == 2;
-    }, 60s)) << "round " << round;
+    ASSERT_TRUE(WaitFor(
+        "kill",
+        [&](const v1::JobStatus& j) {
+          return j.units_done() >= 2 + 4 * round && j.units_leased() == 2;
+        },
+        60s))
+        << "round " << round;
     // ... and has pushed a few steps since: units here take well under the
     // 1 s commit interval, so its current unit's steps are uncommitted.
     const double steps = MetricSum("trainer-t0", "brook_trainer_steps_total");
@@ -216,8 +224,8 @@ TEST_F(ChiefE2eTest, TrainerKilledMidJobItsUnitsAreReleasedAndEveryExampleCounts
     if (round < 2) StartTrainer("t0");
   }
 
-  ASSERT_TRUE(WaitFor("kill", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
-                      240s))
+  ASSERT_TRUE(WaitFor(
+      "kill", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; }, 240s))
       << Job("kill").DebugString();
   const v1::JobStatus s = Job("kill");
   ExpectEveryEpochCountsTheDataOnce(s, 3);
@@ -254,10 +262,10 @@ TEST_F(ChiefE2eTest, ChiefKilledAndRestartedMidJobResumesAndCompletes) {
   const int port = std::stoi(chief_address_.substr(chief_address_.rfind(':') + 1));
   StartTrainer("t0");
   StartTrainer("t1");
-  ASSERT_EQ(Cli({"submit", WriteJob("resume.yaml", JobYaml("resume", 0, 3, 64, 2000, 2))})
-                .exit_code,
-            0);
-  ASSERT_TRUE(WaitFor("resume", [](const v1::JobStatus& j) { return j.units_done() >= 3; }, 60s));
+  ASSERT_EQ(
+      Cli({"submit", WriteJob("resume.yaml", JobYaml("resume", 0, 3, 64, 2000, 2))}).exit_code, 0);
+  ASSERT_TRUE(WaitFor(
+      "resume", [](const v1::JobStatus& j) { return j.units_done() >= 3; }, 60s));
   const uint64_t before = Job("resume").examples_trained();
   chief_->Signal(SIGKILL);
   ASSERT_TRUE(chief_->Wait(10s).has_value());
@@ -267,8 +275,8 @@ TEST_F(ChiefE2eTest, ChiefKilledAndRestartedMidJobResumesAndCompletes) {
   const v1::JobStatus resumed = Job("resume");
   EXPECT_EQ(resumed.state(), "RUNNING");
   EXPECT_GE(resumed.examples_trained(), before);  // nothing acknowledged was forgotten
-  ASSERT_TRUE(WaitFor("resume", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
-                      240s))
+  ASSERT_TRUE(WaitFor(
+      "resume", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; }, 240s))
       << Job("resume").DebugString();
   const v1::JobStatus s = Job("resume");
   ExpectEveryEpochCountsTheDataOnce(s, 3);
@@ -298,9 +306,10 @@ TEST_F(ChiefE2eTest, PsKilledMidJobAndRestartedOnItsDataDirServesItsRowsAndTheJo
   StartChief();
   StartTrainer("t0");
   StartTrainer("t1");
-  ASSERT_EQ(Cli({"submit", WriteJob("pskill.yaml", JobYaml("pskill", 0, 2, 64, 4000, 2))}).exit_code,
-            0);
-  ASSERT_TRUE(WaitFor("pskill", [](const v1::JobStatus& j) { return j.units_done() >= 2; }, 60s));
+  ASSERT_EQ(
+      Cli({"submit", WriteJob("pskill.yaml", JobYaml("pskill", 0, 2, 64, 4000, 2))}).exit_code, 0);
+  ASSERT_TRUE(WaitFor(
+      "pskill", [](const v1::JobStatus& j) { return j.units_done() >= 2; }, 60s));
   std::string error;
   auto before = testing::HttpGet(metrics_["ps-1"], "/metrics", 5000, &error);
   ASSERT_TRUE(before.has_value()) << error;
@@ -309,8 +318,8 @@ TEST_F(ChiefE2eTest, PsKilledMidJobAndRestartedOnItsDataDirServesItsRowsAndTheJo
   ASSERT_TRUE(ps_[1]->Signal(SIGKILL));
   ASSERT_TRUE(ps_[1]->Wait(10s).has_value());
 
-  auto again = testing::StartBrookPs(1, 2, {"--data-dir", dir_.Join("ps-1")}, 60s, &error,
-                                     ps_addresses_[1]);
+  auto again =
+      testing::StartBrookPs(1, 2, {"--data-dir", dir_.Join("ps-1")}, 60s, &error, ps_addresses_[1]);
   ASSERT_TRUE(again.has_value()) << error;
   ps_[1] = std::move(again->process);
   auto after = testing::HttpGet(again->metrics_address, "/metrics", 5000, &error);
@@ -318,8 +327,8 @@ TEST_F(ChiefE2eTest, PsKilledMidJobAndRestartedOnItsDataDirServesItsRowsAndTheJo
   // Rows are only ever added in this job: the restart lost none.
   EXPECT_GE(SumOfMetric(after->body, "brook_ps_table_rows"), rows_before);
 
-  ASSERT_TRUE(WaitFor("pskill", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
-                      240s))
+  ASSERT_TRUE(WaitFor(
+      "pskill", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; }, 240s))
       << Job("pskill").DebugString();
   const v1::JobStatus s = Job("pskill");
   ExpectEveryEpochCountsTheDataOnce(s, 2);
@@ -344,8 +353,8 @@ TEST_F(ChiefE2eTest, TablesAPsBringsBackFromAnOlderRestartPointAreDroppedAgain) 
   StartTrainer("t0");
   std::string yaml = JobYaml("back", 0, 1, 256, 8000, 1);
   ASSERT_EQ(Cli({"submit", WriteJob("back.yaml", yaml)}).exit_code, 0);
-  ASSERT_TRUE(WaitFor("back", [](const v1::JobStatus& j) { return j.tables_dropped_time_us() > 0; },
-                      120s))
+  ASSERT_TRUE(WaitFor(
+      "back", [](const v1::JobStatus& j) { return j.tables_dropped_time_us() > 0; }, 120s))
       << Job("back", true).DebugString();
   const std::string id = Job("back").id();
   const std::string tables_of_job = absl::StrCat("brook_ps_job_tables{job=\"", id, "\"}");
@@ -406,9 +415,13 @@ TEST_F(ChiefE2eTest, PsKilledWithoutItsWalRollsBackToTheCheckpointAndTheJobRepor
   std::string yaml = JobYaml("nowal", 0, 8, 64, 4000, 2);
   yaml = absl::StrReplaceAll(yaml, {{"interval_seconds: 600", "interval_seconds: 1"}});
   ASSERT_EQ(Cli({"submit", WriteJob("nowal.yaml", yaml)}).exit_code, 0);
-  ASSERT_TRUE(WaitFor("nowal", [](const v1::JobStatus& j) {
-    return j.checkpoints_size() >= 1 && j.examples_per_epoch_size() <= 4;
-  }, 60s)) << Job("nowal").DebugString();
+  ASSERT_TRUE(WaitFor(
+      "nowal",
+      [](const v1::JobStatus& j) {
+        return j.checkpoints_size() >= 1 && j.examples_per_epoch_size() <= 4;
+      },
+      60s))
+      << Job("nowal").DebugString();
   std::this_thread::sleep_for(1s);  // steps past the checkpoint, to be lost
   ASSERT_TRUE(ps_[1]->Signal(SIGKILL));
   ASSERT_TRUE(ps_[1]->Wait(10s).has_value());
@@ -419,7 +432,8 @@ TEST_F(ChiefE2eTest, PsKilledWithoutItsWalRollsBackToTheCheckpointAndTheJobRepor
   ps_[1] = std::move(again->process);
 
   // An ended job ends the wait: a FAILED one is reported at once, with why.
-  ASSERT_TRUE(WaitFor("nowal", [](const v1::JobStatus& j) { return IsFinished(j); }, 240s))
+  ASSERT_TRUE(WaitFor(
+      "nowal", [](const v1::JobStatus& j) { return IsFinished(j); }, 240s))
       << Job("nowal", true).DebugString();
   const v1::JobStatus s = Job("nowal");
   ASSERT_EQ(s.state(), "SUCCEEDED") << Job("nowal", true).DebugString();
@@ -460,15 +474,16 @@ TEST_F(ChiefE2eTest, PsRestartedEmptyMidJobTheTrainersDeclareTheTablesAgainAndTh
   StartTrainer("t0");
   ASSERT_EQ(Cli({"submit", WriteJob("empty.yaml", JobYaml("empty", 0, 3, 64, 4000, 1))}).exit_code,
             0);
-  ASSERT_TRUE(WaitFor("empty", [](const v1::JobStatus& j) { return j.examples_trained() > 4000; },
-                      60s));
+  ASSERT_TRUE(WaitFor(
+      "empty", [](const v1::JobStatus& j) { return j.examples_trained() > 4000; }, 60s));
   ASSERT_TRUE(ps_[1]->Signal(SIGKILL));
   ASSERT_TRUE(ps_[1]->Wait(10s).has_value());
   std::string error;
   auto again = testing::StartBrookPs(1, 2, {}, 60s, &error, ps_addresses_[1]);
   ASSERT_TRUE(again.has_value()) << error;
   ps_[1] = std::move(again->process);
-  ASSERT_TRUE(WaitFor("empty", [](const v1::JobStatus& j) { return IsFinished(j); }, 240s))
+  ASSERT_TRUE(WaitFor(
+      "empty", [](const v1::JobStatus& j) { return IsFinished(j); }, 240s))
       << Job("empty", true).DebugString();
   const v1::JobStatus s = Job("empty", true);
   ASSERT_EQ(s.state(), "SUCCEEDED") << s.DebugString();
@@ -509,28 +524,28 @@ TEST_F(ChiefE2eTest, OnCorruptFailsTheJobNamingTheOptionOrSkipsAndCountsTheDamag
   EXPECT_NE(refused.output.find(victim), std::string::npos) << refused.output;
   EXPECT_NE(refused.output.find("data.on_corrupt: skip"), std::string::npos) << refused.output;
   // A model without them meets the damage in training: the job fails.
-  const std::string raw_model = WriteJob(
-      "raw_model.yaml",
-      absl::StrReplaceAll(
-          testing::ReadFileOrDie(testing::SourceDir() + "/examples/adult/wide_deep.yaml"),
-          {{"transform: standardize", "transform: none"}}));
-  const testing::CommandResult submitted = Cli(
-      {"submit", WriteJob("fail-raw.yaml",
-                          absl::StrReplaceAll(job("corrupt-fail", "fail"),
-                                              {{testing::SourceDir() +
-                                                    "/examples/adult/wide_deep.yaml",
-                                                raw_model}}))});
+  const std::string raw_model =
+      WriteJob("raw_model.yaml",
+               absl::StrReplaceAll(
+                   testing::ReadFileOrDie(testing::SourceDir() + "/examples/adult/wide_deep.yaml"),
+                   {{"transform: standardize", "transform: none"}}));
+  const testing::CommandResult submitted =
+      Cli({"submit",
+           WriteJob("fail-raw.yaml",
+                    absl::StrReplaceAll(
+                        job("corrupt-fail", "fail"),
+                        {{testing::SourceDir() + "/examples/adult/wide_deep.yaml", raw_model}}))});
   ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
-  ASSERT_TRUE(WaitFor("corrupt-fail", [](const v1::JobStatus& j) { return j.state() == "FAILED"; },
-                      120s))
+  ASSERT_TRUE(WaitFor(
+      "corrupt-fail", [](const v1::JobStatus& j) { return j.state() == "FAILED"; }, 120s))
       << Job("corrupt-fail").DebugString();
   const v1::JobStatus failed = Job("corrupt-fail");
   EXPECT_NE(failed.message().find(victim), std::string::npos) << failed.message();
   EXPECT_NE(failed.message().find("data.on_corrupt: skip"), std::string::npos) << failed.message();
 
   ASSERT_EQ(Cli({"submit", WriteJob("skip.yaml", job("corrupt-skip", "skip"))}).exit_code, 0);
-  ASSERT_TRUE(WaitFor("corrupt-skip",
-                      [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; }, 180s))
+  ASSERT_TRUE(WaitFor(
+      "corrupt-skip", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; }, 180s))
       << Job("corrupt-skip", true).DebugString();
   const v1::JobStatus s = Job("corrupt-skip");
   EXPECT_GE(s.skipped_corrupt_regions(), 1u) << s.DebugString();
@@ -553,9 +568,10 @@ TEST_F(ChiefE2eTest, PsFrozenMidJobTrainingResumesOnSigcontAndCountsEveryExample
   StartChief();
   StartTrainer("t0");
   StartTrainer("t1");
-  ASSERT_EQ(Cli({"submit", WriteJob("freeze.yaml", JobYaml("freeze", 0, 2, 64, 4000, 2))}).exit_code,
-            0);
-  ASSERT_TRUE(WaitFor("freeze", [](const v1::JobStatus& j) { return j.units_done() >= 2; }, 60s));
+  ASSERT_EQ(
+      Cli({"submit", WriteJob("freeze.yaml", JobYaml("freeze", 0, 2, 64, 4000, 2))}).exit_code, 0);
+  ASSERT_TRUE(WaitFor(
+      "freeze", [](const v1::JobStatus& j) { return j.units_done() >= 2; }, 60s));
   ASSERT_TRUE(ps_[1]->Signal(SIGSTOP));
   std::this_thread::sleep_for(1s);  // in-flight steps drain into the frozen PS
   const uint64_t frozen_at = Job("freeze").examples_trained();
@@ -569,8 +585,8 @@ TEST_F(ChiefE2eTest, PsFrozenMidJobTrainingResumesOnSigcontAndCountsEveryExample
   EXPECT_TRUE(trainers_["t1"]->running());
   ASSERT_TRUE(ps_[1]->Signal(SIGCONT));
 
-  ASSERT_TRUE(WaitFor("freeze", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
-                      240s))
+  ASSERT_TRUE(WaitFor(
+      "freeze", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; }, 240s))
       << Job("freeze").DebugString();
   const v1::JobStatus s = Job("freeze");
   ExpectEveryEpochCountsTheDataOnce(s, 2);
@@ -590,21 +606,21 @@ TEST_F(ChiefE2eTest, TrainerFrozenPastItsLeaseIsRefusedOnWakingAndNothingCountsT
   // After the freeze, t1 alone must still be training when the 2 s lease
   // runs out: 3 epochs of Adult took an optimized build under 2 s.
   const int epochs = testing::kSanitizedBuild ? 3 : 8;
-  ASSERT_EQ(Cli({"submit", WriteJob("zombie.yaml", JobYaml("zombie", 0, epochs, 64, 4000, 2))})
-                .exit_code,
-            0);
-  ASSERT_TRUE(WaitFor("zombie", [](const v1::JobStatus& j) {
-    return j.units_done() >= 2 && j.units_leased() == 2;
-  }, 60s));
+  ASSERT_EQ(
+      Cli({"submit", WriteJob("zombie.yaml", JobYaml("zombie", 0, epochs, 64, 4000, 2))}).exit_code,
+      0);
+  ASSERT_TRUE(WaitFor(
+      "zombie", [](const v1::JobStatus& j) { return j.units_done() >= 2 && j.units_leased() == 2; },
+      60s));
   ASSERT_TRUE(trainers_["t0"]->Signal(SIGSTOP));
-  ASSERT_TRUE(WaitFor("zombie", [](const v1::JobStatus& j) { return j.expired_trainers() >= 1; },
-                      30s))
+  ASSERT_TRUE(WaitFor(
+      "zombie", [](const v1::JobStatus& j) { return j.expired_trainers() >= 1; }, 30s))
       << Job("zombie").DebugString();
   std::this_thread::sleep_for(1s);  // t1 picks up the released units
   ASSERT_TRUE(trainers_["t0"]->Signal(SIGCONT));
 
-  ASSERT_TRUE(WaitFor("zombie", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
-                      240s))
+  ASSERT_TRUE(WaitFor(
+      "zombie", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; }, 240s))
       << Job("zombie").DebugString();
   const v1::JobStatus s = Job("zombie");
   ExpectEveryEpochCountsTheDataOnce(s, epochs);
@@ -637,7 +653,6 @@ TEST_F(ChiefE2eTest, TrainerFrozenPastItsLeaseIsRefusedOnWakingAndNothingCountsT
   EXPECT_GE(fenced_pushes, 0);
   std::cout << "the woken trainer's pushes refused as fenced: " << fenced_pushes << "\n";
 }
-
 
 // Fills the filesystem that holds `path` to the last byte, with the file
 // `path`. False (and why) when it cannot.
@@ -680,8 +695,8 @@ TEST_F(ChiefE2eTest, PsDiskFullMidJobTrainersRetryAndTheJobCompletesCountingEver
   // Epochs enough to be training still when the disk fills.
   ASSERT_EQ(Cli({"submit", WriteJob("full.yaml", JobYaml("full", 0, 10, 64, 4000, 2))}).exit_code,
             0);
-  ASSERT_TRUE(
-      WaitFor("full", [](const v1::JobStatus& j) { return j.examples_trained() > 0; }, 60s));
+  ASSERT_TRUE(WaitFor(
+      "full", [](const v1::JobStatus& j) { return j.examples_trained() > 0; }, 60s));
   const std::string filler = fs->path() + "/filler";
   ASSERT_TRUE(FillFilesystem(filler, &why)) << why;
   const auto full_at = std::chrono::steady_clock::now();
@@ -710,14 +725,13 @@ TEST_F(ChiefE2eTest, PsDiskFullMidJobTrainersRetryAndTheJobCompletesCountingEver
   EXPECT_EQ(Job("full").state(), "RUNNING") << Job("full", true).DebugString();
   ASSERT_EQ(std::remove(filler.c_str()), 0);  // space returns
 
-  ASSERT_TRUE(WaitFor("full", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; },
-                      240s))
+  ASSERT_TRUE(WaitFor(
+      "full", [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; }, 240s))
       << Job("full", true).DebugString();
   const v1::JobStatus s = Job("full");
   ExpectEveryEpochCountsTheDataOnce(s, 10);
   EXPECT_GE(s.eval().auc(), 0.88);
-  EXPECT_FALSE(EventsWith("full", "no longer retrying").empty())
-      << Job("full", true).DebugString();
+  EXPECT_FALSE(EventsWith("full", "no longer retrying").empty()) << Job("full", true).DebugString();
   EXPECT_GE(MetricSum("ps-1", "brook_ps_wal_write_errors_total"), 1);
 
   // A PS whose disk is full stops on SIGTERM within its drain time (10 s).
@@ -736,11 +750,13 @@ TEST_F(ChiefE2eTest, PsDownPastTheRetryWindowFailsTheJobNamingThePs) {
   std::string yaml = JobYaml("gone", 0, 20, 64, 4000, 1);
   yaml = absl::StrReplaceAll(yaml, {{"seed: 1}", "seed: 1, retry_seconds: 5}"}});
   ASSERT_EQ(Cli({"submit", WriteJob("gone.yaml", yaml)}).exit_code, 0);
-  ASSERT_TRUE(WaitFor("gone", [](const v1::JobStatus& j) { return j.units_done() >= 1; }, 60s));
+  ASSERT_TRUE(WaitFor(
+      "gone", [](const v1::JobStatus& j) { return j.units_done() >= 1; }, 60s));
   ASSERT_TRUE(ps_[1]->Signal(SIGKILL));
   ASSERT_TRUE(ps_[1]->Wait(10s).has_value());
   const auto killed = std::chrono::steady_clock::now();
-  ASSERT_TRUE(WaitFor("gone", [](const v1::JobStatus& j) { return j.state() == "FAILED"; }, 60s))
+  ASSERT_TRUE(WaitFor(
+      "gone", [](const v1::JobStatus& j) { return j.state() == "FAILED"; }, 60s))
       << Job("gone", true).DebugString();
   EXPECT_GE(std::chrono::steady_clock::now() - killed, 4s) << "failed before the retry window";
   const v1::JobStatus s = Job("gone");
@@ -765,7 +781,8 @@ TEST_F(ChiefE2eTest, PsUnreachableFromTheStartFailsTheJobAndTheChiefStillStopsOn
   yaml = absl::StrReplaceAll(yaml, {{"seed: 1}", "seed: 1, retry_seconds: 15}"},
                                     {"interval_seconds: 600", "interval_seconds: 1"}});
   ASSERT_EQ(Cli({"submit", WriteJob("nops.yaml", yaml)}).exit_code, 0);
-  ASSERT_TRUE(WaitFor("nops", [](const v1::JobStatus& j) { return j.state() == "FAILED"; }, 60s))
+  ASSERT_TRUE(WaitFor(
+      "nops", [](const v1::JobStatus& j) { return j.state() == "FAILED"; }, 60s))
       << Job("nops", true).DebugString();
   EXPECT_NE(Job("nops").message().find("PS shard 0 (127.0.0.1:1)"), std::string::npos)
       << Job("nops").message();
@@ -799,8 +816,8 @@ TEST_F(ChiefE2eTest, PrometheusScrapesEveryNodeAndSeesTrainingProgress) {
 
   std::string targets;
   for (const auto& [node, address] : metrics_) {
-    targets += absl::StrCat("      - targets: ['", address, "']\n        labels: {node: '", node,
-                            "'}\n");
+    targets +=
+        absl::StrCat("      - targets: ['", address, "']\n        labels: {node: '", node, "'}\n");
   }
   testing::WriteFileOrDie(dir_.Join("prometheus.yml"),
                           absl::StrCat("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"

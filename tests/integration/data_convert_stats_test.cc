@@ -21,9 +21,9 @@
 namespace brook {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::BrookBinary;
 using testing::CommandResult;
+using ::testing::HasSubstr;
 using testing::RunCommand;
 
 std::string AdultDir() { return testing::SharedDataDir() + "/adult"; }
@@ -74,9 +74,9 @@ class DataConvertStatsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new testing::TempDir();
-    convert_result_ = new CommandResult(
-        Brook({"data", "convert", AdultDir() + "/adult.train.csv", "--schema", "adult", "--out",
-               dir_->Join("train"), "--shards", "4"}));
+    convert_result_ =
+        new CommandResult(Brook({"data", "convert", AdultDir() + "/adult.train.csv", "--schema",
+                                 "adult", "--out", dir_->Join("train"), "--shards", "4"}));
     schema_result_ = new CommandResult(
         Brook({"data", "stats", dir_->Join("train"), "--schema-out", SchemaPath()}));
   }
@@ -95,7 +95,8 @@ class DataConvertStatsTest : public ::testing::Test {
         "race,sex,capital-gain,capital-loss,hours-per-week,native-country,label\n";
     const std::string csv = dir_->Join(name + ".csv");
     testing::WriteFileOrDie(csv, header + rows);
-    CommandResult c = Brook({"data", "convert", csv, "--schema", "adult", "--out", dir_->Join(name)});
+    CommandResult c =
+        Brook({"data", "convert", csv, "--schema", "adult", "--out", dir_->Join(name)});
     EXPECT_EQ(c.exit_code, 0) << c.output;
     return Brook({"data", "stats", dir_->Join(name), "--check", SchemaPath()});
   }
@@ -176,9 +177,9 @@ TEST_F(DataConvertStatsTest, StatsDescribeTheTrainSplit) {
 
 TEST_F(DataConvertStatsTest, GzipTestSplitPassesTheTrainSchema) {
   ASSERT_EQ(schema_result_->exit_code, 0) << schema_result_->output;
-  CommandResult c = Brook({"data", "convert", AdultDir() + "/adult.test.csv", "--schema", "adult",
-                           "--out", dir_->Join("test"), "--prefix", "test", "--shards", "2",
-                           "--compression", "GZIP"});
+  CommandResult c =
+      Brook({"data", "convert", AdultDir() + "/adult.test.csv", "--schema", "adult", "--out",
+             dir_->Join("test"), "--prefix", "test", "--shards", "2", "--compression", "GZIP"});
   ASSERT_EQ(c.exit_code, 0) << c.output;
   const auto files = ShardFiles(dir_->Join("test"));
   ASSERT_EQ(files.size(), 2u);
@@ -198,8 +199,9 @@ TEST_F(DataConvertStatsTest, GzipTestSplitPassesTheTrainSchema) {
 TEST_F(DataConvertStatsTest, CheckFailsOnOutOfRangeAge) {
   ASSERT_EQ(schema_result_->exit_code, 0) << schema_result_->output;
   CommandResult check = CheckDoctored(
-      "old", std::string(kCleanRow) +
-                 "500,Private,1,HS-grad,9,Divorced,Sales,Unmarried,White,Female,0,0,40,Peru,<=50K\n");
+      "old",
+      std::string(kCleanRow) +
+          "500,Private,1,HS-grad,9,Divorced,Sales,Unmarried,White,Female,0,0,40,Peru,<=50K\n");
   EXPECT_EQ(check.exit_code, 1) << check.output;
   EXPECT_THAT(check.output, HasSubstr("out_of_range age"));
   EXPECT_THAT(check.output, HasSubstr("500"));
@@ -208,8 +210,9 @@ TEST_F(DataConvertStatsTest, CheckFailsOnOutOfRangeAge) {
 TEST_F(DataConvertStatsTest, CheckFailsOnAMissingFeature) {
   ASSERT_EQ(schema_result_->exit_code, 0) << schema_result_->output;
   CommandResult check = CheckDoctored(
-      "nowork", "39,?,77516,Bachelors,13,Never-married,Adm-clerical,Not-in-family,White,Male,0,0,"
-                "40,United-States,<=50K\n");
+      "nowork",
+      "39,?,77516,Bachelors,13,Never-married,Adm-clerical,Not-in-family,White,Male,0,0,"
+      "40,United-States,<=50K\n");
   EXPECT_EQ(check.exit_code, 1) << check.output;
   EXPECT_THAT(check.output, HasSubstr("missing_feature workclass"));
 }
@@ -221,8 +224,8 @@ TEST_F(DataConvertStatsTest, CheckPassesOnCleanRows) {
 }
 
 TEST_F(DataConvertStatsTest, BadInputsAndBadRows) {
-  CommandResult missing = Brook({"data", "convert", dir_->Join("absent.csv"), "--schema", "adult",
-                                 "--out", dir_->Join("x")});
+  CommandResult missing = Brook(
+      {"data", "convert", dir_->Join("absent.csv"), "--schema", "adult", "--out", dir_->Join("x")});
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
   CommandResult bad_schema = Brook({"data", "convert", AdultDir() + "/adult.test.csv", "--schema",
                                     dir_->Join("absent.yaml"), "--out", dir_->Join("x")});
@@ -230,20 +233,21 @@ TEST_F(DataConvertStatsTest, BadInputsAndBadRows) {
 
   const std::string csv = dir_->Join("bad.csv");
   testing::WriteFileOrDie(
-      csv, "age,workclass,fnlwgt,education,education-num,marital-status,occupation,relationship,"
-           "race,sex,capital-gain,capital-loss,hours-per-week,native-country,label\n" +
-               std::string(kCleanRow) +
-               "abc,Private,1,HS-grad,9,Divorced,Sales,Unmarried,White,Female,0,0,40,Peru,<=50K\n");
-  CommandResult bad = Brook({"data", "convert", csv, "--schema", "adult", "--out", dir_->Join("b")});
+      csv,
+      "age,workclass,fnlwgt,education,education-num,marital-status,occupation,relationship,"
+      "race,sex,capital-gain,capital-loss,hours-per-week,native-country,label\n" +
+          std::string(kCleanRow) +
+          "abc,Private,1,HS-grad,9,Divorced,Sales,Unmarried,White,Female,0,0,40,Peru,<=50K\n");
+  CommandResult bad =
+      Brook({"data", "convert", csv, "--schema", "adult", "--out", dir_->Join("b")});
   EXPECT_EQ(bad.exit_code, 1) << bad.output;
   EXPECT_THAT(bad.output, HasSubstr("bad.csv:4: column \"age\": \"abc\" is not a number"));
   // A failed run leaves nothing it created: not even the directory.
   EXPECT_FALSE(std::filesystem::exists(dir_->Join("b"))) << bad.output;
   std::filesystem::create_directories(dir_->Join("kept"));
   testing::WriteFileOrDie(dir_->Join("kept/README"), "mine");
-  CommandResult bad_in_old =
-      Brook({"data", "convert", csv, "--schema", "adult", "--out", dir_->Join("kept"), "--shards",
-             "3"});
+  CommandResult bad_in_old = Brook(
+      {"data", "convert", csv, "--schema", "adult", "--out", dir_->Join("kept"), "--shards", "3"});
   EXPECT_EQ(bad_in_old.exit_code, 1) << bad_in_old.output;
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_->Join("kept")),
                           std::filesystem::directory_iterator()),
@@ -255,8 +259,8 @@ TEST_F(DataConvertStatsTest, BadInputsAndBadRows) {
   EXPECT_THAT(skip.output, HasSubstr("converted 2 of 3 rows"));
   EXPECT_THAT(skip.output, HasSubstr("skipped 1 bad row"));
 
-  CommandResult no_schema = Brook({"data", "stats", dir_->Join("train"), "--check",
-                                   dir_->Join("absent.schema.yaml")});
+  CommandResult no_schema =
+      Brook({"data", "stats", dir_->Join("train"), "--check", dir_->Join("absent.schema.yaml")});
   EXPECT_EQ(no_schema.exit_code, 2) << no_schema.output;
 }
 
@@ -265,8 +269,10 @@ TEST_F(DataConvertStatsTest, CriteoTsvConverts) {
   std::string text;
   for (int row = 0; row < 3; ++row) {
     text += std::to_string(row % 2);
-    for (int i = 1; i <= 13; ++i) text += "\t" + (i == 2 && row == 1 ? "" : std::to_string(i * row));
-    for (int i = 1; i <= 26; ++i) text += i == 5 ? "\t" : "\t" + std::string(row == 2 ? "05db9164" : "68fd1e64");
+    for (int i = 1; i <= 13; ++i)
+      text += "\t" + (i == 2 && row == 1 ? "" : std::to_string(i * row));
+    for (int i = 1; i <= 26; ++i)
+      text += i == 5 ? "\t" : "\t" + std::string(row == 2 ? "05db9164" : "68fd1e64");
     text += "\n";
   }
   const std::string tsv = dir_->Join("day_0.tsv");

@@ -60,8 +60,8 @@ TEST(DataInspectTest, MissingFileAndBadCompressionAreUsageErrors) {
   auto missing = RunCommand({BrookBinary(), "data", "inspect", "/nonexistent/x.tfrecord"});
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
   EXPECT_NE(missing.output.find("/nonexistent/x.tfrecord"), std::string::npos);
-  auto bad = RunCommand(
-      {BrookBinary(), "data", "inspect", "--compression", "LZMA", CriteoSample()});
+  auto bad =
+      RunCommand({BrookBinary(), "data", "inspect", "--compression", "LZMA", CriteoSample()});
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("LZMA"), std::string::npos) << bad.output;
 }

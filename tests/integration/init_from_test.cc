@@ -77,18 +77,20 @@ class InitFromTest : public ChiefE2eTest {
   // a job ends with is what it started from.
   std::string Spec(const std::string& name, const std::string& lr, const std::string& extra) {
     std::string yaml = JobYaml(name, 0, 1, 512, 20000, 1, extra);
-    return absl::StrReplaceAll(yaml, {{"learning_rate: 0.1,", absl::StrCat("learning_rate: ", lr, ",")},
-                                      {"learning_rate: 0.003}", absl::StrCat("learning_rate: ", lr, "}")}});
+    return absl::StrReplaceAll(
+        yaml, {{"learning_rate: 0.1,", absl::StrCat("learning_rate: ", lr, ",")},
+               {"learning_rate: 0.003}", absl::StrCat("learning_rate: ", lr, "}")}});
   }
   std::string Run(const std::string& name, const std::string& yaml) {
     auto submit = Cli({"submit", WriteJob(name + ".yaml", yaml)});
     EXPECT_EQ(submit.exit_code, 0) << submit.output;
     std::smatch m;
-    EXPECT_TRUE(std::regex_search(submit.output, m,
-                                  std::regex("[a-z0-9-]+-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}")))
+    EXPECT_TRUE(
+        std::regex_search(submit.output, m, std::regex("[a-z0-9-]+-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}")))
         << submit.output;
     const std::string id = m.str();
-    EXPECT_TRUE(WaitFor(id, [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; }, 240s))
+    EXPECT_TRUE(WaitFor(
+        id, [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; }, 240s))
         << Job(id, true).DebugString();
     return id;
   }
@@ -134,9 +136,9 @@ TEST_F(InitFromTest, AJobStartsFromAnExportOnlyWhenAskedAndTakesOnlyTheListedTab
 
   // D: only the education tables come from A; the rest starts as C's did
   // (same spec and seed: the same initial values).
-  const std::string d = Run(
-      "d", Spec("d", frozen,
-                absl::StrCat("init_from: {path: ", a_export, ", tables: [education, education_wide]}\n")));
+  const std::string d = Run("d", Spec("d", frozen,
+                                      absl::StrCat("init_from: {path: ", a_export,
+                                                   ", tables: [education, education_wide]}\n")));
   const v1::JobStatus jd = Job(d, true);
   EXPECT_NE(Events(jd).find("loaded 2 tables"), std::string::npos) << Events(jd);
   const Weights wd = LoadWeights(jd.export_dir());
@@ -147,13 +149,13 @@ TEST_F(InitFromTest, AJobStartsFromAnExportOnlyWhenAskedAndTakesOnlyTheListedTab
   for (const auto& [name, v] : wc.dense) EXPECT_LT(MaxDiff(wc, wd, name), 1e-6) << name;
 
   // Bad sources are refused at submit, naming the field.
-  auto bad = Cli({"submit", WriteJob("bad.yaml", Spec("e", frozen, absl::StrCat(
-                                                              "init_from: {path: ", a_export,
-                                                              ", tables: [nope]}\n")))});
+  auto bad = Cli({"submit", WriteJob("bad.yaml", Spec("e", frozen,
+                                                      absl::StrCat("init_from: {path: ", a_export,
+                                                                   ", tables: [nope]}\n")))});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("init_from.tables[0]"), std::string::npos) << bad.output;
-  auto missing = Cli({"submit", WriteJob("missing.yaml",
-                                         Spec("e", frozen, "init_from: /no/such/export\n"))});
+  auto missing =
+      Cli({"submit", WriteJob("missing.yaml", Spec("e", frozen, "init_from: /no/such/export\n"))});
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_NE(missing.output.find("init_from"), std::string::npos) << missing.output;
 }

@@ -30,10 +30,9 @@ class JobCliClusterTest : public ChiefE2eTest {
     std::string error;
     auto t = ChildProcess::Start(
         {"/bin/sh", "-c",
-         absl::StrCat("exec '", BrookBinary(), "' trainer --chief ", chief_address_,
-                      " --node-id ", id,
-                      " --cpu-threads 1 --parse-threads 1 --metrics-listen 127.0.0.1:0 2>'", log,
-                      "'")},
+         absl::StrCat("exec '", BrookBinary(), "' trainer --chief ", chief_address_, " --node-id ",
+                      id, " --cpu-threads 1 --parse-threads 1 --metrics-listen 127.0.0.1:0 2>'",
+                      log, "'")},
         &error);
     ASSERT_NE(t, nullptr) << error;
     ASSERT_TRUE(t->WaitForLine("brook trainer", 30s).has_value());
@@ -68,8 +67,8 @@ TEST_F(JobCliClusterTest, LogsFollowOutlivesAChiefRestartAndEndsWithTheJob) {
     follow = Cli({"logs", "follow", "--follow", "--interval", "0.2"}, 300);
   });
   // No ASSERT until the follower is joined (a joinable thread terminates).
-  const bool progressed =
-      WaitFor("follow", [](const v1::JobStatus& j) { return j.units_done() >= 3; }, 60s);
+  const bool progressed = WaitFor(
+      "follow", [](const v1::JobStatus& j) { return j.units_done() >= 3; }, 60s);
   if (progressed) {
     chief_->Signal(SIGKILL);
     EXPECT_TRUE(chief_->Wait(10s).has_value());
@@ -93,8 +92,7 @@ TEST_F(JobCliClusterTest, LogsFollowOutlivesAChiefRestartAndEndsWithTheJob) {
   // which `--follow` (done at the job's end) may or may not have seen.
   std::vector<std::string> ended = EventTexts(logs.output);
   const std::vector<std::string> followed = EventTexts(follow.output);
-  if (ended.size() == followed.size() + 1 &&
-      absl::StrContains(ended.back(), "the job has ended")) {
+  if (ended.size() == followed.size() + 1 && absl::StrContains(ended.back(), "the job has ended")) {
     ended.pop_back();
   }
   EXPECT_EQ(followed, ended) << follow.output;
@@ -136,8 +134,7 @@ TEST_F(JobCliClusterTest, StatusAndListLabelEachAucAndJsonIntegersAreNumbers) {
   StartPs(1);
   StartChief();
   StartTrainer("t0");
-  ASSERT_EQ(Cli({"submit", WriteJob("aucs.yaml", JobYaml("aucs", 0, 1, 256, 0, 1))}).exit_code,
-            0);
+  ASSERT_EQ(Cli({"submit", WriteJob("aucs.yaml", JobYaml("aucs", 0, 1, 256, 0, 1))}).exit_code, 0);
   ASSERT_EQ(Cli({"status", "aucs", "--watch", "--interval", "0.5"}, 300).exit_code, 0);
 
   const v1::JobStatus job = Job("aucs");
@@ -146,8 +143,8 @@ TEST_F(JobCliClusterTest, StatusAndListLabelEachAucAndJsonIntegersAreNumbers) {
   ASSERT_EQ(status.exit_code, 0) << status.output;
   EXPECT_NE(status.output.find(absl::StrCat("AUC:        train ")), std::string::npos)
       << status.output;
-  EXPECT_NE(status.output.find(absl::StrFormat("  eval %.4f (step %d)", job.eval().auc(),
-                                               job.eval().step())),
+  EXPECT_NE(status.output.find(
+                absl::StrFormat("  eval %.4f (step %d)", job.eval().auc(), job.eval().step())),
             std::string::npos)
       << status.output;
   const testing::CommandResult list = Cli({"list"});

@@ -61,8 +61,7 @@ TEST_F(JobCliTest, ChiefFromEnvironment) {
   EXPECT_NE(r.output.find("127.0.0.1:1 unreachable"), std::string::npos) << r.output;
   unsetenv("BROOK_CHIEF");
 
-  setenv("TF_CONFIG", R"({"cluster": {"chief": ["127.0.0.1:1"]}, "task": {"type": "worker"}})",
-         1);
+  setenv("TF_CONFIG", R"({"cluster": {"chief": ["127.0.0.1:1"]}, "task": {"type": "worker"}})", 1);
   r = RunCommand({BrookBinary(), "list", "-o", "json"}, 60);
   EXPECT_EQ(r.exit_code, 4) << r.output;
   EXPECT_NE(r.output.find("127.0.0.1:1 unreachable"), std::string::npos) << r.output;
@@ -80,8 +79,8 @@ TEST_F(JobCliTest, BadFlagsAreUsageErrors) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   r = RunCommand({BrookBinary(), "list", "--chief", "127.0.0.1:1", "--output", "yaml"}, 60);
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  r = RunCommand({BrookBinary(), "logs", "x", "--follow", "--interval", "0", "--chief",
-                  "127.0.0.1:1"}, 60);
+  r = RunCommand(
+      {BrookBinary(), "logs", "x", "--follow", "--interval", "0", "--chief", "127.0.0.1:1"}, 60);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--interval"), std::string::npos) << r.output;
   r = RunCommand({BrookBinary(), "list", "--chief", "no-port"}, 60);

@@ -65,7 +65,8 @@ class JobDeterminismTest : public ChiefE2eTest {
     return found ? m.str() : "";
   }
   v1::JobStatus WaitSucceeded(const std::string& id) {
-    EXPECT_TRUE(WaitFor(id, [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; }, 240s))
+    EXPECT_TRUE(WaitFor(
+        id, [](const v1::JobStatus& j) { return j.state() == "SUCCEEDED"; }, 240s))
         << Job(id).DebugString();
     return Job(id);
   }
@@ -95,9 +96,13 @@ TEST_F(JobDeterminismTest, TrainerKilledTwiceWithAScheduleEndsBitIdenticalToAnUn
   const std::string id = Submit(spec);
   ASSERT_NE(id, ref_id);
   for (uint32_t round = 0; round < 2; ++round) {
-    ASSERT_TRUE(WaitFor(id, [&](const v1::JobStatus& j) {
-      return j.units_done() >= 4 + 12 * round && j.units_leased() == 1;
-    }, 120s)) << "round " << round;
+    ASSERT_TRUE(WaitFor(
+        id,
+        [&](const v1::JobStatus& j) {
+          return j.units_done() >= 4 + 12 * round && j.units_leased() == 1;
+        },
+        120s))
+        << "round " << round;
     // A few steps into its unit, past its last commit.
     const double steps = MetricSum("trainer-t0", "brook_trainer_steps_total");
     const auto until = std::chrono::steady_clock::now() + 30s;
@@ -122,8 +127,8 @@ TEST_F(JobDeterminismTest, TrainerKilledTwiceWithAScheduleEndsBitIdenticalToAnUn
   // Both exported, so neither job's tables stay on the PS: the chief drops
   // them (memory and RocksDB) once the export is written, and says so.
   for (const std::string& job : {ref_id, id}) {
-    ASSERT_TRUE(WaitFor(job, [](const v1::JobStatus& j) { return j.tables_dropped_time_us() > 0; },
-                        30s))
+    ASSERT_TRUE(WaitFor(
+        job, [](const v1::JobStatus& j) { return j.tables_dropped_time_us() > 0; }, 30s))
         << job;
     EXPECT_EQ(EventsWith(job, "table parts and").size(), 1u) << job;
   }
@@ -147,12 +152,13 @@ TEST_F(JobDeterminismTest, PsKilledMidJobAndRestartedWithItsWalEndsBitIdentical)
   const v1::JobStatus ref = WaitSucceeded(Submit(spec));
 
   const std::string id = Submit(spec);
-  ASSERT_TRUE(WaitFor(id, [](const v1::JobStatus& j) { return j.units_done() >= 6; }, 120s));
+  ASSERT_TRUE(WaitFor(
+      id, [](const v1::JobStatus& j) { return j.units_done() >= 6; }, 120s));
   ASSERT_TRUE(ps_[0]->Signal(SIGKILL));
   ASSERT_TRUE(ps_[0]->Wait(10s).has_value());
   std::string error;
-  auto again = testing::StartBrookPs(0, 1, {"--data-dir", dir_.Join("ps-0")}, 60s, &error,
-                                     ps_addresses_[0]);
+  auto again =
+      testing::StartBrookPs(0, 1, {"--data-dir", dir_.Join("ps-0")}, 60s, &error, ps_addresses_[0]);
   ASSERT_TRUE(again.has_value()) << error;
   ps_[0] = std::move(again->process);
   const v1::JobStatus s = WaitSucceeded(id);
@@ -176,10 +182,11 @@ TEST_F(JobDeterminismTest, ChiefStateWipedAndTheJobResubmittedTrainsTheSameModel
   StartTrainer("t0");
   const std::string spec = ScheduledJob("wiped", 1);
   const std::string first_id = Submit(spec);
-  ASSERT_TRUE(chief_->WaitForLine(
-                        absl::StrCat("brook chief: job ", first_id, ": paused before finalizing"),
+  ASSERT_TRUE(
+      chief_
+          ->WaitForLine(absl::StrCat("brook chief: job ", first_id, ": paused before finalizing"),
                         240s)
-                  .has_value());
+          .has_value());
   chief_->Signal(SIGKILL);
   ASSERT_TRUE(chief_->Wait(10s).has_value());
   std::filesystem::remove_all(dir_.Join("chief-state"));
@@ -208,10 +215,11 @@ TEST_F(JobDeterminismTest, ChiefKilledInEachFinalizationPhaseFinishesWithTheSame
     StartChief(port);
     unsetenv("BROOK_TEST_FINALIZE_PAUSE");
     const std::string id = Submit(spec);
-    ASSERT_TRUE(chief_->WaitForLine(
-                        absl::StrCat("brook chief: job ", id, ": paused before finalizing: ", phase),
-                        240s)
-                    .has_value())
+    ASSERT_TRUE(
+        chief_
+            ->WaitForLine(
+                absl::StrCat("brook chief: job ", id, ": paused before finalizing: ", phase), 240s)
+            .has_value())
         << phase;
     chief_->Signal(SIGKILL);
     ASSERT_TRUE(chief_->Wait(10s).has_value()) << phase;

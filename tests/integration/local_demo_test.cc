@@ -54,7 +54,8 @@ TEST(LocalDemoTest, DemoTrainsDeepFmAndPrintsItsAucBesideTheBayesOptimal) {
   EXPECT_NE(r.output.find("SUCCEEDED"), std::string::npos);
   // The export of the job, under its id: <name>-<date>-<time>-<random>.
   ASSERT_TRUE(std::regex_search(
-      r.output, m, std::regex(R"(\nexport: (\S+/export/demo-deepfm-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}) )")))
+      r.output, m,
+      std::regex(R"(\nexport: (\S+/export/demo-deepfm-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}) )")))
       << r.output;
   EXPECT_TRUE(std::filesystem::exists(m[1].str() + "/manifest.json")) << r.output;
   // Logs of every child are kept; no child outlives `brook local`.

@@ -22,9 +22,9 @@
 namespace brook::new_user_test {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::BrookBinary;
 using testing::CommandResult;
+using ::testing::HasSubstr;
 using testing::RunCommand;
 
 std::string Sample() { return testing::SharedDataDir() + "/tfrecord/criteo_sample.te.tfrecords"; }
@@ -56,10 +56,9 @@ TEST(NewUserDataTest, ReadmeOwnTfrecordsSectionRunsAsWritten) {
   // and the binary under test (a sanitizer build's).
   const std::string script = absl::StrReplaceAll(
       block, {{"/tmp/mine", dir.Join("mine")}, {"$PWD/build/bin/brook", BrookBinary()}});
-  const CommandResult r = RunCommand(
-      {"/bin/bash", "-e", "-o", "pipefail", "-c",
-       absl::StrCat("cd '", testing::SourceDir(), "'\n", script)},
-      600);
+  const CommandResult r = RunCommand({"/bin/bash", "-e", "-o", "pipefail", "-c",
+                                      absl::StrCat("cd '", testing::SourceDir(), "'\n", script)},
+                                     600);
   ASSERT_EQ(r.exit_code, 0) << script << "\n---\n" << r.output;
   // 1: the spec, with its guess said on stderr and marked in the file.
   EXPECT_THAT(r.output, HasSubstr("brook data spec: wrote"));
@@ -98,7 +97,8 @@ std::string CriteoCsv(int rows) {
     const int c1 = static_cast<int>(next() % 4);
     const bool click = (i1 > 10) != (c1 == 3) || next() % 10 == 0;
     absl::StrAppend(&csv, click ? 1 : 0, ",", i1);
-    for (int i = 2; i <= 13; ++i) absl::StrAppend(&csv, ",", i % 5 == 0 ? "" : std::to_string(next() % 100));
+    for (int i = 2; i <= 13; ++i)
+      absl::StrAppend(&csv, ",", i % 5 == 0 ? "" : std::to_string(next() % 100));
     absl::StrAppend(&csv, ",", absl::StrFormat("%08x", 0x68fd1e00 + c1));
     for (int i = 2; i <= 26; ++i) absl::StrAppend(&csv, ",", absl::StrFormat("%08x", next() % 50));
     csv += "\n";
@@ -126,11 +126,11 @@ TEST(NewUserDataTest, CriteoCsvWithHeaderConvertsWithThePresetAndTrains) {
   EXPECT_EQ(inferred->label_name, "label");
   EXPECT_EQ(inferred->features[inferred->IndexOf("C1")].type, input::FeatureType::kBytes);
 
-  const CommandResult train = Brook(
-      {"trainer", "--local-ps", "1", "--spec", out + "/feature_spec.yaml", "--model",
-       testing::SourceDir() + "/examples/criteo/wide_deep.yaml", "--data", out + "/train-*.tfrecord",
-       "--eval-data", out + "/test-*.tfrecord", "--epochs", "3", "--batch-size", "64",
-       "--embedding-lr", "0.1", "--dense-lr", "0.01"});
+  const CommandResult train =
+      Brook({"trainer", "--local-ps", "1", "--spec", out + "/feature_spec.yaml", "--model",
+             testing::SourceDir() + "/examples/criteo/wide_deep.yaml", "--data",
+             out + "/train-*.tfrecord", "--eval-data", out + "/test-*.tfrecord", "--epochs", "3",
+             "--batch-size", "64", "--embedding-lr", "0.1", "--dense-lr", "0.01"});
   ASSERT_EQ(train.exit_code, 0) << train.output;
   EXPECT_THAT(train.output, HasSubstr("\"auc\""));
 }
@@ -145,8 +145,8 @@ TEST(NewUserDataTest, DataSpecErrorsNameTheFileOffsetOrFlag) {
   EXPECT_THAT(bad.output, HasSubstr("at offset 0"));
   EXPECT_FALSE(std::filesystem::exists(dir.Join("s.yaml")));
 
-  const CommandResult label = Brook({"data", "spec", Sample(), "--label", "clicks", "--out",
-                                     dir.Join("s.yaml")});
+  const CommandResult label =
+      Brook({"data", "spec", Sample(), "--label", "clicks", "--out", dir.Join("s.yaml")});
   EXPECT_EQ(label.exit_code, 1) << label.output;
   EXPECT_THAT(label.output, HasSubstr("brook data spec: --label clicks: no such feature in the "
                                       "data; it has 40 features: C1, C2, C3, C4, C5, C6, C7, C8, "
@@ -205,8 +205,8 @@ TEST(NewUserDataTest, ConvertNoHeaderOnAHeaderedFileNamesLineAndColumn) {
   testing::TempDir dir;
   const std::string csv = dir.Join("day_0.csv");
   testing::WriteFileOrDie(csv, CriteoCsv(3));
-  const CommandResult r = Brook({"data", "convert", "--schema", "criteo", "--no-header", "--out",
-                                 dir.Join("out"), csv});
+  const CommandResult r = Brook(
+      {"data", "convert", "--schema", "criteo", "--no-header", "--out", dir.Join("out"), csv});
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr(csv + ":1: label column \"label\": \"label\" is not a number"));
 }

@@ -39,9 +39,9 @@ namespace {
 
 using testing::BrookBinary;
 using testing::ChildProcess;
-using testing::RunCommand;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing::RunCommand;
 using namespace std::chrono_literals;
 
 constexpr char kToken[] = "ps-auth-test-token-8c1e4f27a9";
@@ -172,12 +172,12 @@ TEST_F(PsAuthTest, ATokenPsRefusesCallsWithoutItAtOnceAndCountsThem) {
             2.0);
   EXPECT_EQ(Metric(ps->metrics_address, "brook_ps_unauthenticated_requests_total{method=\"Pull\"}"),
             1.0);
-  EXPECT_EQ(Metric(ps->metrics_address,
-                   "brook_ps_unauthenticated_requests_total{method=\"DropTable\"}"),
-            1.0);
-  EXPECT_EQ(Metric(ps->metrics_address,
-                   "brook_ps_unauthenticated_requests_total{method=\"Health\"}"),
-            0.0);
+  EXPECT_EQ(
+      Metric(ps->metrics_address, "brook_ps_unauthenticated_requests_total{method=\"DropTable\"}"),
+      1.0);
+  EXPECT_EQ(
+      Metric(ps->metrics_address, "brook_ps_unauthenticated_requests_total{method=\"Health\"}"),
+      0.0);
   ps->process->Signal(SIGTERM);
   EXPECT_EQ(ps->process->Wait(30s), 0);
 }
@@ -196,8 +196,13 @@ TEST_F(PsAuthTest, ClientsDoNotSendATokenInPlaintextOffTheMachine) {
 
   // --check-config refuses what the command would refuse at start.
   for (const char* role : {"trainer", "chief"}) {
-    std::vector<std::string> argv = {BrookBinary(), role, "--ps", "127.0.0.1:1,10.77.0.10:7070",
-                                     "--ps-token-file", dir_.Join("token"), "--check-config"};
+    std::vector<std::string> argv = {BrookBinary(),
+                                     role,
+                                     "--ps",
+                                     "127.0.0.1:1,10.77.0.10:7070",
+                                     "--ps-token-file",
+                                     dir_.Join("token"),
+                                     "--check-config"};
     if (std::string(role) == "trainer") {
       argv.insert(argv.end(), {"--job", "job.yaml"});
     } else {
@@ -274,11 +279,10 @@ TEST_F(PsAuthTest, AJobRunsWithOneClusterTokenAndAWrongPsTokenFailsItNamingThePs
     ps_list += (i ? "," : "") + p->address;
     ps.push_back(std::move(*p));
   }
-  auto chief = ChildProcess::Start({BrookBinary(), "chief", "--listen", "127.0.0.1:0",
-                                    "--metrics-listen", "127.0.0.1:0", "--state-dir",
-                                    dir_.Join("chief-state"), "--ps", ps_list, "--lease-seconds",
-                                    "2"},
-                                   &error);
+  auto chief = ChildProcess::Start(
+      {BrookBinary(), "chief", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+       "--state-dir", dir_.Join("chief-state"), "--ps", ps_list, "--lease-seconds", "2"},
+      &error);
   ASSERT_NE(chief, nullptr) << error;
   auto line = chief->WaitForLine("brook chief listening on", 30s);
   ASSERT_TRUE(line.has_value()) << "no listening line from brook chief";
@@ -286,9 +290,9 @@ TEST_F(PsAuthTest, AJobRunsWithOneClusterTokenAndAWrongPsTokenFailsItNamingThePs
   chief_address = chief_address.substr(0, chief_address.find(' '));
 
   auto start_trainer = [&](const std::string& id, std::vector<std::string> extra) {
-    std::vector<std::string> argv = {BrookBinary(), "trainer", "--chief", chief_address,
-                                     "--node-id", id, "--cpu-threads", "1", "--parse-threads",
-                                     "1"};
+    std::vector<std::string> argv = {BrookBinary(),     "trainer", "--chief",       chief_address,
+                                     "--node-id",       id,        "--cpu-threads", "1",
+                                     "--parse-threads", "1"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto t = ChildProcess::Start(argv, &error);
     EXPECT_NE(t, nullptr) << error;
@@ -297,13 +301,12 @@ TEST_F(PsAuthTest, AJobRunsWithOneClusterTokenAndAWrongPsTokenFailsItNamingThePs
   auto job_yaml = [&](const std::string& name) {
     const std::string path = dir_.Join(name + ".yaml");
     testing::WriteFileOrDie(
-        path, absl::StrCat("name: ", name, "\ndata:\n  train: [",
-                           dir_.Join("train/train-*.tfrecord"),
-                           "]\n  records_per_unit: 8192\nfeatures: ",
-                           dir_.Join("train/feature_spec.yaml"), "\nmodel_file: ",
-                           testing::SourceDir(), "/examples/adult/wide_deep.yaml\n",
-                           "training: {batch_size: 1024, epochs: 1, seed: 1, retry_seconds: 30}\n"
-                           "trainers: 1\n"));
+        path, absl::StrCat(
+                  "name: ", name, "\ndata:\n  train: [", dir_.Join("train/train-*.tfrecord"),
+                  "]\n  records_per_unit: 8192\nfeatures: ", dir_.Join("train/feature_spec.yaml"),
+                  "\nmodel_file: ", testing::SourceDir(), "/examples/adult/wide_deep.yaml\n",
+                  "training: {batch_size: 1024, epochs: 1, seed: 1, retry_seconds: 30}\n"
+                  "trainers: 1\n"));
     return path;
   };
   chief::ChiefClientOptions options;

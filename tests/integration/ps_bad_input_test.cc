@@ -1,10 +1,10 @@
 // Bad input to a real `brook ps` over 127.0.0.1 (ports picked at run time):
 // malformed and hostile RPCs are refused with the status code
-// docs/architecture.md "Errors" names (common/rpc/status_mapping.h) and change nothing; garbage bytes
-// on the gRPC and metrics ports and slow clients holding connections leave
-// the server serving everyone else. The in-process twins of the RPC cases are
-// in tests/unit/ps/rpc/ps_service_test.cc; these prove the same holds through
-// the real binary, its flags, gRPC's transport and the metrics HTTP server.
+// docs/architecture.md "Errors" names (common/rpc/status_mapping.h) and change nothing; garbage
+// bytes on the gRPC and metrics ports and slow clients holding connections leave the server serving
+// everyone else. The in-process twins of the RPC cases are in tests/unit/ps/rpc/ps_service_test.cc;
+// these prove the same holds through the real binary, its flags, gRPC's transport and the metrics
+// HTTP server.
 //
 // Every RPC has a deadline, every socket a timeout; children are killed by
 // RAII if a test fails.
@@ -85,11 +85,10 @@ class PsBadInputTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string error;
-    auto ps = testing::StartBrookPs(
-        0, 1,
-        {"--max-message-mib", std::to_string(kMaxMessageMib), "--max-keys-per-request",
-         std::to_string(kMaxKeys)},
-        milliseconds(20000), &error);
+    auto ps = testing::StartBrookPs(0, 1,
+                                    {"--max-message-mib", std::to_string(kMaxMessageMib),
+                                     "--max-keys-per-request", std::to_string(kMaxKeys)},
+                                    milliseconds(20000), &error);
     ASSERT_TRUE(ps.has_value()) << error;
     ps_ = std::move(*ps);
     ASSERT_FALSE(ps_.metrics_address.empty());
@@ -261,8 +260,8 @@ TEST_F(PsBadInputTest, BadRpcsGetTheRightCodeChangeNothingAndAreCounted) {
   };
   for (const auto& [what, req] : invalid_pushes) {
     const grpc::Status s = stub_->Push(Ctx().get(), req, &push_resp);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << what << ": "
-                                                                  << s.error_message();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << what << ": " << s.error_message();
   }
   // Unknown table -> NOT_FOUND; over --max-keys-per-request -> RESOURCE_EXHAUSTED;
   // routed for another shard -> FAILED_PRECONDITION.
@@ -271,9 +270,9 @@ TEST_F(PsBadInputTest, BadRpcsGetTheRightCodeChangeNothingAndAreCounted) {
   {
     std::vector<uint64_t> many(kMaxKeys + 1);
     for (size_t i = 0; i < many.size(); ++i) many[i] = 1000 + i;
-    const grpc::Status s = stub_->Push(
-        Ctx().get(), PushOf("emb", many, std::vector<float>(many.size() * kDim, -1.0f)),
-        &push_resp);
+    const grpc::Status s =
+        stub_->Push(Ctx().get(), PushOf("emb", many, std::vector<float>(many.size() * kDim, -1.0f)),
+                    &push_resp);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
   }
   {
@@ -289,9 +288,9 @@ TEST_F(PsBadInputTest, BadRpcsGetTheRightCodeChangeNothingAndAreCounted) {
     const size_t floats = (size_t{kMaxMessageMib} << 20) / sizeof(float) + 1024;
     std::vector<uint64_t> keys(floats / kDim);
     for (size_t i = 0; i < keys.size(); ++i) keys[i] = 1 + i;  // includes 1, 2, 3
-    const grpc::Status s = stub_->Push(
-        Ctx().get(), PushOf("emb", keys, std::vector<float>(keys.size() * kDim, -1.0f)),
-        &push_resp);
+    const grpc::Status s =
+        stub_->Push(Ctx().get(), PushOf("emb", keys, std::vector<float>(keys.size() * kDim, -1.0f)),
+                    &push_resp);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
   }
 
@@ -432,8 +431,8 @@ TEST_F(PsBadInputTest, GarbageOnTheGrpcPortIsDroppedAndTheServerKeepsServing) {
   };
   // A SETTINGS frame header (type 4, stream 0) claiming a 16 MiB - 1 payload,
   // far past the 16 KiB frame size a peer may send before settings say more.
-  const std::string huge_frame = preface + std::string("\xff\xff\xff\x04\x00\x00\x00\x00\x00", 9) +
-                                 RandomBytes(1024, 3);
+  const std::string huge_frame =
+      preface + std::string("\xff\xff\xff\x04\x00\x00\x00\x00\x00", 9) + RandomBytes(1024, 3);
   const std::vector<Case> cases = {
       {"random bytes", RandomBytes(64 << 10, 1)},
       {"an HTTP/1.1 request",

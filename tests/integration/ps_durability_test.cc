@@ -62,10 +62,10 @@ TEST(PsDurabilityTest, ASecondPsOnTheSameDataDirIsRefused) {
   std::string error;
   auto ps = StartDurable(dir.Join("data"), &error);
   ASSERT_TRUE(ps.has_value()) << error;
-  auto second = testing::RunCommand({testing::BrookBinary(), "ps", "--listen", "127.0.0.1:0",
-                                     "--shard-index", "0", "--num-shards", "1", "--data-dir",
-                                     dir.Join("data")},
-                                    60);
+  auto second =
+      testing::RunCommand({testing::BrookBinary(), "ps", "--listen", "127.0.0.1:0", "--shard-index",
+                           "0", "--num-shards", "1", "--data-dir", dir.Join("data")},
+                          60);
   EXPECT_NE(second.exit_code, 0) << second.output;
   EXPECT_NE(second.output.find(dir.Join("data") + " is in use by another process (pid "),
             std::string::npos)
@@ -233,8 +233,9 @@ double Metric(const std::string& page, const std::string& name) {
 TEST(PsDurabilityTest, UnboundedNewKeysStayWithinTheBudgetAndColdRowsGoToRocksDb) {
   testing::TempDir dir;
   std::string error;
-  auto ps = testing::StartBrookPs(0, 1, {"--data-dir", dir.Join("data"), "--rocksdb-cache-mib", "16"},
-                                  milliseconds(20000), &error);
+  auto ps =
+      testing::StartBrookPs(0, 1, {"--data-dir", dir.Join("data"), "--rocksdb-cache-mib", "16"},
+                            milliseconds(20000), &error);
   ASSERT_TRUE(ps.has_value()) << error;
   auto client = Connect({ps->address});
   ASSERT_NE(client, nullptr);

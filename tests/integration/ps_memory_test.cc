@@ -14,8 +14,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <iostream>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -147,7 +147,8 @@ TEST(PsMemoryLimitTest, FiftyTwoTablesShareTheLimitAndRssStaysUnderItPlusTheOver
   for (size_t i = 0; i < kBatch; ++i) keys[i] = i;
   EXPECT_TRUE(client->Push("C0", keys, std::vector<float>(kBatch * kDim, 0.5f), 99).ok());
   std::vector<float> out(kDim);
-  EXPECT_TRUE(client->Pull("C51", std::vector<uint64_t>{uint64_t{1} << 40}, absl::MakeSpan(out)).ok());
+  EXPECT_TRUE(
+      client->Pull("C51", std::vector<uint64_t>{uint64_t{1} << 40}, absl::MakeSpan(out)).ok());
   // Dropping a table gives its rows back to the node.
   ASSERT_TRUE(client->DropTable("C0").ok());
   EXPECT_LT(Metric(ps->metrics_address, "brook_ps_memory_used_bytes").value_or(1e18), *used);
@@ -157,10 +158,10 @@ TEST(PsMemoryLimitTest, WithADataDirRowsPastTheLimitGoToRocksDb) {
   constexpr uint64_t kLimit = 16ull << 20;
   testing::TempDir dir;
   std::string error;
-  auto ps = testing::StartBrookPs(0, 1,
-                                  {"--memory-limit", "16MiB", "--data-dir", dir.path(), "--no-wal",
-                                   "--rocksdb-cache-mib", "8"},
-                                  30s, &error);
+  auto ps = testing::StartBrookPs(
+      0, 1,
+      {"--memory-limit", "16MiB", "--data-dir", dir.path(), "--no-wal", "--rocksdb-cache-mib", "8"},
+      30s, &error);
   ASSERT_TRUE(ps.has_value()) << error;
   auto client = Client(ps->address);
   ASSERT_NE(client, nullptr);
@@ -202,8 +203,8 @@ int FreePort() {
 
 std::string PsTfConfig(int port, const std::string& type = "ps") {
   return absl::StrCat(R"({"cluster": {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2", "127.0.0.1:)",
-                      port, R"("], "worker": ["127.0.0.1:3", "127.0.0.1:4"]}, "task": {"type": ")", type,
-                      R"(", "index": 1}})");
+                      port, R"("], "worker": ["127.0.0.1:3", "127.0.0.1:4"]}, "task": {"type": ")",
+                      type, R"(", "index": 1}})");
 }
 
 TEST(PsTfConfigTest, ListenPortShardAndShardCountComeFromTfConfigAndFlagsWin) {
@@ -247,17 +248,17 @@ TEST(PsTfConfigTest, ATaskThatIsNotAPsIsAUsageErrorNamingIt) {
             std::string::npos)
       << r.output;
   // With every flag TF_CONFIG goes unread (brook local's PS in a TFJob pod).
-  auto flagged = testing::RunCommand(
-      {"/usr/bin/env", "TF_CONFIG=" + PsTfConfig(7070, "worker"), BrookBinary(), "ps", "--listen",
-       "127.0.0.1:0", "--shard-index", "0", "--num-shards", "1", "--check-config"});
+  auto flagged = testing::RunCommand({"/usr/bin/env", "TF_CONFIG=" + PsTfConfig(7070, "worker"),
+                                      BrookBinary(), "ps", "--listen", "127.0.0.1:0",
+                                      "--shard-index", "0", "--num-shards", "1", "--check-config"});
   EXPECT_EQ(flagged.exit_code, 0) << flagged.output;
-  auto bad = testing::RunCommand(
-      {"/usr/bin/env", "TF_CONFIG={\"cluster\": {\"ps\": [\"nohostport\"]}}", BrookBinary(), "ps",
-       "--check-config"});
+  auto bad =
+      testing::RunCommand({"/usr/bin/env", "TF_CONFIG={\"cluster\": {\"ps\": [\"nohostport\"]}}",
+                           BrookBinary(), "ps", "--check-config"});
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("TF_CONFIG: cluster.ps"), std::string::npos) << bad.output;
-  auto limit = testing::RunCommand({BrookBinary(), "ps", "--memory-limit", "8 gigs",
-                                    "--check-config"});
+  auto limit =
+      testing::RunCommand({BrookBinary(), "ps", "--memory-limit", "8 gigs", "--check-config"});
   EXPECT_EQ(limit.exit_code, 2) << limit.output;
   EXPECT_NE(limit.output.find("--memory-limit: \"8 gigs\" is not a size"), std::string::npos)
       << limit.output;

@@ -29,9 +29,9 @@ namespace {
 
 using testing::BrookBinary;
 using testing::ChildProcess;
-using testing::RunCommand;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing::RunCommand;
 using namespace std::chrono_literals;
 
 constexpr char kToken[] = "brook-e2e-token-5f2c9a7e41d3b8";
@@ -51,11 +51,11 @@ class SecureClusterTest : public ::testing::Test {
   // Mutual TLS flags for a node (servers and clients share one certificate
   // per role here: the server certificate names 127.0.0.1).
   std::vector<std::string> ServerTls() const {
-    return {"--tls-cert", pki_.server_cert(), "--tls-key", pki_.server_key(),
+    return {"--tls-cert", pki_.server_cert(), "--tls-key",   pki_.server_key(),
             "--tls-ca",   pki_.ca_cert(),     "--tls-mutual"};
   }
   std::vector<std::string> ClientTls() const {
-    return {"--tls-cert", pki_.client_cert(), "--tls-key", pki_.client_key(),
+    return {"--tls-cert", pki_.client_cert(), "--tls-key",   pki_.client_key(),
             "--tls-ca",   pki_.ca_cert(),     "--tls-mutual"};
   }
 
@@ -84,10 +84,18 @@ TEST_F(SecureClusterTest, AJobTrainsOverMutualTlsWithATokenAndOutsidersGetNothin
   auto ps = testing::StartBrookPs(0, 1, ps_tls, 30s, &error);
   ASSERT_TRUE(ps.has_value()) << error;
 
-  std::vector<std::string> chief_argv = {BrookBinary(), "chief", "--listen", "127.0.0.1:0",
-                                         "--metrics-listen", "127.0.0.1:0", "--state-dir",
-                                         dir_.Join("chief-state"), "--ps", ps->address,
-                                         "--auth-token-file", dir_.Join("token")};
+  std::vector<std::string> chief_argv = {BrookBinary(),
+                                         "chief",
+                                         "--listen",
+                                         "127.0.0.1:0",
+                                         "--metrics-listen",
+                                         "127.0.0.1:0",
+                                         "--state-dir",
+                                         dir_.Join("chief-state"),
+                                         "--ps",
+                                         ps->address,
+                                         "--auth-token-file",
+                                         dir_.Join("token")};
   // The chief serves with the server certificate and dials the PS with it
   // too: a certificate with both purposes is what the chart mounts.
   for (const std::string& a : ServerTls()) chief_argv.push_back(a);
@@ -101,10 +109,10 @@ TEST_F(SecureClusterTest, AJobTrainsOverMutualTlsWithATokenAndOutsidersGetNothin
 
   // The token comes from the environment here, as the chart gives it.
   testing::ScopedEnv token_env("BROOK_TOKEN", kToken);
-  std::vector<std::string> trainer_argv = {BrookBinary(), "trainer", "--chief", chief_address_,
-                                           "--node-id", "t0", "--cpu-threads", "1",
-                                           "--parse-threads", "1", "--metrics-listen",
-                                           "127.0.0.1:0"};
+  std::vector<std::string> trainer_argv = {
+      BrookBinary(),     "trainer", "--chief",          chief_address_,
+      "--node-id",       "t0",      "--cpu-threads",    "1",
+      "--parse-threads", "1",       "--metrics-listen", "127.0.0.1:0"};
   for (const std::string& a : ClientTls()) trainer_argv.push_back(a);
   auto trainer = ChildProcess::Start(trainer_argv, &error);
   ASSERT_NE(trainer, nullptr) << error;
@@ -114,11 +122,11 @@ TEST_F(SecureClusterTest, AJobTrainsOverMutualTlsWithATokenAndOutsidersGetNothin
 
   const std::string job = dir_.Join("job.yaml");
   testing::WriteFileOrDie(
-      job, absl::StrCat("name: secure\ndata:\n  train: [", dir_.Join("train/train-*.tfrecord"),
-                        "]\n  records_per_unit: 8192\nfeatures: ",
-                        dir_.Join("train/feature_spec.yaml"), "\nmodel_file: ",
-                        testing::SourceDir(), "/examples/adult/wide_deep.yaml\n",
-                        "training: {batch_size: 512, epochs: 1, seed: 1}\ntrainers: 1\n"));
+      job,
+      absl::StrCat("name: secure\ndata:\n  train: [", dir_.Join("train/train-*.tfrecord"),
+                   "]\n  records_per_unit: 8192\nfeatures: ", dir_.Join("train/feature_spec.yaml"),
+                   "\nmodel_file: ", testing::SourceDir(), "/examples/adult/wide_deep.yaml\n",
+                   "training: {batch_size: 512, epochs: 1, seed: 1}\ntrainers: 1\n"));
 
   // Outsiders first: nothing they send is queued.
   {
@@ -142,13 +150,15 @@ TEST_F(SecureClusterTest, AJobTrainsOverMutualTlsWithATokenAndOutsidersGetNothin
 
   auto submit = Cli({"submit", job}, ClientTls());
   ASSERT_EQ(submit.exit_code, 0) << submit.output;
-  const std::string job_id = "secure";  // the name stands for its job
+  const std::string job_id = "secure";                   // the name stands for its job
   ASSERT_THAT(submit.output, HasSubstr(job_id + "-2"));  // the id: name and date
 
   chief::ChiefClientOptions options;
   options.bearer_token = kToken;
-  options.tls = {.cert_file = pki_.client_cert(), .key_file = pki_.client_key(),
-                 .ca_file = pki_.ca_cert(), .mutual = true};
+  options.tls = {.cert_file = pki_.client_cert(),
+                 .key_file = pki_.client_key(),
+                 .ca_file = pki_.ca_cert(),
+                 .mutual = true};
   auto client = chief::ChiefClient::Connect(chief_address_, options);
   ASSERT_TRUE(client.ok()) << client.status();
   v1::GetJobRequest get;

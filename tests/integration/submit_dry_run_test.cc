@@ -118,7 +118,7 @@ TEST_F(SubmitDryRunTest, TrainerRunsFromTheJobSpecAndKeepsItsCheckpointAndExport
   EXPECT_EQ(out["steps"], 20);
   EXPECT_EQ(out["examples"], 20 * 256);
   EXPECT_GT(out["eval"]["examples"].get<int64_t>(), 16000);  // data.eval: Adult's test split
-  ASSERT_EQ(out["checkpoints"].size(), 1u) << out.dump();  // 600 s interval: the final one
+  ASSERT_EQ(out["checkpoints"].size(), 1u) << out.dump();    // 600 s interval: the final one
   const std::string ckpt = out["checkpoints"][0];
   EXPECT_EQ(ckpt.rfind(dir_->Join("out/adult-wide-deep/ckpt/adult-wide-deep-"), 0), 0u) << ckpt;
   EXPECT_TRUE(std::filesystem::exists(ckpt + "/shard-00000-of-00002/MANIFEST")) << ckpt;
@@ -154,9 +154,9 @@ TEST_F(SubmitDryRunTest, AnExportDirInsideAnotherRunsExportIsRefusedByTheDryRun)
   const std::string old_export = dir_->Join("old-export");
   std::filesystem::create_directories(old_export + "/tables");
   testing::WriteFileOrDie(old_export + "/manifest.json", "{}");
-  const std::string inside = absl::StrReplaceAll(
-      job_, {{"export: {dir: /tmp/brook/adult-wide-deep/export}",
-              "export: {dir: " + old_export + "/sub}"}});
+  const std::string inside =
+      absl::StrReplaceAll(job_, {{"export: {dir: /tmp/brook/adult-wide-deep/export}",
+                                  "export: {dir: " + old_export + "/sub}"}});
   ASSERT_NE(inside, job_);
   testing::WriteFileOrDie(dir_->Join("inside.yaml"), inside);
   auto r = RunCommand({BrookBinary(), "submit", dir_->Join("inside.yaml"), "--dry-run"});
@@ -220,10 +220,9 @@ TEST_F(SubmitDryRunTest, AFeatureTheDataLacksIsNamedBeforeAnythingRuns) {
                                   {"on_missing: error", std::string("on_missing: ") + policy}});
     }
     testing::WriteFileOrDie(dir_->Join("typo_features.yaml"), f);
-    testing::WriteFileOrDie(
-        dir_->Join("typo.yaml"),
-        absl::StrReplaceAll(job_, {{"features: data/train/feature_spec.yaml",
-                                    "features: typo_features.yaml"}}));
+    testing::WriteFileOrDie(dir_->Join("typo.yaml"),
+                            absl::StrReplaceAll(job_, {{"features: data/train/feature_spec.yaml",
+                                                        "features: typo_features.yaml"}}));
     auto r = RunCommand({BrookBinary(), "submit", dir_->Join("typo.yaml"), "--dry-run"});
     EXPECT_NE(r.output.find("feature \"agee\""), std::string::npos) << policy << r.output;
     if (std::string(policy) == "error") {
@@ -255,9 +254,11 @@ TEST_F(SubmitDryRunTest, TrainerOnCorruptFailNamesTheOptionAndSkipCountsWhatItSk
   for (size_t i = 0; i < 64; ++i) bytes[bytes.size() * 9 / 10 + i] ^= 0x5a;
   testing::WriteFileOrDie(victim, bytes);
   const std::vector<std::string> common = {
-      BrookBinary(), "trainer", "--local-ps", "1", "--spec",
-      dir_->Join("data/train/feature_spec.yaml"), "--model",
-      testing::SourceDir() + "/examples/adult/lr.yaml", "--data", corrupt + "/train-*.tfrecord",
+      BrookBinary(),      "trainer",
+      "--local-ps",       "1",
+      "--spec",           dir_->Join("data/train/feature_spec.yaml"),
+      "--model",          testing::SourceDir() + "/examples/adult/lr.yaml",
+      "--data",           corrupt + "/train-*.tfrecord",
       "--shuffle-buffer", "0"};
   auto failed = RunCommand(common, 300);
   EXPECT_EQ(failed.exit_code, 1) << failed.output;
@@ -276,8 +277,7 @@ TEST_F(SubmitDryRunTest, TrainerOnCorruptFailNamesTheOptionAndSkipCountsWhatItSk
   // Every record but those in the damaged region trained.
   EXPECT_GT(out["examples"].get<int64_t>(), 32000) << out.dump();
   EXPECT_LT(out["examples"].get<int64_t>(), 32561) << out.dump();
-  EXPECT_NE(skipped.output.find("brook trainer: skipped "), std::string::npos)
-      << skipped.output;
+  EXPECT_NE(skipped.output.find("brook trainer: skipped "), std::string::npos) << skipped.output;
 }
 
 }  // namespace

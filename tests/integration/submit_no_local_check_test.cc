@@ -39,10 +39,10 @@ class SubmitNoLocalCheckTest : public ::testing::Test {
     std::filesystem::create_directories(Pods());
     std::filesystem::create_directories(Submitter());
     // The smoke job's data (docker/Dockerfile.cpu's arguments, half the size).
-    auto gen = RunCommand({BrookBinary(), "data", "gen", "--out", Pods() + "/volume", "--train",
-                           "2048", "--test", "0", "--shards", "1", "--seed", "7",
-                           "--cardinality-max", "1000", "--threads", "1"},
-                          120);
+    auto gen = RunCommand(
+        {BrookBinary(), "data", "gen", "--out", Pods() + "/volume", "--train", "2048", "--test",
+         "0", "--shards", "1", "--seed", "7", "--cardinality-max", "1000", "--threads", "1"},
+        120);
     ASSERT_EQ(gen.exit_code, 0) << gen.output;
     // The feature spec is read (and embedded) where the job is submitted.
     std::filesystem::copy_file(Pods() + "/volume/feature_spec.yaml",
@@ -82,15 +82,15 @@ class SubmitNoLocalCheckTest : public ::testing::Test {
   // directory.
   static testing::CommandResult Submit(const std::string& job,
                                        const std::vector<std::string>& extra) {
-    std::string cmd = absl::StrCat("cd '", Submitter(), "' && exec '", BrookBinary(),
-                                   "' submit '", job, "' --chief ", chief_address_);
+    std::string cmd = absl::StrCat("cd '", Submitter(), "' && exec '", BrookBinary(), "' submit '",
+                                   job, "' --chief ", chief_address_);
     for (const std::string& a : extra) absl::StrAppend(&cmd, " '", a, "'");
     return RunCommand({"/bin/sh", "-c", cmd}, 120);
   }
   // The smoke job (examples/smoke/job.yaml) named `name`, training on `glob`.
   static std::string WriteJob(const std::string& name, const std::string& glob) {
-    const std::string smoke = testing::ReadFileOrDie(testing::SourceDir() +
-                                                     "/examples/smoke/job.yaml");
+    const std::string smoke =
+        testing::ReadFileOrDie(testing::SourceDir() + "/examples/smoke/job.yaml");
     const std::string job = absl::StrReplaceAll(
         smoke, {{"name: helm-test-smoke", absl::StrCat("name: ", name)},
                 {"train: [train-*.tfrecord]", absl::StrCat("train: [", glob, "]")}});
@@ -129,8 +129,7 @@ TEST_F(SubmitNoLocalCheckTest, WithNoLocalCheckTheChiefChecksThePodPathAndTheJob
   const std::string job = WriteJob("pod-data", kPodDataGlob);
   auto dry = Submit(job, {"--no-local-check", "--dry-run"});
   ASSERT_EQ(dry.exit_code, 0) << dry.output;
-  EXPECT_NE(dry.output.find("not checked here (--no-local-check"), std::string::npos)
-      << dry.output;
+  EXPECT_NE(dry.output.find("not checked here (--no-local-check"), std::string::npos) << dry.output;
   EXPECT_NE(dry.output.find(kPodDataGlob), std::string::npos) << dry.output;
 
   auto r = Submit(job, {"--no-local-check"});
@@ -139,9 +138,9 @@ TEST_F(SubmitNoLocalCheckTest, WithNoLocalCheckTheChiefChecksThePodPathAndTheJob
   ASSERT_EQ(id.rfind("pod-data-", 0), 0u) << r.output;
 
   // A trainer that sees the volume too (the trainer pods mount it).
-  auto trainer = InPods({BrookBinary(), "trainer", "--chief", chief_address_, "--node-id",
-                         "trainer-0", "--cpu-threads", "1", "--parse-threads", "1",
-                         "--metrics-listen", "127.0.0.1:0"});
+  auto trainer =
+      InPods({BrookBinary(), "trainer", "--chief", chief_address_, "--node-id", "trainer-0",
+              "--cpu-threads", "1", "--parse-threads", "1", "--metrics-listen", "127.0.0.1:0"});
   ASSERT_NE(trainer, nullptr);
   auto watch = RunCommand(
       {BrookBinary(), "status", id, "--watch", "--interval", "0.5", "--chief", chief_address_},

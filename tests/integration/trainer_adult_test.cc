@@ -41,10 +41,10 @@ class TrainerAdultTest : public ::testing::Test {
     dir_ = new testing::TempDir();
     const std::string adult = testing::SharedDataDir() + "/adult";
     for (const char* split : {"train", "test"}) {
-      auto r = RunCommand({BrookBinary(), "data", "convert", "--schema", "adult", "--shards", "2",
-                           "--prefix", split, "--out", dir_->Join(split),
-                           adult + "/adult." + split + ".csv"},
-                          300);
+      auto r = RunCommand(
+          {BrookBinary(), "data", "convert", "--schema", "adult", "--shards", "2", "--prefix",
+           split, "--out", dir_->Join(split), adult + "/adult." + split + ".csv"},
+          300);
       ASSERT_EQ(r.exit_code, 0) << r.output;
     }
   }
@@ -52,18 +52,13 @@ class TrainerAdultTest : public ::testing::Test {
 
   // Trains `model` and returns the evaluation JSON printed on stdout.
   nlohmann::json Train(const std::string& model, std::vector<std::string> extra) {
-    std::vector<std::string> argv = {BrookBinary(),
-                                     "trainer",
-                                     "--local-ps",
-                                     "2",
-                                     "--spec",
-                                     dir_->Join("train") + "/feature_spec.yaml",
-                                     "--model",
-                                     testing::SourceDir() + "/examples/adult/" + model,
-                                     "--data",
-                                     dir_->Join("train") + "/train-*.tfrecord",
-                                     "--eval-data",
-                                     dir_->Join("test") + "/test-*.tfrecord"};
+    std::vector<std::string> argv = {
+        BrookBinary(), "trainer",
+        "--local-ps",  "2",
+        "--spec",      dir_->Join("train") + "/feature_spec.yaml",
+        "--model",     testing::SourceDir() + "/examples/adult/" + model,
+        "--data",      dir_->Join("train") + "/train-*.tfrecord",
+        "--eval-data", dir_->Join("test") + "/test-*.tfrecord"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto r = RunCommand(argv, 600);
     EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -92,8 +87,8 @@ TEST_F(TrainerAdultTest, LogisticRegressionReachesAuc090) {
 }
 
 TEST_F(TrainerAdultQualityTest, WideAndDeepReachesAuc091) {
-  nlohmann::json r = Train("wide_deep.yaml", {"--epochs", "4", "--batch-size", "128",
-                                              "--dense-lr", "0.003", "--embedding-lr", "0.1"});
+  nlohmann::json r = Train("wide_deep.yaml", {"--epochs", "4", "--batch-size", "128", "--dense-lr",
+                                              "0.003", "--embedding-lr", "0.1"});
   ASSERT_TRUE(r.contains("eval")) << r.dump();
   EXPECT_GE(r["eval"]["auc"].get<double>(), 0.91) << r.dump();
 }
@@ -110,8 +105,8 @@ TEST_F(TrainerAdultQualityTest, SynchronousAndStaleTrainingAgree) {
   // one trainer: the asynchrony costs at most 0.005 AUC here.
   nlohmann::json sync = Train("wide_deep.yaml", {"--epochs", "2", "--staleness", "0", "--dense-lr",
                                                  "0.003", "--embedding-lr", "0.1"});
-  nlohmann::json stale = Train("wide_deep.yaml", {"--epochs", "2", "--staleness", "4",
-                                                  "--dense-lr", "0.003", "--embedding-lr", "0.1"});
+  nlohmann::json stale = Train("wide_deep.yaml", {"--epochs", "2", "--staleness", "4", "--dense-lr",
+                                                  "0.003", "--embedding-lr", "0.1"});
   ASSERT_TRUE(sync.contains("eval") && stale.contains("eval"));
   EXPECT_NEAR(stale["eval"]["auc"].get<double>(), sync["eval"]["auc"].get<double>(), 0.005);
 }
@@ -125,27 +120,32 @@ TEST_F(TrainerAdultQualityTest, SynchronousAndStaleTrainingAgree) {
 // every trainer transforms alike, whatever files it reads.
 TEST_F(TrainerAdultTest, TwoAsynchronousTrainersMatchOneSynchronous) {
   testing::TempDir work;
-  std::string spec = testing::ReadFileOrDie(testing::SourceDir() + "/examples/adult/wide_deep.yaml");
+  std::string spec =
+      testing::ReadFileOrDie(testing::SourceDir() + "/examples/adult/wide_deep.yaml");
   const std::string from = "{feature: education-num, transform: standardize}";
   ASSERT_NE(spec.find(from), std::string::npos);
   spec.replace(spec.find(from), from.size(),
                "{feature: education-num, transform: standardize, mean: 10.0807, stddev: 2.5727}");
   testing::WriteFileOrDie(work.Join("wide_deep.yaml"), spec);
   const std::vector<std::string> common = {
-      "--spec", dir_->Join("train") + "/feature_spec.yaml", "--model", work.Join("wide_deep.yaml"),
-      "--epochs", "2", "--dense-lr", "0.003", "--embedding-lr", "0.1", "--batch-size", "128"};
+      "--spec",         dir_->Join("train") + "/feature_spec.yaml",
+      "--model",        work.Join("wide_deep.yaml"),
+      "--epochs",       "2",
+      "--dense-lr",     "0.003",
+      "--embedding-lr", "0.1",
+      "--batch-size",   "128"};
   auto with = [&](std::vector<std::string> argv) {
     argv.insert(argv.begin(), {BrookBinary(), "trainer"});
     argv.insert(argv.end(), common.begin(), common.end());
     return argv;
   };
 
-  nlohmann::json sync = LastJson(
-      RunCommand(with({"--local-ps", "2", "--staleness", "0", "--data",
-                       dir_->Join("train") + "/train-*.tfrecord", "--eval-data",
-                       dir_->Join("test") + "/test-*.tfrecord"}),
-                 600)
-          .output);
+  nlohmann::json sync =
+      LastJson(RunCommand(with({"--local-ps", "2", "--staleness", "0", "--data",
+                                dir_->Join("train") + "/train-*.tfrecord", "--eval-data",
+                                dir_->Join("test") + "/test-*.tfrecord"}),
+                          600)
+                   .output);
   ASSERT_TRUE(sync.contains("eval")) << sync.dump();
 
   std::string error;
@@ -178,11 +178,10 @@ TEST_F(TrainerAdultTest, TwoAsynchronousTrainersMatchOneSynchronous) {
   // Together the two saw every training example once per epoch, as the
   // synchronous one did.
   EXPECT_EQ(trained, sync["examples"].get<int64_t>());
-  nlohmann::json async = LastJson(
-      RunCommand(with({"--ps", addresses, "--eval-only", "--eval-data",
-                       dir_->Join("test") + "/test-*.tfrecord"}),
-                 600)
-          .output);
+  nlohmann::json async = LastJson(RunCommand(with({"--ps", addresses, "--eval-only", "--eval-data",
+                                                   dir_->Join("test") + "/test-*.tfrecord"}),
+                                             600)
+                                      .output);
   ASSERT_TRUE(async.contains("eval")) << async.dump();
   EXPECT_EQ(async["steps"].get<int64_t>(), 0);
   std::cout << "sync " << sync["eval"].dump() << "\n2 async trainers " << async["eval"].dump()

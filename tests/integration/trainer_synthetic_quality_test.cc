@@ -29,28 +29,48 @@ using testing::RunCommand;
 
 TEST(TrainerSyntheticQualityTest, DeepFmComesWithin001OfTheBayesOptimalAuc) {
   testing::TempDir dir;
-  auto gen = RunCommand({BrookBinary(), "data", "gen", "--out", dir.path(), "--train", "3000000",
-                         "--test", "100000", "--shards", "4", "--seed", "3", "--cardinality-max",
-                         "1000"},
-                        300);
+  auto gen =
+      RunCommand({BrookBinary(), "data", "gen", "--out", dir.path(), "--train", "3000000", "--test",
+                  "100000", "--shards", "4", "--seed", "3", "--cardinality-max", "1000"},
+                 300);
   ASSERT_EQ(gen.exit_code, 0) << gen.output;
   const nlohmann::json truth =
       nlohmann::json::parse(testing::ReadFileOrDie(dir.Join("ground_truth.json")));
   const double bayes_auc = truth["test"]["bayes_auc"].get<double>();
   ASSERT_GT(bayes_auc, 0.75);  // the generator's default difficulty (~0.81)
 
-  auto r = RunCommand(
-      {BrookBinary(), "trainer", "--local-ps", "2", "--spec", dir.Join("feature_spec.yaml"),
-       "--model", testing::SourceDir() + "/examples/criteo/deepfm.yaml", "--data",
-       dir.Join("train-*.tfrecord"), "--eval-data", dir.Join("test-*.tfrecord"), "--epochs", "1",
-       "--batch-size", "256", "--embedding-optimizer", "adam", "--embedding-lr", "0.003",
-       "--dense-lr", "0.003", "--lr-decay", "cosine", "--lr-decay-steps", "11719"},
-      900);
+  auto r = RunCommand({BrookBinary(),
+                       "trainer",
+                       "--local-ps",
+                       "2",
+                       "--spec",
+                       dir.Join("feature_spec.yaml"),
+                       "--model",
+                       testing::SourceDir() + "/examples/criteo/deepfm.yaml",
+                       "--data",
+                       dir.Join("train-*.tfrecord"),
+                       "--eval-data",
+                       dir.Join("test-*.tfrecord"),
+                       "--epochs",
+                       "1",
+                       "--batch-size",
+                       "256",
+                       "--embedding-optimizer",
+                       "adam",
+                       "--embedding-lr",
+                       "0.003",
+                       "--dense-lr",
+                       "0.003",
+                       "--lr-decay",
+                       "cosine",
+                       "--lr-decay-steps",
+                       "11719"},
+                      900);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const size_t start = r.output.rfind("\n{\"");
   ASSERT_NE(start, std::string::npos) << r.output;
-  const nlohmann::json result = nlohmann::json::parse(
-      r.output.substr(start + 1, r.output.find('\n', start + 1) - start - 1));
+  const nlohmann::json result =
+      nlohmann::json::parse(r.output.substr(start + 1, r.output.find('\n', start + 1) - start - 1));
   const double auc = result["eval"]["auc"].get<double>();
   std::cout << "DeepFM test AUC " << auc << " vs Bayes-optimal " << bayes_auc << " (gap "
             << bayes_auc - auc << ")\n";

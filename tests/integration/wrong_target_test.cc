@@ -26,9 +26,9 @@ namespace {
 
 using testing::BrookBinary;
 using testing::ChildProcess;
-using testing::RunCommand;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing::RunCommand;
 using namespace std::chrono_literals;
 
 constexpr char kClosedPort[] = "127.0.0.1:1";
@@ -58,11 +58,11 @@ class WrongTargetTest : public ::testing::Test {
     chief_address_ = new std::string(ChiefAddress(*chief_));
     bad_chief_ = StartChief("bad-chief", *chief_address_).release();
     bad_chief_address_ = new std::string(ChiefAddress(*bad_chief_));
-    trainer_ = ChildProcess::Start({BrookBinary(), "trainer", "--chief", *chief_address_,
-                                    "--node-id", "t0", "--cpu-threads", "1", "--metrics-listen",
-                                    "127.0.0.1:0"},
-                                   &error)
-                   .release();
+    trainer_ =
+        ChildProcess::Start({BrookBinary(), "trainer", "--chief", *chief_address_, "--node-id",
+                             "t0", "--cpu-threads", "1", "--metrics-listen", "127.0.0.1:0"},
+                            &error)
+            .release();
     ASSERT_NE(trainer_, nullptr) << error;
     auto line = trainer_->WaitForLine("brook trainer metrics on", 30s);
     ASSERT_TRUE(line.has_value());
@@ -76,7 +76,8 @@ class WrongTargetTest : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     for (ChildProcess* p : {trainer_, bad_chief_, chief_, ps_}) delete p;  // SIGKILL + reap
-    for (std::string* s : {ps_address_, chief_address_, bad_chief_address_, trainer_metrics_, job_}) {
+    for (std::string* s :
+         {ps_address_, chief_address_, bad_chief_address_, trainer_metrics_, job_}) {
       delete s;
     }
     delete dir_;
@@ -84,18 +85,18 @@ class WrongTargetTest : public ::testing::Test {
 
   static std::unique_ptr<ChildProcess> StartChief(const std::string& name, const std::string& ps) {
     std::string error;
-    auto chief = ChildProcess::Start(
-        {BrookBinary(), "chief", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-         "--state-dir", dir_->Join(name), "--ps", ps},
-        &error);
+    auto chief =
+        ChildProcess::Start({BrookBinary(), "chief", "--listen", "127.0.0.1:0", "--metrics-listen",
+                             "127.0.0.1:0", "--state-dir", dir_->Join(name), "--ps", ps},
+                            &error);
     EXPECT_NE(chief, nullptr) << error;
     return chief;
   }
 
   static std::string JobYaml(const std::string& train) {
-    return absl::StrCat("name: wrong-target\ndata:\n  train: [", train, "]\nfeatures: ",
-                        dir_->Join("data/feature_spec.yaml"), "\nmodel_file: ",
-                        testing::SourceDir(), "/examples/criteo/wide_deep.yaml\n",
+    return absl::StrCat("name: wrong-target\ndata:\n  train: [", train,
+                        "]\nfeatures: ", dir_->Join("data/feature_spec.yaml"),
+                        "\nmodel_file: ", testing::SourceDir(), "/examples/criteo/wide_deep.yaml\n",
                         "training: {batch_size: 256, epochs: 1}\n");
   }
 
@@ -128,10 +129,11 @@ struct Target {
 };
 
 std::vector<Target> NotAChief(const std::string& ps, const std::string& metrics) {
-  return {{ps, ps + " is a brook PS (shard 0 of 1), not a chief"},
-          {metrics, metrics + " does not speak brook's gRPC (HTTP/1 answered: is it a /metrics port?)"},
-          {kClosedPort, absl::StrCat("chief at ", kClosedPort,
-                                     " unreachable: connection refused (nothing listens there)")}};
+  return {
+      {ps, ps + " is a brook PS (shard 0 of 1), not a chief"},
+      {metrics, metrics + " does not speak brook's gRPC (HTTP/1 answered: is it a /metrics port?)"},
+      {kClosedPort, absl::StrCat("chief at ", kClosedPort,
+                                 " unreachable: connection refused (nothing listens there)")}};
 }
 
 TEST_F(WrongTargetTest, JobCommandsSayWhatAnsweredInsteadOfAChiefAndExit4) {
@@ -169,16 +171,24 @@ TEST_F(WrongTargetTest, TrainerUnderAChiefThatIsNoChiefFailsNamingWhatAnswered) 
 }
 
 TEST_F(WrongTargetTest, TrainerWhosePsListNamesNoPsFailsNamingWhatAnswered) {
-  const std::vector<std::string> train = {
-      "trainer", "--spec", dir_->Join("data/feature_spec.yaml"), "--model",
-      testing::SourceDir() + "/examples/criteo/wide_deep.yaml", "--data",
-      dir_->Join("data/train-*.tfrecord"), "--max-steps", "1", "--retry-seconds", "2", "--ps"};
+  const std::vector<std::string> train = {"trainer",
+                                          "--spec",
+                                          dir_->Join("data/feature_spec.yaml"),
+                                          "--model",
+                                          testing::SourceDir() + "/examples/criteo/wide_deep.yaml",
+                                          "--data",
+                                          dir_->Join("data/train-*.tfrecord"),
+                                          "--max-steps",
+                                          "1",
+                                          "--retry-seconds",
+                                          "2",
+                                          "--ps"};
   const std::vector<Target> targets = {
       {*chief_address_, "PS shard 0 (" + *chief_address_ + ") is a brook chief, not a PS"},
       {*trainer_metrics_,
        "PS shard 0 (" + *trainer_metrics_ + ") does not speak brook's gRPC (HTTP/1 answered"},
-      {kClosedPort, absl::StrCat("PS shard 0 (", kClosedPort,
-                                 "): connection refused (nothing listens there)")}};
+      {kClosedPort,
+       absl::StrCat("PS shard 0 (", kClosedPort, "): connection refused (nothing listens there)")}};
   for (const Target& t : targets) {
     std::vector<std::string> args = train;
     args.push_back(t.address);
@@ -212,7 +222,8 @@ TEST_F(WrongTargetTest, UnknownCommandsAndFlagsExit2NamingTheNearestWord) {
   EXPECT_THAT(r.output, HasSubstr("brook: unknown command 'trainr'; did you mean 'trainer'?"));
   r = Brook({"data", "inpsect", "x.tfrecord"}, &seconds);
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("brook data: unknown command 'inpsect'; did you mean 'inspect'?"));
+  EXPECT_THAT(r.output,
+              HasSubstr("brook data: unknown command 'inpsect'; did you mean 'inspect'?"));
   r = Brook({"list", "--chife", kClosedPort}, &seconds);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("brook list: unknown flag '--chife'; did you mean '--chief'?"));
@@ -248,21 +259,23 @@ TEST_F(WrongTargetTest, ObjectStoreUrlsWhereAPathGoesAreRefusedNamingTheFlagOrFi
                   "s3://bucket/train-*.tfrecord"},
                  &seconds);
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("--data: \"s3://bucket/train-*.tfrecord\": s3:// ",
-                                               not_yet)));
+  EXPECT_THAT(r.output,
+              HasSubstr(absl::StrCat("--data: \"s3://bucket/train-*.tfrecord\": s3:// ", not_yet)));
   r = Brook({"data", "inspect", "gs://bucket/a.tfrecord"}, &seconds);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr(absl::StrCat("\"gs://bucket/a.tfrecord\": gs:// ", not_yet)));
   r = Brook({"predict", "--model", "hdfs://nn/models/x", "--data", "x.tfrecord"}, &seconds);
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("--model: \"hdfs://nn/models/x\": hdfs:// ", not_yet)));
+  EXPECT_THAT(r.output,
+              HasSubstr(absl::StrCat("--model: \"hdfs://nn/models/x\": hdfs:// ", not_yet)));
 
   const std::string job = dir_->Join("s3-job.yaml");
   testing::WriteFileOrDie(job, JobYaml("s3://bucket/train-*.tfrecord"));
   r = Brook({"submit", job, "--dry-run"}, &seconds);
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("data.train[0] (line 3): \"s3://bucket/train-*.tfrecord\": s3:// ",
-                                               not_yet)));
+  EXPECT_THAT(r.output,
+              HasSubstr(absl::StrCat(
+                  "data.train[0] (line 3): \"s3://bucket/train-*.tfrecord\": s3:// ", not_yet)));
 }
 
 // TLS on one side only: refused at once, saying which side lacks what.

@@ -26,8 +26,8 @@ class TempDir {
 };
 
 struct CommandResult {
-  int exit_code = -1;   // -1 if killed by a signal
-  std::string output;   // stdout and stderr, interleaved
+  int exit_code = -1;  // -1 if killed by a signal
+  std::string output;  // stdout and stderr, interleaved
 };
 
 // Runs `argv` (argv[0] a path) with a time limit; stdout+stderr captured.

@@ -13,8 +13,8 @@ std::unique_ptr<ScopedTmpfs> ScopedTmpfs::Mount(const std::string& path, uint64_
   ::mkdir(path.c_str(), 0755);
   const std::string options = "size=" + std::to_string(bytes) + ",mode=0755";
   if (::mount("tmpfs", path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) != 0) {
-    *why = "mount -t tmpfs at " + path + ": " + std::strerror(errno) +
-           " (needs root / CAP_SYS_ADMIN)";
+    *why =
+        "mount -t tmpfs at " + path + ": " + std::strerror(errno) + " (needs root / CAP_SYS_ADMIN)";
     return nullptr;
   }
   return std::unique_ptr<ScopedTmpfs>(new ScopedTmpfs(path));

@@ -61,7 +61,7 @@ class Buffer {
 
 // What a device backend reports about its device (trainer metrics).
 struct DeviceStats {
-  uint64_t memory_used_bytes = 0;   // the whole device's, every process
+  uint64_t memory_used_bytes = 0;  // the whole device's, every process
   uint64_t memory_total_bytes = 0;
   // Share of the last sample period a kernel ran, 0..1 (NVML); nullopt when
   // NVML (it comes with the driver, not the toolkit) is not there.
@@ -119,15 +119,14 @@ class Backend {
   virtual absl::Status ActivationBackward(Activation act, int64_t n, const Buffer& y,
                                           Buffer* dy) = 0;
   // dbias[c] (+)= sum over r of dx[r * cols + c].
-  virtual absl::Status BiasBackward(int64_t rows, int64_t cols, const Buffer& dx,
-                                    bool accumulate, Buffer* dbias) = 0;
+  virtual absl::Status BiasBackward(int64_t rows, int64_t cols, const Buffer& dx, bool accumulate,
+                                    Buffer* dbias) = 0;
 
   // Inverted dropout, in place on x[0, n): element i is kept iff
   // DropoutKeep(seed, i, rate) (op_types.h, the same on every backend);
   // mask[i] = kept ? 1 / (1 - rate) : 0 and x[i] *= mask[i]. REQUIRES:
   // 0 <= rate < 1.
-  virtual absl::Status Dropout(int64_t n, float rate, uint64_t seed, Buffer* x,
-                               Buffer* mask) = 0;
+  virtual absl::Status Dropout(int64_t n, float rate, uint64_t seed, Buffer* x, Buffer* mask) = 0;
   // In place: y[i] *= x[i] for i < n (dropout backward: dy *= mask).
   virtual absl::Status Mul(int64_t n, const Buffer& x, Buffer* y) = 0;
 
@@ -163,9 +162,8 @@ class Backend {
                                           Buffer* out) = 0;
   // dx (batch x f x dim) = the gradient through InteractionForward of d_out.
   // Overwrites dx.
-  virtual absl::Status InteractionBackward(int64_t batch, int64_t f, int64_t dim,
-                                           const Buffer& x, const Buffer& d_out,
-                                           Buffer* dx) = 0;
+  virtual absl::Status InteractionBackward(int64_t batch, int64_t f, int64_t dim, const Buffer& x,
+                                           const Buffer& d_out, Buffer* dx) = 0;
   // FM second-order term (Rendle 2010):
   //   out[b] (+)= 0.5 * sum_d ((sum_i x[b,i,d])^2 - sum_i x[b,i,d]^2)
   // which equals sum over i < j of <x[b,i,:], x[b,j,:]>.
@@ -183,8 +181,8 @@ class Backend {
   // * d loss_i / d logits[i] ((p - y) or 2 (p - y)). Returns the sum of
   // loss_i in double. Waits.
   virtual absl::StatusOr<double> Loss(LossKind kind, int64_t n, const Buffer& logits,
-                                      const Buffer& labels, float grad_scale,
-                                      Buffer* predictions, Buffer* d_logits) = 0;
+                                      const Buffer& labels, float grad_scale, Buffer* predictions,
+                                      Buffer* d_logits) = 0;
 
  protected:
   Backend() = default;

@@ -77,7 +77,9 @@ absl::Status Distinct(absl::string_view op, const Buffer* out,
   return kChecks.Distinct(op, out, inputs);
 }
 
-float* F(const Buffer& b) { return const_cast<CpuBuffer&>(static_cast<const CpuBuffer&>(b)).floats(); }
+float* F(const Buffer& b) {
+  return const_cast<CpuBuffer&>(static_cast<const CpuBuffer&>(b)).floats();
+}
 const uint32_t* U(const Buffer& b) {
   return const_cast<CpuBuffer&>(static_cast<const CpuBuffer&>(b)).uints();
 }
@@ -140,8 +142,8 @@ class CpuBackend final : public Backend {
     } catch (const std::bad_alloc&) {
     } catch (const std::length_error&) {
     }
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "cpu backend Alloc: cannot allocate ", n, " elements of ", internal::DTypeName(dtype)));
+    return absl::ResourceExhaustedError(absl::StrCat("cpu backend Alloc: cannot allocate ", n,
+                                                     " elements of ", internal::DTypeName(dtype)));
   }
 
   absl::Status Upload(absl::Span<const float> src, Buffer* dst, size_t offset) override {
@@ -215,10 +217,10 @@ class CpuBackend final : public Backend {
                       bool accumulate) override {
     RETURN_IF_ERROR(
         CheckSizes("Copy2D", {rows, cols, src_stride, src_offset, dst_stride, dst_offset}));
-    RETURN_IF_ERROR(Check("Copy2D", "src", &src, DType::kFloat32,
-                          Extent(rows, cols, src_stride, src_offset)));
-    RETURN_IF_ERROR(Check("Copy2D", "dst", dst, DType::kFloat32,
-                          Extent(rows, cols, dst_stride, dst_offset)));
+    RETURN_IF_ERROR(
+        Check("Copy2D", "src", &src, DType::kFloat32, Extent(rows, cols, src_stride, src_offset)));
+    RETURN_IF_ERROR(
+        Check("Copy2D", "dst", dst, DType::kFloat32, Extent(rows, cols, dst_stride, dst_offset)));
     RETURN_IF_ERROR(Distinct("Copy2D", dst, {&src}));
     if (rows > 1 && dst_stride < cols) return Bad("Copy2D", "dst rows overlap (dst_stride < cols)");
     const float* s = F(src);
@@ -252,8 +254,7 @@ class CpuBackend final : public Backend {
     return absl::OkStatus();
   }
 
-  absl::Status ActivationBackward(Activation act, int64_t n, const Buffer& y,
-                                  Buffer* dy) override {
+  absl::Status ActivationBackward(Activation act, int64_t n, const Buffer& y, Buffer* dy) override {
     RETURN_IF_ERROR(CheckSizes("ActivationBackward", {n}));
     RETURN_IF_ERROR(Check("ActivationBackward", "y", &y, DType::kFloat32, n));
     RETURN_IF_ERROR(Check("ActivationBackward", "dy", dy, DType::kFloat32, n));
@@ -376,8 +377,7 @@ class CpuBackend final : public Backend {
     const int64_t pairs = f * (f - 1) / 2;
     RETURN_IF_ERROR(
         Check("InteractionForward", "x", &x, DType::kFloat32, SatMul(SatMul(batch, f), dim)));
-    RETURN_IF_ERROR(
-        Check("InteractionForward", "out", out, DType::kFloat32, SatMul(batch, pairs)));
+    RETURN_IF_ERROR(Check("InteractionForward", "out", out, DType::kFloat32, SatMul(batch, pairs)));
     RETURN_IF_ERROR(Distinct("InteractionForward", out, {&x}));
     const float* xp = F(x);
     float* op = F(*out);
@@ -613,9 +613,9 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const CpuBackendOption
         absl::StrCat("cpu backend: num_threads must be in [0, 1024], got ", options.num_threads));
   }
   if (!CpuIsaSupported(options.isa)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cpu backend: this CPU or build cannot run the ", std::string(CpuIsaName(options.isa)),
-        " kernels"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cpu backend: this CPU or build cannot run the ",
+                     std::string(CpuIsaName(options.isa)), " kernels"));
   }
   const CpuIsa isa = options.isa == CpuIsa::kAuto ? BestCpuIsa() : options.isa;
   internal::GemmFn gemm = &internal::GemmBaseline;

@@ -40,8 +40,8 @@ struct ColumnarBatch {
 
 // Counters of the missing / mismatch policy, per feature (spec order).
 struct ParseStats {
-  uint64_t examples = 0;        // appended to a batch
-  uint64_t rejected = 0;        // returned an error; batch unchanged
+  uint64_t examples = 0;             // appended to a batch
+  uint64_t rejected = 0;             // returned an error; batch unchanged
   std::vector<uint64_t> missing;     // per feature
   std::vector<uint64_t> mismatched;  // per feature
   uint64_t unknown_features = 0;     // present in the example, not in the spec

@@ -47,8 +47,8 @@ absl::Status CheckOpens(const DataCheckList& list, const std::string& path,
       storage::TFRecordReader::Open(path, ro);
   if (!reader.ok()) {
     return absl::Status(reader.status().code(),
-                        absl::StrCat(list.what, " matches ", path, ", which cannot be read: ",
-                                     reader.status().message()));
+                        absl::StrCat(list.what, " matches ", path,
+                                     ", which cannot be read: ", reader.status().message()));
   }
   std::string_view record;
   absl::StatusOr<bool> first = (*reader)->Next(&record);
@@ -56,8 +56,8 @@ absl::Status CheckOpens(const DataCheckList& list, const std::string& path,
   if ((*reader)->offset() == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         list.what, " matches ", path, ", which is not a TFRecord file (",
-        std::string(storage::CompressionName(ro.compression)), "): its first bytes are not a record frame",
-        Sniff(path, ro.compression),
+        std::string(storage::CompressionName(ro.compression)),
+        "): its first bytes are not a record frame", Sniff(path, ro.compression),
         ". If the glob picks up other files (e.g. a feature_spec.yaml beside the shards), "
         "narrow it, e.g. \"train-*.tfrecord\""));
   }
@@ -108,10 +108,10 @@ absl::Status Sample(const FeatureSpec& spec, const DataCheckList& list, const st
           " records do not parse under the feature spec; to skip and count them instead, set "
           "data.on_corrupt: skip)"));
     }
-    result->warnings.push_back(absl::StrFormat(
-        "%s: %d of the first %d records of %s do not parse and will be skipped "
-        "(data.on_corrupt: skip); the first: %s",
-        list.what, rejected, rows, path, first_error));
+    result->warnings.push_back(
+        absl::StrFormat("%s: %d of the first %d records of %s do not parse and will be skipped "
+                        "(data.on_corrupt: skip); the first: %s",
+                        list.what, rejected, rows, path, first_error));
   }
   const uint64_t parsed = rows - rejected;
   if (parsed == 0) return absl::OkStatus();
@@ -131,9 +131,9 @@ absl::Status Sample(const FeatureSpec& spec, const DataCheckList& list, const st
           " (the spec says on_missing: error; on_missing: default fills absent features with "
           "their default)"));
     }
-    const std::string fill =
-        f.kind == FeatureKind::kVarLen ? std::string("an empty id list")
-                                       : absl::StrCat("its default ", f.default_value);
+    const std::string fill = f.kind == FeatureKind::kVarLen
+                                 ? std::string("an empty id list")
+                                 : absl::StrCat("its default ", f.default_value);
     result->warnings.push_back(
         missing == parsed
             ? absl::StrCat(list.what, ": feature \"", f.name, "\" is absent from all ", where,

@@ -33,8 +33,8 @@ struct DataCheckList {
 
 struct DataCheckOptions {
   std::optional<storage::Compression> compression;  // nullopt: from each file name
-  int sample_records = 1000;  // parsed from the first file of each list
-  bool skip_corrupt = false;  // data.on_corrupt: skip
+  int sample_records = 1000;                        // parsed from the first file of each list
+  bool skip_corrupt = false;                        // data.on_corrupt: skip
 };
 
 struct DataCheckResult {

@@ -57,8 +57,7 @@ class ExampleParser {
   // the byte offset inside the record; a policy violation is INVALID_ARGUMENT
   // naming the feature. On any error the batch is left exactly as it was
   // (the row is rolled back) and stats->rejected is incremented.
-  absl::Status Append(std::string_view serialized, ColumnarBatch* batch,
-                      ParseStats* stats) const;
+  absl::Status Append(std::string_view serialized, ColumnarBatch* batch, ParseStats* stats) const;
 
   const FeatureSpec& spec() const { return spec_; }
 

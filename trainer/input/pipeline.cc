@@ -43,7 +43,7 @@ Pipeline::Pipeline(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Pipeline::~Pipeline() = default;
 
 absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(const FeatureSpec& spec,
-                                                          const PipelineOptions& options) {
+                                                           const PipelineOptions& options) {
   RETURN_IF_ERROR(options.Validate());
   ASSIGN_OR_RETURN(ExampleParser parser, ExampleParser::Create(spec));
   ASSIGN_OR_RETURN(std::vector<sharding::WorkUnit> units,

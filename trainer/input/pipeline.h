@@ -129,10 +129,10 @@ struct PipelineOptions {
 // One stage's time split and output. Seconds are summed over the stage's
 // threads (wall time). A wait still in progress is counted up to now.
 struct StageStats {
-  uint64_t items = 0;                // what the stage produced (see PipelineStats)
-  double busy_seconds = 0;           // working on items
-  double wait_input_seconds = 0;     // starved: blocked on an empty input
-  double wait_output_seconds = 0;    // back-pressure: blocked on a full output
+  uint64_t items = 0;              // what the stage produced (see PipelineStats)
+  double busy_seconds = 0;         // working on items
+  double wait_input_seconds = 0;   // starved: blocked on an empty input
+  double wait_output_seconds = 0;  // back-pressure: blocked on a full output
   int threads = 0;
 };
 
@@ -142,20 +142,20 @@ struct PipelineStats {
   StageStats parse;     // items: record batches parsed
   StageStats consumer;  // items: batches returned; wait_input: the trainer waiting for data
   uint64_t files_opened = 0;
-  uint64_t bytes_read = 0;           // TFRecord framed bytes
-  uint64_t corrupt_regions = 0;      // skipped under skip_corrupt_records
-  uint64_t corrupt_bytes = 0;        // their bytes
-  uint64_t examples_parsed = 0;      // rows produced by parse workers
-  uint64_t bad_examples = 0;         // skipped under skip_bad_examples
-  uint64_t remainder_dropped = 0;    // rows dropped by drop_remainder
+  uint64_t bytes_read = 0;         // TFRecord framed bytes
+  uint64_t corrupt_regions = 0;    // skipped under skip_corrupt_records
+  uint64_t corrupt_bytes = 0;      // their bytes
+  uint64_t examples_parsed = 0;    // rows produced by parse workers
+  uint64_t bad_examples = 0;       // skipped under skip_bad_examples
+  uint64_t remainder_dropped = 0;  // rows dropped by drop_remainder
   uint64_t rows_returned = 0;
-  uint64_t batches_from_cache = 0;   // chunks of rows served by the cache
+  uint64_t batches_from_cache = 0;  // chunks of rows served by the cache
   uint64_t cache_bytes = 0;
-  int epochs_completed = 0;          // epochs whose last batch Next() returned
-  int parse_threads = 0;             // current (autotune moves it)
-  int prefetch = 0;                  // current window size
-  int autotune_steps = 0;            // changes made by the autotuner
-  ParseStats parse_policy;           // missing / mismatched per feature
+  int epochs_completed = 0;  // epochs whose last batch Next() returned
+  int parse_threads = 0;     // current (autotune moves it)
+  int prefetch = 0;          // current window size
+  int autotune_steps = 0;    // changes made by the autotuner
+  ParseStats parse_policy;   // missing / mismatched per feature
 };
 
 struct Batch {

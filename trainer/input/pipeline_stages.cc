@@ -83,12 +83,12 @@ bool Pipeline::Impl::ReadEpoch(int epoch, bool last_epoch) {
     internal::Rng rng(options_.seed, static_cast<uint64_t>(epoch), internal::kUnitOrderStream);
     Permute(&order, &rng);
   }
-  internal::InterleavedReader reader(
-      std::move(order), {.cycle_length = options_.cycle_length,
-                         .block_length = options_.block_length,
-                         .compression = options_.compression,
-                         .skip_corrupt = options_.skip_corrupt_records,
-                         .cancelled = &cancelled_});
+  internal::InterleavedReader reader(std::move(order),
+                                     {.cycle_length = options_.cycle_length,
+                                      .block_length = options_.block_length,
+                                      .compression = options_.compression,
+                                      .skip_corrupt = options_.skip_corrupt_records,
+                                      .cancelled = &cancelled_});
   const internal::ReaderCounters base{.files_opened = files_opened_.load(),
                                       .bytes = bytes_read_.load(),
                                       .corrupt_regions = corrupt_regions_.load(),

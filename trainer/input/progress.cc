@@ -13,8 +13,7 @@ uint64_t BatchProvenance::num_records() const {
   return n;
 }
 
-UnitProgress::UnitProgress(absl::Span<const sharding::WorkUnit> units, int epoch)
-    : epoch_(epoch) {
+UnitProgress::UnitProgress(absl::Span<const sharding::WorkUnit> units, int epoch) : epoch_(epoch) {
   for (const sharding::WorkUnit& u : units) {
     Unit& unit = units_[u.id];
     unit.committed = u.begin;
@@ -51,9 +50,8 @@ void UnitProgress::AddAcked(Unit* unit, uint64_t begin, uint64_t end) {
 
 absl::Status UnitProgress::Track(const BatchProvenance& p) {
   if (p.epoch != epoch_) {
-    return absl::InvalidArgumentError(absl::StrCat("batch ", p.sequence, " is from epoch ",
-                                                   p.epoch, ", this progress tracks epoch ",
-                                                   epoch_));
+    return absl::InvalidArgumentError(absl::StrCat("batch ", p.sequence, " is from epoch ", p.epoch,
+                                                   ", this progress tracks epoch ", epoch_));
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (pending_.contains(p.sequence)) {

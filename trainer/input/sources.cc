@@ -24,8 +24,8 @@ absl::StatusOr<std::vector<std::string>> ExpandGlob(const std::string& pattern) 
     return absl::NotFoundError(absl::StrCat("input glob \"", pattern, "\" matches no file"));
   }
   if (rc != 0) {
-    return absl::UnavailableError(absl::StrCat("input glob \"", pattern, "\": ",
-                                               rc == GLOB_NOSPACE ? "out of memory" : "read error"));
+    return absl::UnavailableError(absl::StrCat(
+        "input glob \"", pattern, "\": ", rc == GLOB_NOSPACE ? "out of memory" : "read error"));
   }
   std::sort(paths.begin(), paths.end());  // bytewise, whatever the locale
   return paths;
@@ -103,8 +103,8 @@ absl::Status InterleavedReader::Open(const sharding::WorkUnit& unit, Slot* slot)
   while (slot->reader->record_index() < unit.begin) {
     if (options_.cancelled != nullptr && slot->reader->record_index() % 4096 == 0 &&
         options_.cancelled->load(std::memory_order_relaxed)) {
-      return absl::CancelledError(absl::StrCat("cancelled while skipping to record ", unit.begin,
-                                               " of ", unit.path));
+      return absl::CancelledError(
+          absl::StrCat("cancelled while skipping to record ", unit.begin, " of ", unit.path));
     }
     ASSIGN_OR_RETURN(bool more, slot->reader->Next(&skipped));
     if (!more) {

@@ -47,9 +47,9 @@ struct InterleaveOptions {
 
 struct ReaderCounters {
   uint64_t files_opened = 0;
-  uint64_t records = 0;            // returned (records skipped to reach a unit's begin not counted)
-  uint64_t bytes = 0;              // framed bytes read, incl. skipped
-  uint64_t corrupt_regions = 0;    // skip_corrupt
+  uint64_t records = 0;          // returned (records skipped to reach a unit's begin not counted)
+  uint64_t bytes = 0;            // framed bytes read, incl. skipped
+  uint64_t corrupt_regions = 0;  // skip_corrupt
   uint64_t corrupt_bytes = 0;
 };
 

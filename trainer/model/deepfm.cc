@@ -40,12 +40,13 @@ class DeepFmModel final : public ModelBase {
     RETURN_IF_ERROR(Reserve(&e_, n * fd));
     for (size_t i = 0; i < layout_.inputs.size(); ++i) {
       const InputLayout& in = layout_.inputs[i];
-      RETURN_IF_ERROR(be->PoolForward(in.combiner, n, dim_, offsets(i), indices(i),
-                                      rows(in.table), num_rows(in.table), e_.get(), fd,
+      RETURN_IF_ERROR(be->PoolForward(in.combiner, n, dim_, offsets(i), indices(i), rows(in.table),
+                                      num_rows(in.table), e_.get(), fd,
                                       static_cast<int64_t>(i) * dim_, false));
     }
     RETURN_IF_ERROR(Reserve(&deep_in_, n * width_));
-    if (nd > 0) RETURN_IF_ERROR(be->Copy2D(n, nd, dense(), nd, 0, deep_in_.get(), width_, 0, false));
+    if (nd > 0)
+      RETURN_IF_ERROR(be->Copy2D(n, nd, dense(), nd, 0, deep_in_.get(), width_, 0, false));
     if (fd > 0) RETURN_IF_ERROR(be->Copy2D(n, fd, *e_, fd, 0, deep_in_.get(), width_, nd, false));
     RETURN_IF_ERROR(deep_->Forward(*deep_in_, train, Mix64(step_seed(), 1)));
     RETURN_IF_ERROR(be->Copy2D(n, 1, deep_->output(), 1, 0, logits(), 1, 0, false));

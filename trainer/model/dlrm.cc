@@ -51,8 +51,8 @@ class DlrmModel final : public ModelBase {
     }
     for (size_t i = 0; i < layout_.inputs.size(); ++i) {
       const InputLayout& in = layout_.inputs[i];
-      RETURN_IF_ERROR(be->PoolForward(in.combiner, n, dim_, offsets(i), indices(i),
-                                      rows(in.table), num_rows(in.table), v_.get(), vd,
+      RETURN_IF_ERROR(be->PoolForward(in.combiner, n, dim_, offsets(i), indices(i), rows(in.table),
+                                      num_rows(in.table), v_.get(), vd,
                                       (first + static_cast<int64_t>(i)) * dim_, false));
     }
     RETURN_IF_ERROR(Reserve(&inter_, n * pairs_));
@@ -88,8 +88,8 @@ class DlrmModel final : public ModelBase {
     for (size_t i = 0; i < layout_.inputs.size(); ++i) {
       const InputLayout& in = layout_.inputs[i];
       RETURN_IF_ERROR(be->PoolBackward(in.combiner, n, dim_, offsets(i), indices(i), *d_v_, vd,
-                                       (first + static_cast<int64_t>(i)) * dim_,
-                                       row_grad(in.table), num_rows(in.table)));
+                                       (first + static_cast<int64_t>(i)) * dim_, row_grad(in.table),
+                                       num_rows(in.table)));
     }
     if (bottom_) {
       // z feeds both the interactions and the top MLP directly.

@@ -86,8 +86,7 @@ class Model {
   // train=false: forward only (loss and predictions). InvalidArgument,
   // before any compute, if the batch does not fit the layout or a span has
   // the wrong size; a backend error is returned as is. *out is overwritten.
-  virtual absl::Status Step(const ModelBatch& batch,
-                            absl::Span<const absl::Span<const float>> rows,
+  virtual absl::Status Step(const ModelBatch& batch, absl::Span<const absl::Span<const float>> rows,
                             absl::Span<const absl::Span<const float>> params, bool train,
                             StepResult* out) = 0;
 

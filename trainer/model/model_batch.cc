@@ -45,7 +45,8 @@ absl::StatusOr<ModelBatchBuilder> ModelBatchBuilder::Create(const ModelSpec& spe
   b.spec_ = spec;
   b.features_ = features;
   b.layout_ = spec.Layout();
-  for (const DenseInputSpec& d : spec.dense) b.dense_columns_.push_back(features.IndexOf(d.feature));
+  for (const DenseInputSpec& d : spec.dense)
+    b.dense_columns_.push_back(features.IndexOf(d.feature));
   for (const InputLayout& in : b.layout_.inputs) {
     const std::string& name =
         in.bucketized ? spec.dense[in.source].feature : spec.sparse[in.source].feature;
@@ -140,8 +141,8 @@ absl::Status ModelBatchBuilder::Build(const input::ColumnarBatch& batch, ModelBa
       float* dst = out->dense.data() + r * layout_.dense_width + col;
       for (int j = 0; j < d.length; ++j) {
         const size_t k = r * d.length + j;
-        const double v = is_float ? static_cast<double>(c.floats[k])
-                                  : static_cast<double>(c.int64s[k]);
+        const double v =
+            is_float ? static_cast<double>(c.floats[k]) : static_cast<double>(c.int64s[k]);
         dst[j] = Transform(d, v);
       }
     }
@@ -181,8 +182,8 @@ absl::Status ModelBatchBuilder::Build(const input::ColumnarBatch& batch, ModelBa
       const DenseInputSpec& d = spec_.dense[in.source];
       const bool is_float = f.type == input::FeatureType::kFloat;
       for (size_t r = 0; r < rows; ++r) {
-        add(Bucket(d.boundaries, is_float ? static_cast<double>(c.floats[r])
-                                          : static_cast<double>(c.int64s[r])));
+        add(Bucket(d.boundaries,
+                   is_float ? static_cast<double>(c.floats[r]) : static_cast<double>(c.int64s[r])));
         s.offsets.push_back(static_cast<uint32_t>(s.rows.size()));
       }
     } else if (f.kind == input::FeatureKind::kVarLen) {

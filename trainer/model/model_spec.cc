@@ -322,9 +322,8 @@ absl::Status ModelSpec::Validate() const {
         {"top", &top}}) {
     for (size_t i = 0; i < widths->size(); ++i) {
       if ((*widths)[i] < 1 || (*widths)[i] > kMaxWidth) {
-        return FieldError(name, 0,
-                          absl::StrCat("[", i, "] must be in [1, ", kMaxWidth, "], got ",
-                                       (*widths)[i]));
+        return FieldError(
+            name, 0, absl::StrCat("[", i, "] must be in [1, ", kMaxWidth, "], got ", (*widths)[i]));
       }
     }
   }
@@ -346,10 +345,10 @@ absl::Status ModelSpec::Validate() const {
                        const std::string& who) -> absl::Status {
     auto [it, inserted] = tables.emplace(name, TableInfo{dim, line, who});
     if (!inserted && it->second.dim != dim) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          who, LineSuffix(line), ": table \"", name, "\" has dim ", dim, " here but dim ",
-          it->second.dim, " for ", it->second.who, LineSuffix(it->second.line),
-          "; inputs sharing a table must agree"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(who, LineSuffix(line), ": table \"", name, "\" has dim ", dim,
+                       " here but dim ", it->second.dim, " for ", it->second.who,
+                       LineSuffix(it->second.line), "; inputs sharing a table must agree"));
     }
     return absl::OkStatus();
   };
@@ -362,9 +361,9 @@ absl::Status ModelSpec::Validate() const {
       return SparseError(s, i, s.line, absl::StrCat("dim must be in [1, ", ps::kMaxDim, "]"));
     }
     if (auto [it, inserted] = sparse_lines.emplace(s.feature, s.line); !inserted) {
-      return SparseError(s, i, s.line,
-                         absl::StrCat("feature listed twice in sparse (first on line ",
-                                      it->second, ")"));
+      return SparseError(
+          s, i, s.line,
+          absl::StrCat("feature listed twice in sparse (first on line ", it->second, ")"));
     }
     RETURN_IF_ERROR(add_table(TableName(s), SparseDim(s), s.line,
                               absl::StrCat("sparse input \"", s.feature, "\"")));
@@ -374,9 +373,9 @@ absl::Status ModelSpec::Validate() const {
     const DenseInputSpec& d = dense[i];
     if (d.feature.empty()) return DenseError(d, i, d.line, "feature must be a name");
     if (auto [it, inserted] = dense_lines.emplace(d.feature, d.line); !inserted) {
-      return DenseError(d, i, d.line,
-                        absl::StrCat("feature listed twice in dense (first on line ",
-                                     it->second, ")"));
+      return DenseError(
+          d, i, d.line,
+          absl::StrCat("feature listed twice in dense (first on line ", it->second, ")"));
     }
     if (d.length < 1 || d.length > kMaxLength) {
       return DenseError(d, i, d.line, absl::StrCat("length must be in [1, ", kMaxLength, "]"));
@@ -394,13 +393,14 @@ absl::Status ModelSpec::Validate() const {
       if (!std::isfinite(d.boundaries[b]) || (b > 0 && !(d.boundaries[b - 1] < d.boundaries[b]))) {
         return DenseError(d, i, d.line,
                           absl::StrCat("boundaries must be finite and strictly increasing (at "
-                                       "boundaries[", b, "])"));
+                                       "boundaries[",
+                                       b, "])"));
       }
     }
     if (d.length != 1) {
-      return DenseError(d, i, d.line,
-                        absl::StrCat("bucketize needs a length-1 feature, this one has length ",
-                                     d.length));
+      return DenseError(
+          d, i, d.line,
+          absl::StrCat("bucketize needs a length-1 feature, this one has length ", d.length));
     }
     if (d.dim < 0 || d.dim > ps::kMaxDim) {
       return DenseError(d, i, d.line, absl::StrCat("dim must be in [1, ", ps::kMaxDim, "]"));
@@ -411,17 +411,17 @@ absl::Status ModelSpec::Validate() const {
                         absl::StrCat("its bucket table \"", name, "\" collides with the table of ",
                                      tables[name].who, LineSuffix(tables[name].line)));
     }
-    RETURN_IF_ERROR(add_table(name, BucketDim(d), d.line,
-                              absl::StrCat("dense input \"", d.feature, "\"")));
+    RETURN_IF_ERROR(
+        add_table(name, BucketDim(d), d.line, absl::StrCat("dense input \"", d.feature, "\"")));
   }
   if (HasWide(type)) {
     for (const auto& [name, info] : tables) {
       const std::string wide = name + "_wide";
       if (auto it = tables.find(wide); it != tables.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            it->second.who, LineSuffix(it->second.line), ": table \"", wide,
-            "\" collides with the wide table generated for table \"", name, "\" of ", info.who,
-            LineSuffix(info.line)));
+        return absl::InvalidArgumentError(
+            absl::StrCat(it->second.who, LineSuffix(it->second.line), ": table \"", wide,
+                         "\" collides with the wide table generated for table \"", name, "\" of ",
+                         info.who, LineSuffix(info.line)));
       }
     }
   }
@@ -431,16 +431,15 @@ absl::Status ModelSpec::Validate() const {
       if (in.dim != layout.inputs[0].dim) {
         const InputLayout& first = layout.inputs[0];
         auto describe = [&](const InputLayout& x) {
-          return x.bucketized
-                     ? absl::StrCat("dense input \"", dense[x.source].feature, "\"",
-                                    LineSuffix(dense[x.source].line))
-                     : absl::StrCat("sparse input \"", sparse[x.source].feature, "\"",
-                                    LineSuffix(sparse[x.source].line));
+          return x.bucketized ? absl::StrCat("dense input \"", dense[x.source].feature, "\"",
+                                             LineSuffix(dense[x.source].line))
+                              : absl::StrCat("sparse input \"", sparse[x.source].feature, "\"",
+                                             LineSuffix(sparse[x.source].line));
         };
-        return absl::InvalidArgumentError(absl::StrCat(
-            describe(in), ": dim ", in.dim, " differs from dim ", first.dim, " of ",
-            describe(first), "; ", AV(ModelTypeName(type)),
-            " pairs embeddings up, so every sparse input needs the same dim"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(describe(in), ": dim ", in.dim, " differs from dim ", first.dim, " of ",
+                         describe(first), "; ", AV(ModelTypeName(type)),
+                         " pairs embeddings up, so every sparse input needs the same dim"));
       }
     }
     if (type == ModelType::kDlrm && layout.dense_width == 0 && layout.inputs.size() < 2) {
@@ -486,8 +485,10 @@ absl::Status ModelSpec::ValidateAgainst(const input::FeatureSpec& features) cons
     }
     if (f.length != d.length) {
       return DenseError(d, i, d.line,
-                        absl::StrCat("length ", d.length, " recorded in the model spec, but the "
-                                     "feature spec says ", f.length));
+                        absl::StrCat("length ", d.length,
+                                     " recorded in the model spec, but the "
+                                     "feature spec says ",
+                                     f.length));
     }
   }
   return absl::OkStatus();
@@ -503,8 +504,8 @@ ModelLayout ModelSpec::Layout() const {
   };
   for (size_t i = 0; i < sparse.size(); ++i) {
     const int dim = SparseDim(sparse[i]);
-    layout.inputs.push_back(InputLayout{false, static_cast<int>(i), table(TableName(sparse[i]), dim),
-                                        -1, dim, sparse[i].combiner});
+    layout.inputs.push_back(InputLayout{
+        false, static_cast<int>(i), table(TableName(sparse[i]), dim), -1, dim, sparse[i].combiner});
   }
   for (size_t i = 0; i < dense.size(); ++i) {
     const DenseInputSpec& d = dense[i];
@@ -545,17 +546,19 @@ MomentsAccumulator::MomentsAccumulator(const ModelSpec& spec, const input::Featu
 absl::Status MomentsAccumulator::Add(const input::ColumnarBatch& batch) {
   if (batch.columns.size() != features_->features.size()) {
     return absl::InvalidArgumentError(absl::StrCat("ComputeMoments: batch has ",
-                                                   batch.columns.size(), " columns, the feature "
-                                                   "spec ", features_->features.size()));
+                                                   batch.columns.size(),
+                                                   " columns, the feature "
+                                                   "spec ",
+                                                   features_->features.size()));
   }
   for (const Moments& m : moments_) {
     if (m.column < 0) return absl::FailedPreconditionError("ComputeMoments: spec not validated");
     const input::Column& c = batch.columns[m.column];
     const size_t n = m.is_float ? c.floats.size() : c.int64s.size();
     if (n != batch.num_rows * m.length) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ComputeMoments: column of feature \"", features_->features[m.column].name, "\" has ", n,
-          " values, expected ", batch.num_rows, " rows x ", m.length));
+      return absl::InvalidArgumentError(
+          absl::StrCat("ComputeMoments: column of feature \"", features_->features[m.column].name,
+                       "\" has ", n, " values, expected ", batch.num_rows, " rows x ", m.length));
     }
   }
   for (Moments& m : moments_) {

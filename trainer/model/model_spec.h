@@ -77,10 +77,10 @@ struct DenseInputSpec {
   DenseTransform transform = DenseTransform::kNone;
   double mean = 0.0;  // kStandardize
   double stddev = 1.0;
-  bool has_moments = false;          // kStandardize: mean/stddev are set
-  std::vector<double> boundaries;    // kBucketize: finite, strictly increasing
-  int dim = 0;                       // kBucketize: 0 = model.embedding_dim
-  int length = 1;  // values per example; FromYaml copies it from the feature spec
+  bool has_moments = false;        // kStandardize: mean/stddev are set
+  std::vector<double> boundaries;  // kBucketize: finite, strictly increasing
+  int dim = 0;                     // kBucketize: 0 = model.embedding_dim
+  int length = 1;                  // values per example; FromYaml copies it from the feature spec
   int line = 0;
 };
 

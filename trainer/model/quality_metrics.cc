@@ -35,8 +35,8 @@ double Auc(absl::Span<const float> predictions, absl::Span<const float> labels) 
     size_t j = i;
     double pos = 0, neg = 0;
     const float v = predictions[order[i]];
-    while (j < order.size() && (predictions[order[j]] == v ||
-                                (std::isnan(v) && std::isnan(predictions[order[j]])))) {
+    while (j < order.size() &&
+           (predictions[order[j]] == v || (std::isnan(v) && std::isnan(predictions[order[j]])))) {
       (Positive(labels[order[j]]) ? pos : neg) += 1;
       ++j;
     }

@@ -37,7 +37,8 @@ class WideDeepModel final : public ModelBase {
     const int64_t n = batch();
     const int64_t nd = layout_.dense_width;
     RETURN_IF_ERROR(Reserve(&deep_in_, n * width_));
-    if (nd > 0) RETURN_IF_ERROR(be->Copy2D(n, nd, dense(), nd, 0, deep_in_.get(), width_, 0, false));
+    if (nd > 0)
+      RETURN_IF_ERROR(be->Copy2D(n, nd, dense(), nd, 0, deep_in_.get(), width_, 0, false));
     for (size_t i = 0; i < layout_.inputs.size(); ++i) {
       const InputLayout& in = layout_.inputs[i];
       RETURN_IF_ERROR(be->PoolForward(in.combiner, n, in.dim, offsets(i), indices(i),
@@ -57,8 +58,8 @@ class WideDeepModel final : public ModelBase {
     RETURN_IF_ERROR(deep_->Backward(*deep_in_, d_deep_in_.get()));
     for (size_t i = 0; i < layout_.inputs.size(); ++i) {
       const InputLayout& in = layout_.inputs[i];
-      RETURN_IF_ERROR(be->PoolBackward(in.combiner, n, in.dim, offsets(i), indices(i),
-                                       *d_deep_in_, width_, columns_[i], row_grad(in.table),
+      RETURN_IF_ERROR(be->PoolBackward(in.combiner, n, in.dim, offsets(i), indices(i), *d_deep_in_,
+                                       width_, columns_[i], row_grad(in.table),
                                        num_rows(in.table)));
     }
     return WideBackward(this, dense_w_, /*use_wide_tables=*/true);

@@ -57,12 +57,14 @@ TEST(SoakVerdictTest, MemoryGrowingAfterWarmUpFailsNamingTheProcess) {
 }
 
 TEST(SoakVerdictTest, AnyErrorOrTooFewSamplesFails) {
-  const SoakVerdict errors = JudgeSoak(Samples([](int i, SoakSample* s) { s->errors = i > 18 ? 1 : 0; }), {});
+  const SoakVerdict errors =
+      JudgeSoak(Samples([](int i, SoakSample* s) { s->errors = i > 18 ? 1 : 0; }), {});
   EXPECT_FALSE(errors.pass);
   EXPECT_THAT(errors.failures.back(), HasSubstr("1 errors"));
   std::vector<SoakSample> few(3);
   EXPECT_FALSE(JudgeSoak(few, {}).pass);
-  const SoakVerdict idle = JudgeSoak(Samples([](int, SoakSample* s) { s->load_rows_per_second = 0; }), {});
+  const SoakVerdict idle =
+      JudgeSoak(Samples([](int, SoakSample* s) { s->load_rows_per_second = 0; }), {});
   EXPECT_FALSE(idle.pass);
   EXPECT_THAT(idle.failures[0], HasSubstr("load: no throughput"));
 }

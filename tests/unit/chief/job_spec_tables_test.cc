@@ -106,7 +106,8 @@ TEST(JobSpecTablesTest, WithoutTheSectionTheSpecAndItsHashAreUnchanged) {
   EXPECT_EQ(OptionsOf(*plain, "C1").memory_budget_bytes, 1ull << 30);
   EXPECT_EQ(OptionsOf(*plain, "C1").admission_min_count, 0u);
   // An empty default is no setting at all.
-  absl::StatusOr<JobSpec> empty = JobSpec::FromYaml(TablesJob("tables: {default: {}}\n"), "/jobs/x");
+  absl::StatusOr<JobSpec> empty =
+      JobSpec::FromYaml(TablesJob("tables: {default: {}}\n"), "/jobs/x");
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_EQ(empty->SpecHash(), plain->SpecHash());
   absl::StatusOr<JobSpec> set =
@@ -123,8 +124,8 @@ TEST(JobSpecTablesTest, ErrorsNameTheFieldAndLine) {
     std::string says;
   };
   const Case cases[] = {
-      {"tables:\n  C9: {ttl_steps: 1}\n", "tables.C9", "C9:",
-       "the model has no table \"C9\"; its tables: C1, C2, C1_wide, C2_wide (or default"},
+      {"tables:\n  C9: {ttl_steps: 1}\n", "tables.C9",
+       "C9:", "the model has no table \"C9\"; its tables: C1, C2, C1_wide, C2_wide (or default"},
       {"tables:\n  C1:\n    memory_budgte: 1GiB\n", "tables.C1.memory_budgte", "memory_budgte",
        "unknown key; allowed here: memory_budget,"},
       {"tables:\n  default:\n    memory_budget: lots\n", "tables.default.memory_budget", "lots",
@@ -133,8 +134,8 @@ TEST(JobSpecTablesTest, ErrorsNameTheFieldAndLine) {
        "is not a size"},
       {"tables:\n  C1:\n    memory_budget: 0\n", "tables.C1.memory_budget", "memory_budget",
        "must be > 0 bytes"},
-      {"tables:\n  C1:\n    memory_budget: 10\n", "tables.C1.memory_budget", "C1:",
-       "bytes), got 10 (for table 'C1')"},
+      {"tables:\n  C1:\n    memory_budget: 10\n", "tables.C1.memory_budget",
+       "C1:", "bytes), got 10 (for table 'C1')"},
       {"tables:\n  C1:\n    admission_min_count: 70000\n", "tables.C1.admission_min_count",
        "admission_min_count", "must be an integer in [0, 65535]"},
       {"tables:\n  default:\n    ttl_seconds: -1\n", "tables.default.ttl_seconds", "ttl_seconds",
@@ -143,8 +144,8 @@ TEST(JobSpecTablesTest, ErrorsNameTheFieldAndLine) {
        "must be one of reject, zero"},
       {"tables:\n  C1:\n    initializer: {type: uniform, low: 1, high: 0}\n",
        "tables.C1.initializer.high", "initializer", "must be > low"},
-      {"tables:\n  C1: {ttl_steps: 1}\n  C1: {ttl_steps: 2}\n", "tables.C1",
-       "C1: {ttl_steps: 2}", "given twice"},
+      {"tables:\n  C1: {ttl_steps: 1}\n  C1: {ttl_steps: 2}\n", "tables.C1", "C1: {ttl_steps: 2}",
+       "given twice"},
       {"tables: [C1]\n", "tables", "tables:", "must be a map from a table name (or default)"},
       {"embedding_init: {type: zeros}\ntables:\n  default: {initializer: {type: zeros}}\n",
        "tables.default.initializer", "default:", "embedding_init (line 12) sets it too"},

@@ -246,7 +246,8 @@ TEST(JobSpecTest, RetrySecondsDefaultsAndSurvivesTheCanonicalJson) {
   absl::StatusOr<JobSpec> plain = JobSpec::FromYaml(Spec(), "");
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ(plain->training.retry_seconds, 300);
-  absl::StatusOr<JobSpec> spec = JobSpec::FromYaml(With("seed: 7", "seed: 7\n  retry_seconds: 45"), "");
+  absl::StatusOr<JobSpec> spec =
+      JobSpec::FromYaml(With("seed: 7", "seed: 7\n  retry_seconds: 45"), "");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->training.retry_seconds, 45);
   absl::StatusOr<JobSpec> again = JobSpec::FromYaml(spec->CanonicalJson(), "");
@@ -280,8 +281,7 @@ TEST(JobSpecTest, InitFromParsesBothFormsAndSurvivesTheCanonicalJson) {
   EXPECT_TRUE(str->init_from.tables.empty());
   EXPECT_NE(str->SpecHash(), plain->SpecHash());
 
-  const std::string yaml =
-      Spec() + "init_from:\n  path: /models/a\n  tables: [C1, shared_wide]\n";
+  const std::string yaml = Spec() + "init_from:\n  path: /models/a\n  tables: [C1, shared_wide]\n";
   absl::StatusOr<JobSpec> map = JobSpec::FromYaml(yaml, "/jobs/x");
   ASSERT_TRUE(map.ok()) << map.status();
   EXPECT_EQ(map->init_from.path, "/models/a");
@@ -296,7 +296,8 @@ TEST(JobSpecTest, InitFromParsesBothFormsAndSurvivesTheCanonicalJson) {
   EXPECT_EQ(again->CanonicalJson(), map->CanonicalJson());
   EXPECT_EQ(again->init_from.tables, map->init_from.tables);
   // The string form is the map form without tables.
-  absl::StatusOr<JobSpec> as_map = JobSpec::FromYaml(Spec() + "init_from: {path: /jobs/models/a}\n", "/jobs/x");
+  absl::StatusOr<JobSpec> as_map =
+      JobSpec::FromYaml(Spec() + "init_from: {path: /jobs/models/a}\n", "/jobs/x");
   ASSERT_TRUE(as_map.ok()) << as_map.status();
   EXPECT_EQ(as_map->SpecHash(), str->SpecHash());
 }
@@ -311,7 +312,8 @@ TEST(JobSpecTest, InitFromErrorsNameTheFieldAndLine) {
       {"init_from: {path: /m, tables: []}\n", "init_from.tables", "init_from:"},
       {"init_from: {path: /m, tables: C1}\n", "init_from.tables", "init_from:"},
       {"init_from:\n  path: /m\n  tables:\n    - C1\n    - [x]\n", "init_from.tables[1]", "- [x]"},
-      {"init_from:\n  path: /m\n  tables:\n    - C1\n    - C1\n", "init_from.tables[1]", "    - C1\n    - C1"},
+      {"init_from:\n  path: /m\n  tables:\n    - C1\n    - C1\n", "init_from.tables[1]",
+       "    - C1\n    - C1"},
       {"init_from: [a]\n", "init_from", "init_from:"},
       {"init_from: {path: ''}\n", "init_from.path", "init_from:"},
   };

@@ -25,8 +25,11 @@ TEST(ProgressTest, CountsAndDurationsAreShort) {
 }
 
 TEST(ProgressTest, KnownTotalShowsPercentRateAndEta) {
-  ProgressState s{.label = "brook data gen", .unit = "examples", .done = 1'200'000,
-                  .total = 3'000'000, .seconds = 4.0};
+  ProgressState s{.label = "brook data gen",
+                  .unit = "examples",
+                  .done = 1'200'000,
+                  .total = 3'000'000,
+                  .seconds = 4.0};
   EXPECT_EQ(FormatProgressLine(s),
             "brook data gen: 1.20M / 3.00M examples (40%), 300K examples/s, ETA 6s");
   s.done = s.total;
@@ -36,19 +39,27 @@ TEST(ProgressTest, KnownTotalShowsPercentRateAndEta) {
 }
 
 TEST(ProgressTest, BytesGiveTheFractionWhenItemsHaveNoTotal) {
-  ProgressState s{.label = "brook data convert", .unit = "rows", .done = 50'000,
-                  .bytes_done = 25'000'000, .bytes_total = 100'000'000, .seconds = 2.0};
+  ProgressState s{.label = "brook data convert",
+                  .unit = "rows",
+                  .done = 50'000,
+                  .bytes_done = 25'000'000,
+                  .bytes_total = 100'000'000,
+                  .seconds = 2.0};
   EXPECT_EQ(FormatProgressLine(s),
             "brook data convert: 50.0K rows (25% of 100.0 MB), 25.0K rows/s, ETA 6s");
-  ProgressState unknown{.label = "brook data stats", .unit = "examples", .done = 40,
-                        .seconds = 0.5};
+  ProgressState unknown{
+      .label = "brook data stats", .unit = "examples", .done = 40, .seconds = 0.5};
   EXPECT_EQ(FormatProgressLine(unknown), "brook data stats: 40 examples, 80 examples/s");
 }
 
 TEST(ProgressTest, TtyRewritesOneLineInPlace) {
   std::ostringstream out;
-  ProgressPrinter p({.label = "x", .unit = "rows", .total = 100, .mode = ProgressMode::kTty,
-                     .tty_interval = absl::Seconds(1), .out = &out});
+  ProgressPrinter p({.label = "x",
+                     .unit = "rows",
+                     .total = 100,
+                     .mode = ProgressMode::kTty,
+                     .tty_interval = absl::Seconds(1),
+                     .out = &out});
   const absl::Time t0 = absl::FromUnixSeconds(1000);
   p.Start(t0, /*background=*/false);
   p.items()->store(10);
@@ -65,8 +76,11 @@ TEST(ProgressTest, LogModePrintsEveryIntervalAndNothingForAShortRun) {
   const absl::Time t0 = absl::FromUnixSeconds(1000);
   {
     std::ostringstream out;
-    ProgressPrinter p({.label = "x", .unit = "rows", .mode = ProgressMode::kLog,
-                       .log_interval = absl::Seconds(5), .out = &out});
+    ProgressPrinter p({.label = "x",
+                       .unit = "rows",
+                       .mode = ProgressMode::kLog,
+                       .log_interval = absl::Seconds(5),
+                       .out = &out});
     p.Start(t0, false);
     p.items()->store(3);
     p.Tick(t0 + absl::Seconds(1));
@@ -74,8 +88,11 @@ TEST(ProgressTest, LogModePrintsEveryIntervalAndNothingForAShortRun) {
     EXPECT_EQ(out.str(), "");  // a quick run's stderr stays clean
   }
   std::ostringstream out;
-  ProgressPrinter p({.label = "x", .unit = "rows", .mode = ProgressMode::kLog,
-                     .log_interval = absl::Seconds(5), .out = &out});
+  ProgressPrinter p({.label = "x",
+                     .unit = "rows",
+                     .mode = ProgressMode::kLog,
+                     .log_interval = absl::Seconds(5),
+                     .out = &out});
   p.Start(t0, false);
   p.items()->store(500);
   p.Tick(t0 + absl::Seconds(5));

@@ -13,8 +13,7 @@ TEST(LocalPathTest, ObjectStoreUrlsAreRefusedNamingWhereTheyCameFrom) {
                           "https://example.com/data", "HTTP://x/y"}) {
     const absl::Status s = CheckLocalPath(url, "--data");
     EXPECT_TRUE(absl::IsInvalidArgument(s)) << url;
-    EXPECT_THAT(std::string(s.message()),
-                HasSubstr(absl::StrCat("--data: \"", url, "\": ")))
+    EXPECT_THAT(std::string(s.message()), HasSubstr(absl::StrCat("--data: \"", url, "\": ")))
         << url;
     EXPECT_THAT(std::string(s.message()),
                 HasSubstr("URLs are not supported yet: mount the data and give a path"));
@@ -24,8 +23,8 @@ TEST(LocalPathTest, ObjectStoreUrlsAreRefusedNamingWhereTheyCameFrom) {
 }
 
 TEST(LocalPathTest, PathsAndGlobsPass) {
-  for (const char* path : {"/data/train-*.tfrecord", "data/x", "relative", "", "a:b/c",
-                           "/mnt/s3:/x", "./://odd"}) {
+  for (const char* path :
+       {"/data/train-*.tfrecord", "data/x", "relative", "", "a:b/c", "/mnt/s3:/x", "./://odd"}) {
     EXPECT_TRUE(CheckLocalPath(path, "--data").ok()) << path;
   }
   EXPECT_EQ(UrlScheme("gs://b"), "gs");

@@ -30,9 +30,7 @@ class MutexTuningTest : public ::testing::Test {
   void SetUp() override { absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kAbort); }
   // The rest of the binary runs with the detector on, as Debian's abseil
   // (built without NDEBUG) has it by default.
-  void TearDown() override {
-    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kAbort);
-  }
+  void TearDown() override { absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kAbort); }
 };
 
 TEST_F(MutexTuningTest, TheDetectorAbortsOnAnInvertedLockOrder) {

@@ -42,7 +42,8 @@ TEST(SplitRecordTest, QuotedFieldsKeepCommasQuotesAndInnerSpaces) {
   EXPECT_THAT(Split(R"(  "say ""hi""" , x)"), ElementsAre(R"(say "hi")", "x"));
   EXPECT_THAT(Split(R"(" padded ",)"), ElementsAre(" padded ", ""));
   EXPECT_THAT(Split(R"("multi
-line",z)"), ElementsAre("multi\nline", "z"));
+line",z)"),
+              ElementsAre("multi\nline", "z"));
   // A quote inside an unquoted field is data.
   EXPECT_THAT(Split(R"(5" pipe,x)"), ElementsAre(R"(5" pipe)", "x"));
 }
@@ -121,7 +122,8 @@ columns:
 
 TEST(ConvertSchemaTest, ErrorsNameTheFieldAndLine) {
   auto bad_type = ConvertSchema::FromYaml(
-      "label: y\ncolumns:\n  - {name: a, type: numeric}\n  - {name: workclass, type: categorial}\n");
+      "label: y\ncolumns:\n  - {name: a, type: numeric}\n  - {name: workclass, type: "
+      "categorial}\n");
   ASSERT_FALSE(bad_type.ok());
   EXPECT_THAT(std::string(bad_type.status().message()), HasSubstr("line 4"));
   EXPECT_THAT(std::string(bad_type.status().message()), HasSubstr("\"workclass\""));
@@ -135,7 +137,8 @@ TEST(ConvertSchemaTest, ErrorsNameTheFieldAndLine) {
   ASSERT_FALSE(no_label.ok());
   EXPECT_THAT(std::string(no_label.status().message()), HasSubstr("label"));
 
-  auto dup = ConvertSchema::FromYaml("label: y\ncolumns: [{name: a, type: numeric}, {name: a, type: ignore}]\n");
+  auto dup = ConvertSchema::FromYaml(
+      "label: y\ncolumns: [{name: a, type: numeric}, {name: a, type: ignore}]\n");
   ASSERT_FALSE(dup.ok());
   EXPECT_THAT(std::string(dup.status().message()), HasSubstr("\"a\" is listed twice"));
 
@@ -409,7 +412,6 @@ TEST_F(ConvertTest, CriteoLines) {
   EXPECT_EQ(Get(ex[1], "C26")->bytes_list().value(0), "deadbeef");
 }
 
-
 // A Criteo CSV with a header line, as people export it: the criteo preset
 // (tab-separated, no header) detects both the commas and the header.
 std::string CriteoCsvWithHeader(int rows) {
@@ -456,8 +458,8 @@ columns:
   - {name: year, type: numeric}
   - {name: genres, type: categorical, separator: "|"}
 )";
-  auto r = Convert("year,genres,liked\n1999,Comedy|Drama,1\n2001, Horror ||,0\n2003,,1\n", {},
-                   kGenres);
+  auto r =
+      Convert("year,genres,liked\n1999,Comedy|Drama,1\n2001, Horror ||,0\n2003,,1\n", {}, kGenres);
   ASSERT_TRUE(r.ok()) << r.status();
   auto ex = ReadAll(r->shard_paths[0]);
   ASSERT_EQ(ex.size(), 3u);
@@ -520,8 +522,8 @@ TEST(ConvertSchemaTest, SeparatorNeedsACategoricalColumn) {
 TEST_F(ConvertTest, TestFractionSplitsByRowHashDeterministically) {
   std::string csv = "age,job,weight,income\n";
   for (int i = 0; i < 1000; ++i) {
-    csv += std::to_string(i) + ",j" + std::to_string(i % 7) + ",1," + (i % 3 ? "low" : "high") +
-           "\n";
+    csv +=
+        std::to_string(i) + ",j" + std::to_string(i % 7) + ",1," + (i % 3 ? "low" : "high") + "\n";
   }
   ConvertOptions o{.shards = 2, .test_fraction = 0.2, .test_shards = 1};
   o.out_dir = dir_.Join("a");
@@ -545,8 +547,8 @@ TEST_F(ConvertTest, TestFractionSplitsByRowHashDeterministically) {
   }
   std::string reversed = "age,job,weight,income\n";
   for (int i = 999; i >= 0; --i) {
-    reversed += std::to_string(i) + ",j" + std::to_string(i % 7) + ",1," +
-                (i % 3 ? "low" : "high") + "\n";
+    reversed +=
+        std::to_string(i) + ",j" + std::to_string(i % 7) + ",1," + (i % 3 ? "low" : "high") + "\n";
   }
   ConvertOptions o2{.shards = 3, .test_fraction = 0.2, .test_shards = 2};
   o2.out_dir = dir_.Join("b");

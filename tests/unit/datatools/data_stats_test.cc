@@ -99,7 +99,7 @@ TEST(SpaceSavingTest, FindsTheHeavyHittersOfSkewedData) {
   for (int rank = 0; rank < 10; ++rank) {
     EXPECT_EQ(top[rank].value, std::to_string(rank)) << "rank " << rank;
     const uint64_t t = truth[rank];
-    EXPECT_GE(top[rank].count, t);  // an upper bound
+    EXPECT_GE(top[rank].count, t);                    // an upper bound
     EXPECT_LE(top[rank].count - top[rank].error, t);  // count - error a lower bound
   }
 }
@@ -131,7 +131,11 @@ std::vector<std::string> SmallDataset() {
   return {
       ExampleBuilder().Float("age", {30}).Bytes("city", {"Paris"}).Int("ids", {1, 2}).Serialize(),
       ExampleBuilder().Float("age", {40}).Bytes("city", {"Oslo"}).Int("ids", {2}).Serialize(),
-      ExampleBuilder().Float("age", {50}).Bytes("city", {"Paris"}).Int("ids", {2, 3, 4}).Serialize(),
+      ExampleBuilder()
+          .Float("age", {50})
+          .Bytes("city", {"Paris"})
+          .Int("ids", {2, 3, 4})
+          .Serialize(),
       ExampleBuilder().Float("age", {0.1f}).Int("ids", {-5}).Serialize(),
   };
 }
@@ -275,7 +279,8 @@ TEST(DataSchemaTest, TopValuesWithYamlSpecialCharactersRoundTrip) {
                                   ExampleBuilder().Bytes("c", {"a: \"b\", [c]"}).Serialize()});
   const DataSchema schema = RoundTrippedSchema(s);
   ASSERT_NE(schema.Find("c"), nullptr);
-  EXPECT_THAT(schema.Find("c")->top_values, ::testing::UnorderedElementsAre("?", "<=50K", "a: \"b\", [c]"));
+  EXPECT_THAT(schema.Find("c")->top_values,
+              ::testing::UnorderedElementsAre("?", "<=50K", "a: \"b\", [c]"));
 }
 
 TEST(DataSchemaTest, CheckDetectsEachAnomalyKind) {
@@ -343,7 +348,8 @@ TEST(DataSchemaTest, ParseErrorsNameTheFeature) {
   auto bad_range = DataSchema::FromYaml("features:\n  - {name: age, type: float, range: [5, 1]}\n");
   ASSERT_FALSE(bad_range.ok());
   EXPECT_THAT(std::string(bad_range.status().message()), HasSubstr("\"age\""));
-  auto bad_number = DataSchema::FromYaml("features:\n  - {name: age, type: int64, range: [a, 1]}\n");
+  auto bad_number =
+      DataSchema::FromYaml("features:\n  - {name: age, type: int64, range: [a, 1]}\n");
   EXPECT_EQ(bad_number.status().code(), absl::StatusCode::kInvalidArgument);
 }
 

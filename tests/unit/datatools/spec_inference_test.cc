@@ -25,7 +25,8 @@ DatasetStats InferenceStatsOf(const std::vector<std::string>& records) {
 }
 
 TEST(SpecInferenceTest, TensorFlowCriteoSampleGivesASpecTheParserReads) {
-  auto stats = ComputeStats({testing::SharedDataDir() + "/tfrecord/criteo_sample.te.tfrecords"}, {});
+  auto stats =
+      ComputeStats({testing::SharedDataDir() + "/tfrecord/criteo_sample.te.tfrecords"}, {});
   ASSERT_TRUE(stats.ok()) << stats.status();
   auto inferred = InferFeatureSpec(*stats, {});
   ASSERT_TRUE(inferred.ok()) << inferred.status();

@@ -15,8 +15,8 @@ namespace {
 
 TEST(DashboardTest, EveryQueriedMetricIsDocumented) {
   const std::string docs = testing::ReadFileOrDie(testing::SourceDir() + "/docs/metrics.md");
-  const nlohmann::json dash = nlohmann::json::parse(testing::ReadFileOrDie(
-      testing::SourceDir() + "/helm/brook/dashboards/brook-overview.json"));
+  const nlohmann::json dash = nlohmann::json::parse(
+      testing::ReadFileOrDie(testing::SourceDir() + "/helm/brook/dashboards/brook-overview.json"));
   ASSERT_TRUE(dash.contains("panels"));
   const std::regex name(R"((brook|process)_[a-z0-9_]+)");
   std::set<std::string> queried;

@@ -38,8 +38,7 @@ ParameterServerOptions FamilyPsOptions(const std::string& dir) {
 }
 
 std::unique_ptr<ParameterServer> OpenFamilyPs(const std::string& dir) {
-  absl::StatusOr<std::unique_ptr<ParameterServer>> ps =
-      ParameterServer::Open(FamilyPsOptions(dir));
+  absl::StatusOr<std::unique_ptr<ParameterServer>> ps = ParameterServer::Open(FamilyPsOptions(dir));
   EXPECT_TRUE(ps.ok()) << ps.status();
   return ps.ok() ? std::move(*ps) : nullptr;
 }

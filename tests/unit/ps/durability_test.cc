@@ -10,13 +10,13 @@
 #include <thread>
 #include <vector>
 
+#include "brook/v1/storage.pb.h"
 #include "common/part_runner.h"
 #include "gtest/gtest.h"
 #include "ps/parameter_server.h"
 #include "sharding/sharding.h"
 #include "storage/rocks_db.h"
 #include "storage/wal.h"
-#include "brook/v1/storage.pb.h"
 #include "tests/testing/test_util.h"
 #include "tests/testing/tmpfs.h"
 #include "tests/unit/ps/ps_test_util.h"
@@ -224,7 +224,8 @@ TEST(DurabilityTest, DiskFullRefusesPushesAndARetryCountsOnceWhenSpaceReturns) {
     ASSERT_TRUE(retry.ok()) << retry.status();
     EXPECT_EQ(*retry, PushOutcome::kDuplicate);
     EXPECT_FALSE(ps->Stats().wal->failing);
-    PS_ASSERT_OK(ps->Push("counter", keys, minus_one, {.client_id = 3, .sequence = failed + 1}).status());
+    PS_ASSERT_OK(
+        ps->Push("counter", keys, minus_one, {.client_id = 3, .sequence = failed + 1}).status());
     held = PullOrDie(*ps, "counter", keys, 64);
     EXPECT_EQ(held, std::vector<float>(held.size(), acked + 2));
   }
@@ -286,8 +287,8 @@ TEST(DurabilityTest, RestartReplaysPushesSplitOverHelpers) {
   auto ps = OpenOrDie(DurableOptions(dir.path()));
   ASSERT_NE(ps, nullptr);
   ExpectSameRows(Dump(*ps, "emb"), want);
-  absl::StatusOr<PushOutcome> retry = ps->Push("emb", split_script.last_keys(),
-                                               split_script.last_grads(), split_script.last_ctx());
+  absl::StatusOr<PushOutcome> retry =
+      ps->Push("emb", split_script.last_keys(), split_script.last_grads(), split_script.last_ctx());
   ASSERT_TRUE(retry.ok()) << retry.status();
   EXPECT_EQ(*retry, PushOutcome::kDuplicate);
 }
@@ -310,8 +311,8 @@ TEST(DurabilityTest, RestartRemembersPushStreamSteps) {
     PS_ASSERT_OK(ps->CreateDense(Dense("w", 5)));
     const std::vector<TablePushPart> tables = {{"emb", keys, grads, part(6, 0)}};
     const std::vector<DensePushPart> dense = {{"w", gw, part(6, 1)}};
-    PS_ASSERT_OK(ps->PushBatch(tables, dense, {.client_id = 11, .step = 6, .stream_id = 900})
-                     .status());
+    PS_ASSERT_OK(
+        ps->PushBatch(tables, dense, {.client_id = 11, .step = 6, .stream_id = 900}).status());
     before = Dump(*ps, "emb");
     dense_before = PullDenseOrDie(*ps, "w", 5);
     EXPECT_EQ(ps->Stats().push_streams, 1u);
@@ -413,8 +414,8 @@ TEST(DurabilityTest, RestartReplaysScaledPushesAndBatchesExactly) {
       }
       for (float& g : gw) g = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
       const float scale = 0.15f * static_cast<float>(1 + i % 5);
-      PushContext ctx{.client_id = 4, .sequence = ++sequence, .step = i,
-                      .learning_rate_scale = scale};
+      PushContext ctx{
+          .client_id = 4, .sequence = ++sequence, .step = i, .learning_rate_scale = scale};
       PS_ASSERT_OK(ps->Push("emb", keys[0], grads[0], ctx));
       ctx.sequence = ++sequence;
       PS_ASSERT_OK(ps->PushDense("w", gw, ctx));
@@ -428,7 +429,7 @@ TEST(DurabilityTest, RestartReplaysScaledPushesAndBatchesExactly) {
     }
     before = Dump(*ps, "emb");
     dense_before = PullDenseOrDie(*ps, "w", 17);
-  }  // no checkpoint: everything comes back from the WAL
+  }                                          // no checkpoint: everything comes back from the WAL
   ASSERT_NE(Dump(unscaled, "emb"), before);  // the scale mattered
   ASSERT_NE(PullDenseOrDie(unscaled, "w", 17), dense_before);
   auto ps = OpenOrDie(DurableOptions(dir.path()));
@@ -767,8 +768,7 @@ TEST(CheckpointTest, ACopyWithATablePrefixHoldsOnlyThoseTablesAndDense) {
   ExpectSameRows(Dump(restored, "a/side"), Dump(*ps, "a/side"));
   auto rocks = storage::RocksDb::OpenReadOnly(c->shard_dir + "/rocksdb");
   ASSERT_TRUE(rocks.ok()) << rocks.status();
-  EXPECT_EQ((*rocks)->ColumnFamilies(),
-            (std::vector<std::string>{"table:a/emb", "table:a/side"}));
+  EXPECT_EQ((*rocks)->ColumnFamilies(), (std::vector<std::string>{"table:a/emb", "table:a/side"}));
 
   // The PS's own restart point, taken with it, holds everything.
   ps.reset();

@@ -156,16 +156,19 @@ TEST_F(ImportTablesTest, ABadSourceOrTargetChangesNothing) {
     EXPECT_TRUE(Dump(*ps, "new-job/wide").empty());
     EXPECT_EQ(ps->Stats().tables.size(), 2u);
   };
-  PS_EXPECT_CODE(ps->ImportTables({.dir = ckpt_, .names = {"emb", "nope"}, .to_prefix = "new-job/"}),
-                 absl::StatusCode::kNotFound);
+  PS_EXPECT_CODE(
+      ps->ImportTables({.dir = ckpt_, .names = {"emb", "nope"}, .to_prefix = "new-job/"}),
+      absl::StatusCode::kNotFound);
   untouched();
-  PS_EXPECT_CODE(ps->ImportTables({.dir = tmp_.Join("missing"), .names = {}, .to_prefix = "new-job/"}),
-                 absl::StatusCode::kNotFound);
+  PS_EXPECT_CODE(
+      ps->ImportTables({.dir = tmp_.Join("missing"), .names = {}, .to_prefix = "new-job/"}),
+      absl::StatusCode::kNotFound);
   untouched();
   // A target whose dim differs: named, nothing imported (not even emb).
   PS_ASSERT_OK(ps->CreateTable(Table("other/wide", 4, OptimizerKind::kSgd)));
   PS_ASSERT_OK(ps->CreateTable(Table("other/emb", 8, OptimizerKind::kAdam)));
-  absl::StatusOr<ImportInfo> dim = ps->ImportTables({.dir = ckpt_, .names = {}, .to_prefix = "other/"});
+  absl::StatusOr<ImportInfo> dim =
+      ps->ImportTables({.dir = ckpt_, .names = {}, .to_prefix = "other/"});
   EXPECT_EQ(dim.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(dim.status().message().find("'wide'"), std::string::npos) << dim.status();
   EXPECT_TRUE(Dump(*ps, "other/emb").empty());

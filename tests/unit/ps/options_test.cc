@@ -230,8 +230,8 @@ TEST(ParseByteSizeTest, ReadsBytesAndBinaryAndDecimalUnits) {
 }
 
 TEST(ParseByteSizeTest, RefusesOtherSpellingsSayingWhatIsAllowed) {
-  for (const char* text : {"", "GiB", "-1GiB", "2 gigabytes", "2gib", "1e3", "abc", "99999999TiB",
-                           "1.2.3MiB"}) {
+  for (const char* text :
+       {"", "GiB", "-1GiB", "2 gigabytes", "2gib", "1e3", "abc", "99999999TiB", "1.2.3MiB"}) {
     const absl::StatusOr<uint64_t> got = ParseByteSize(text);
     ASSERT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument) << text;
     EXPECT_NE(got.status().message().find("is not a size"), std::string::npos) << got.status();

@@ -64,13 +64,14 @@ TEST(BearerTokenTest, TokensAreAtLeast16PrintableCharactersWithoutSpaces) {
 }
 
 TEST(BearerTokenTest, OnlyAddressesThatStayOnTheMachineAreLoopback) {
-  for (const char* a : {"127.0.0.1:7000", "127.1.2.3:1", "localhost:7000", "LOCALHOST:1",
-                        "[::1]:7000", "unix:/tmp/s", "ipv4:127.0.0.1:7000", "dns:///localhost:7000"}) {
+  for (const char* a :
+       {"127.0.0.1:7000", "127.1.2.3:1", "localhost:7000", "LOCALHOST:1", "[::1]:7000",
+        "unix:/tmp/s", "ipv4:127.0.0.1:7000", "dns:///localhost:7000"}) {
     EXPECT_TRUE(IsLoopbackAddress(a)) << a;
   }
-  for (const char* a : {"10.0.0.7:7000", "brook-chief:7000", "128.0.0.1:7000", "127.0.0:7000",
-                        "[::2]:7000", "localhost.evil.com:7000", "127.0.0.1.nip.io:7000",
-                        "0.0.0.0:7000", "[::1:7000"}) {
+  for (const char* a :
+       {"10.0.0.7:7000", "brook-chief:7000", "128.0.0.1:7000", "127.0.0:7000", "[::2]:7000",
+        "localhost.evil.com:7000", "127.0.0.1.nip.io:7000", "0.0.0.0:7000", "[::1:7000"}) {
     EXPECT_FALSE(IsLoopbackAddress(a)) << a;
   }
 }
@@ -80,8 +81,8 @@ TEST(BearerTokenTest, ATokenGoesOnlyWhereItCannotBeReadOnTheWay) {
   const std::vector<std::string> loopback = {"127.0.0.1:7000", "localhost:7001"};
   const std::vector<std::string> remote = {"127.0.0.1:7000", "10.0.0.7:7000"};
   ClientToken asked{.token = token, .source = "--ps-token-file /t"};
-  ClientToken fallback{.token = token, .source = "the chief token ($BROOK_TOKEN)",
-                       .fallback = true};
+  ClientToken fallback{
+      .token = token, .source = "the chief token ($BROOK_TOKEN)", .fallback = true};
 
   EXPECT_EQ(ForAddresses(asked, loopback, false, "the PS token")->token, token);
   EXPECT_EQ(ForAddresses(asked, remote, true, "the PS token")->token, token);
@@ -104,8 +105,8 @@ TEST(BearerTokenTest, ATokenGoesOnlyWhereItCannotBeReadOnTheWay) {
             std::string::npos)
       << left_out->withheld;
 
-  EXPECT_FALSE(ForAddresses({.token = "short", .source = "$X"}, loopback, false, "the PS token")
-                   .ok());
+  EXPECT_FALSE(
+      ForAddresses({.token = "short", .source = "$X"}, loopback, false, "the PS token").ok());
   EXPECT_TRUE(ForAddresses({}, remote, false, "the PS token")->token.empty());
 }
 

@@ -142,13 +142,18 @@ TEST_F(TlsHandshakeTest, TheServersNameIsCheckedAndCanBeOverridden) {
 }
 
 TEST_F(TlsHandshakeTest, MutualTlsRefusesClientsWithoutACertificateFromItsCa) {
-  Serve({.cert_file = pki_.server_cert(), .key_file = pki_.server_key(), .ca_file = pki_.ca_cert(),
+  Serve({.cert_file = pki_.server_cert(),
+         .key_file = pki_.server_key(),
+         .ca_file = pki_.ca_cert(),
          .mutual = true});
-  EXPECT_EQ(Call({.cert_file = pki_.client_cert(), .key_file = pki_.client_key(),
-                  .ca_file = pki_.ca_cert(), .mutual = true}),
+  EXPECT_EQ(Call({.cert_file = pki_.client_cert(),
+                  .key_file = pki_.client_key(),
+                  .ca_file = pki_.ca_cert(),
+                  .mutual = true}),
             grpc::StatusCode::UNIMPLEMENTED);
   EXPECT_EQ(Call({.ca_file = pki_.ca_cert()}), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_EQ(Call({.cert_file = pki_.rogue_client_cert(), .key_file = pki_.rogue_client_key(),
+  EXPECT_EQ(Call({.cert_file = pki_.rogue_client_cert(),
+                  .key_file = pki_.rogue_client_key(),
                   .ca_file = pki_.ca_cert()}),
             grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(Call({}), grpc::StatusCode::UNAVAILABLE);

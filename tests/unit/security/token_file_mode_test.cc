@@ -24,7 +24,8 @@ TEST(TokenFileModeTest, GroupOrOtherReadableIsWarnedAboutWithTheFix) {
 
   ASSERT_EQ(chmod(path.c_str(), 0644), 0);
   const std::string both = TokenFileModeWarning(path);
-  EXPECT_THAT(both, HasSubstr("token file " + path + " is readable by group and others (mode 0644)"));
+  EXPECT_THAT(both,
+              HasSubstr("token file " + path + " is readable by group and others (mode 0644)"));
   EXPECT_THAT(both, HasSubstr("chmod 600 " + path));
   ASSERT_EQ(chmod(path.c_str(), 0640), 0);
   EXPECT_THAT(TokenFileModeWarning(path), HasSubstr("readable by its group (mode 0640)"));

@@ -71,9 +71,9 @@ TEST(Crc32cTest, HardwareMatchesPortableOnEveryShortLengthAndAlignment) {
 TEST(Crc32cTest, HardwareMatchesPortableOnLongBuffers) {
   if (!HardwareAvailable()) GTEST_SKIP() << "no SSE4.2 on this CPU";
   std::vector<char> bytes = RandomBytes(200000, 2);
-  std::vector<size_t> lengths = {191, 192, 193, 383, 384, 385, 575, 576, 577, 641, 700,
-                                 767,   768,   769,         1535,      1536,   1537,  24575,
-                                 24576, 24577, 24576 + 768, 49152 + 5, 100000, 199990};
+  std::vector<size_t> lengths = {191,  192,   193,   383,   384,         385,       575,    576,
+                                 577,  641,   700,   767,   768,         769,       1535,   1536,
+                                 1537, 24575, 24576, 24577, 24576 + 768, 49152 + 5, 100000, 199990};
   std::mt19937 rng(3);
   for (int i = 0; i < 40; ++i) lengths.push_back(rng() % 199990);
   for (size_t n : lengths) {

@@ -124,8 +124,8 @@ TEST(RocksDbTest, StoredValueOfAnotherSizeIsDataLossNamingFamilyAndKey) {
   ASSERT_TRUE(db->Write("user_emb", keys, values.data(), 100, {}).ok());
   std::string out(2 * 128, '\0');
   bool found[2];
-  absl::Status status = db->MultiGet("user_emb", std::vector<uint64_t>{12345}, 128, out.data(),
-                                     found);
+  absl::Status status =
+      db->MultiGet("user_emb", std::vector<uint64_t>{12345}, 128, out.data(), found);
   EXPECT_EQ(absl::StatusCode::kDataLoss, status.code()) << status;
   EXPECT_THAT(std::string(status.message()), HasSubstr("user_emb"));
   EXPECT_THAT(std::string(status.message()), HasSubstr("12345"));
@@ -144,9 +144,9 @@ TEST(RocksDbTest, DeletesRemoveKeysAndWinOverPutsInTheSameBatch) {
   ASSERT_TRUE(db->Flush().ok());  // deletes must also shadow rows in SST files
   // Put 5 and 3 (new version), delete 1 and 3 and a never-written key.
   std::string more = Rows({5, 3}, 2, 16);
-  ASSERT_TRUE(db->Write("t", std::vector<uint64_t>{5, 3}, more.data(), 16,
-                        std::vector<uint64_t>{1, 3, 99})
-                  .ok());
+  ASSERT_TRUE(
+      db->Write("t", std::vector<uint64_t>{5, 3}, more.data(), 16, std::vector<uint64_t>{1, 3, 99})
+          .ok());
   EXPECT_THAT(Get(*db, "t", {1, 2, 3, 4, 5}, 16),
               ElementsAre("<absent>", Row(2, 1, 16), "<absent>", Row(4, 1, 16), Row(5, 2, 16)));
   // Deletes only.
@@ -282,8 +282,8 @@ TEST(RocksDbTest, DropFamilyRemovesItAndItsRows) {
     ASSERT_TRUE(db->Write("gone", std::vector<uint64_t>{7}, values.data(), 16, {}).ok());
     ASSERT_TRUE(db->Flush().ok());
     ASSERT_TRUE(db->DropColumnFamily("gone").ok());
-    ASSERT_TRUE(db->DropColumnFamily("gone").ok());       // again: ok
-    ASSERT_TRUE(db->DropColumnFamily("never").ok());      // missing: ok
+    ASSERT_TRUE(db->DropColumnFamily("gone").ok());   // again: ok
+    ASSERT_TRUE(db->DropColumnFamily("never").ok());  // missing: ok
     EXPECT_FALSE(db->HasColumnFamily("gone"));
     EXPECT_THAT(db->ColumnFamilies(), ElementsAre("keep"));
     bool found;
@@ -334,10 +334,13 @@ TEST(RocksDbTest, CheckpointIsAReadOnlyCopyUnaffectedByLaterWrites) {
   for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(Row(keys[i], 1, 72), got[i]) << keys[i];
   EXPECT_THAT(Get(**ro, "b", {5}, 72), ElementsAre(Row(5, 1, 72)));
   size_t rows = 0;
-  ASSERT_TRUE((*ro)->ForEach("a", [&](uint64_t, std::string_view) {
-                     ++rows;
-                     return absl::OkStatus();
-                   }).ok());
+  ASSERT_TRUE((*ro)
+                  ->ForEach("a",
+                            [&](uint64_t, std::string_view) {
+                              ++rows;
+                              return absl::OkStatus();
+                            })
+                  .ok());
   EXPECT_EQ(keys.size(), rows);
   // And the live DB sees its own later writes.
   EXPECT_THAT(Get(*db, "a", {0, 977 * 2}, 72), ElementsAre("<absent>", Row(977 * 2, 2, 72)));
@@ -365,8 +368,7 @@ TEST(RocksDbTest, ReadOnlyRefusesWritesAndFamilyChanges) {
             db.Write("t", {}, nullptr, 8, std::vector<uint64_t>{1}).code());
   EXPECT_EQ(absl::StatusCode::kFailedPrecondition, db.CreateColumnFamily("u").code());
   EXPECT_EQ(absl::StatusCode::kFailedPrecondition, db.DropColumnFamily("t").code());
-  EXPECT_EQ(absl::StatusCode::kFailedPrecondition,
-            db.CreateCheckpoint(dir.Join("ckpt")).code());
+  EXPECT_EQ(absl::StatusCode::kFailedPrecondition, db.CreateCheckpoint(dir.Join("ckpt")).code());
   EXPECT_EQ(absl::StatusCode::kFailedPrecondition, db.CompactAll().code());
   EXPECT_TRUE(db.Flush().ok());
   EXPECT_THAT(Get(db, "t", {1, 2}, 8), ElementsAre(Row(1, 1, 8), "<absent>"));

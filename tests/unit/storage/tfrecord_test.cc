@@ -449,7 +449,8 @@ TEST(TFRecordMmap, MappedAndReadPathsAgreeOnGoodAndCorruptFiles) {
   {
     auto writer = TFRecordWriter::Open(path, {});
     ASSERT_TRUE(writer.ok());
-    for (int i = 0; i < 50; ++i) ASSERT_TRUE((*writer)->Write(std::string(i * 7, 'a' + i % 26)).ok());
+    for (int i = 0; i < 50; ++i)
+      ASSERT_TRUE((*writer)->Write(std::string(i * 7, 'a' + i % 26)).ok());
     ASSERT_TRUE((*writer)->Close().ok());
   }
   auto read_all = [&](bool use_mmap, std::vector<std::string>* out) -> absl::Status {

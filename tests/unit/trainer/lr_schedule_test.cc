@@ -34,9 +34,9 @@ TEST(LrScheduleTest, LinearDecayStartsAfterWarmupAndStopsAtTheFloor) {
   s.min_scale = 0.1;
   ASSERT_TRUE(s.Validate().ok());
   EXPECT_FLOAT_EQ(s.Scale(0), 0.5f);
-  EXPECT_FLOAT_EQ(s.Scale(2), 1.0f);           // t = 0
+  EXPECT_FLOAT_EQ(s.Scale(2), 1.0f);                // t = 0
   EXPECT_FLOAT_EQ(s.Scale(7), 1.0f - 0.9f * 0.5f);  // t = 5
-  EXPECT_FLOAT_EQ(s.Scale(12), 0.1f);          // t = 10
+  EXPECT_FLOAT_EQ(s.Scale(12), 0.1f);               // t = 10
   EXPECT_FLOAT_EQ(s.Scale(5000), 0.1f);
 }
 
@@ -80,7 +80,8 @@ TEST(LrScheduleTest, InvalidSchedulesNameTheField) {
   s.decay_rate = 0;
   EXPECT_THAT(s.Validate().message(), HasSubstr("decay_rate"));
   EXPECT_THAT(ParseLrDecay("step").status().message(), HasSubstr("'step'"));
-  for (LrDecay d : {LrDecay::kConstant, LrDecay::kLinear, LrDecay::kCosine, LrDecay::kExponential}) {
+  for (LrDecay d :
+       {LrDecay::kConstant, LrDecay::kLinear, LrDecay::kCosine, LrDecay::kExponential}) {
     EXPECT_EQ(ParseLrDecay(LrDecayName(d)).value(), d);
   }
 }

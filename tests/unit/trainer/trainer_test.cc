@@ -36,7 +36,8 @@ double WriteData(const std::string& dir) {
   for (float& v : w) v = normal(rng) * 1.5f;
   datatools::ExampleBuilder b;
   for (int f = 0; f < kFiles; ++f) {
-    auto writer = storage::TFRecordWriter::Open(dir + "/part-" + std::to_string(f) + ".tfrecord", {});
+    auto writer =
+        storage::TFRecordWriter::Open(dir + "/part-" + std::to_string(f) + ".tfrecord", {});
     EXPECT_TRUE(writer.ok()) << writer.status();
     for (int i = 0; i < kPerFile; ++i) {
       const int64_t id = static_cast<int64_t>(rng() % w.size());
@@ -67,8 +68,9 @@ features:
 }
 
 ModelSpec Model(const input::FeatureSpec& features, const std::string& type) {
-  const std::string model = type == "lr" ? "model: {type: lr}"
-                                          : "model: {type: " + type + ", embedding_dim: 4, hidden: [8]}";
+  const std::string model = type == "lr"
+                                ? "model: {type: lr}"
+                                : "model: {type: " + type + ", embedding_dim: 4, hidden: [8]}";
   auto spec = ModelSpec::FromYaml(model + R"(
 sparse:
   - {feature: c}
@@ -107,7 +109,8 @@ class TrainerTest : public ::testing::Test {
   // out; shuffled with a fixed seed, as every holder of the unit shuffles.
   std::unique_ptr<input::Pipeline> UnitPipeline(uint64_t begin, size_t shuffle) {
     input::PipelineOptions o;
-    o.units = {sharding::WorkUnit{.id = 0, .path = dir_.path() + "/part-0.tfrecord", .begin = begin}};
+    o.units = {
+        sharding::WorkUnit{.id = 0, .path = dir_.path() + "/part-0.tfrecord", .begin = begin}};
     o.batch_size = 64;
     o.epochs = 1;
     o.shuffle_buffer = shuffle;
@@ -253,7 +256,8 @@ TEST_F(TrainerTest, AUnitResumedByTheNextHolderAppliesEveryStepOnce) {
       ASSERT_TRUE(got.ok()) << got.status();
       uint64_t duplicates = 0;
       for (int s = 0; s < 2; ++s) {
-        for (const ps::TableStats& t : c.shards[s]->Stats().tables) duplicates += t.duplicate_pushes;
+        for (const ps::TableStats& t : c.shards[s]->Stats().tables)
+          duplicates += t.duplicate_pushes;
       }
       if (with_stream) {
         EXPECT_EQ(got->logloss, expected->logloss);
@@ -347,8 +351,8 @@ TEST_F(TrainerTest, BadAccumulationOrScheduleIsRefused) {
   Cluster cluster(1);
   TrainerOptions o;
   o.accumulation_steps = 0;
-  auto t = Trainer::Create(cluster.client.get(), Model(features_, "lr"), features_, o,
-                           backend_.get());
+  auto t =
+      Trainer::Create(cluster.client.get(), Model(features_, "lr"), features_, o, backend_.get());
   EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
   o.accumulation_steps = 1;
   o.lr_schedule.decay = LrDecay::kCosine;  // no decay_steps

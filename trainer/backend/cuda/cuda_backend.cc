@@ -94,7 +94,8 @@ class Nvml {
     void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) return;
     auto init = reinterpret_cast<InitFn>(dlsym(lib, "nvmlInit_v2"));
-    handle_by_bus_ = reinterpret_cast<HandleByBusFn>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
+    handle_by_bus_ =
+        reinterpret_cast<HandleByBusFn>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
     utilization_ = reinterpret_cast<UtilizationFn>(dlsym(lib, "nvmlDeviceGetUtilizationRates"));
     ok_ = init != nullptr && handle_by_bus_ != nullptr && utilization_ != nullptr && init() == 0;
   }

@@ -108,7 +108,8 @@ absl::Status ModelBase::CheckStep(const ModelBatch& batch,
     }
   }
   if (rows.size() != layout_.tables.size()) {
-    return StepError(absl::StrCat(rows.size(), " row spans for ", layout_.tables.size(), " tables"));
+    return StepError(
+        absl::StrCat(rows.size(), " row spans for ", layout_.tables.size(), " tables"));
   }
   for (size_t t = 0; t < rows.size(); ++t) {
     const size_t want = batch.tables[t].unique_keys.size() * layout_.tables[t].dim;
@@ -120,8 +121,8 @@ absl::Status ModelBase::CheckStep(const ModelBatch& batch,
     }
   }
   if (params.size() != variables_.size()) {
-    return StepError(absl::StrCat(params.size(), " params for ", variables_.size(),
-                                  " dense variables"));
+    return StepError(
+        absl::StrCat(params.size(), " params for ", variables_.size(), " dense variables"));
   }
   for (size_t v = 0; v < params.size(); ++v) {
     if (static_cast<int64_t>(params[v].size()) != variables_[v].num_floats()) {
@@ -254,8 +255,8 @@ absl::Status Mlp::Forward(const Buffer& x, bool train, uint64_t seed) {
     if (layer.dropped) {
       RETURN_IF_ERROR(model_->Reserve(&layer.h, size));
       RETURN_IF_ERROR(model_->Reserve(&layer.mask, size));
-      RETURN_IF_ERROR(be->Copy2D(1, static_cast<int64_t>(size), *layer.a, 0, 0, layer.h.get(), 0,
-                                 0, false));
+      RETURN_IF_ERROR(
+          be->Copy2D(1, static_cast<int64_t>(size), *layer.a, 0, 0, layer.h.get(), 0, 0, false));
       RETURN_IF_ERROR(be->Dropout(static_cast<int64_t>(size), dropout_, Mix64(seed, l),
                                   layer.h.get(), layer.mask.get()));
     }
@@ -291,8 +292,8 @@ absl::Status WideForward(ModelBase* m, int dense_w, bool use_wide_tables, Buffer
   const int64_t n = m->batch();
   const int64_t nd = m->layout().dense_width;
   if (dense_w >= 0) {
-    RETURN_IF_ERROR(be->Gemm(false, false, n, 1, nd, 1.0f, m->dense(), m->param(dense_w), 1.0f,
-                             logits));
+    RETURN_IF_ERROR(
+        be->Gemm(false, false, n, 1, nd, 1.0f, m->dense(), m->param(dense_w), 1.0f, logits));
   }
   for (size_t i = 0; i < m->layout().inputs.size(); ++i) {
     const InputLayout& in = m->layout().inputs[i];
@@ -314,8 +315,8 @@ absl::Status WideBackward(ModelBase* m, int dense_w, bool use_wide_tables) {
   for (size_t i = 0; i < m->layout().inputs.size(); ++i) {
     const InputLayout& in = m->layout().inputs[i];
     const int t = use_wide_tables ? in.wide_table : in.table;
-    RETURN_IF_ERROR(be->PoolBackward(in.combiner, n, 1, m->offsets(i), m->indices(i),
-                                     m->d_logits(), 1, 0, m->row_grad(t), m->num_rows(t)));
+    RETURN_IF_ERROR(be->PoolBackward(in.combiner, n, 1, m->offsets(i), m->indices(i), m->d_logits(),
+                                     1, 0, m->row_grad(t), m->num_rows(t)));
   }
   return absl::OkStatus();
 }

@@ -63,10 +63,10 @@ class ModelBase : public Model {
   int64_t batch_ = 0;
   uint64_t step_seed_ = 0;
   std::unique_ptr<Buffer> dense_, labels_, logits_, d_logits_, predictions_;
-  std::vector<std::unique_ptr<Buffer>> offsets_, indices_;       // per input
-  std::vector<std::unique_ptr<Buffer>> rows_, row_grads_;        // per table
-  std::vector<int64_t> num_rows_;                                // per table
-  std::vector<std::unique_ptr<Buffer>> params_, param_grads_;    // per variable
+  std::vector<std::unique_ptr<Buffer>> offsets_, indices_;     // per input
+  std::vector<std::unique_ptr<Buffer>> rows_, row_grads_;      // per table
+  std::vector<int64_t> num_rows_;                              // per table
+  std::vector<std::unique_ptr<Buffer>> params_, param_grads_;  // per variable
 };
 
 // Glorot/Xavier uniform: U(-l, l), l = sqrt(6 / (fan_in + fan_out)).

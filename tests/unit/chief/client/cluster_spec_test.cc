@@ -31,8 +31,7 @@ TEST(ParseTfConfigTest, KubeflowTfJobConfig) {
   absl::StatusOr<ClusterSpec> spec = ParseTfConfig(kKubeflowConfig);
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->chief, "mnist-chief-0.default.svc:2222");
-  EXPECT_THAT(spec->ps,
-              ElementsAre("mnist-ps-0.default.svc:2222", "mnist-ps-1.default.svc:2222"));
+  EXPECT_THAT(spec->ps, ElementsAre("mnist-ps-0.default.svc:2222", "mnist-ps-1.default.svc:2222"));
   EXPECT_EQ(spec->trainers.size(), 3u);
   EXPECT_EQ(spec->trainers[2], "mnist-worker-2.default.svc:2222");
   EXPECT_EQ(spec->task_type, "worker");
@@ -116,9 +115,9 @@ TEST(ValidateAddressTest, AcceptsHostPortForms) {
                          "[::1]:8080", "[fe80::1]:1", "under_score:80"}) {
     EXPECT_TRUE(ValidateAddress(ok).ok()) << ok << ": " << ValidateAddress(ok);
   }
-  for (const char* bad : {"", "host", ":80", "host:", "host:0", "host:65536", "host:8o",
-                          "host:123456", "[::1]", "[::1]80", "[]:80", "[zz]:80", "ho st:80",
-                          "h/x:80", "host:-1"}) {
+  for (const char* bad :
+       {"", "host", ":80", "host:", "host:0", "host:65536", "host:8o", "host:123456", "[::1]",
+        "[::1]80", "[]:80", "[zz]:80", "ho st:80", "h/x:80", "host:-1"}) {
     EXPECT_FALSE(ValidateAddress(bad).ok()) << bad;
   }
 }

@@ -118,8 +118,9 @@ TEST(ProgressLineTest, NoMetricsYetShowDashes) {
   job.set_train_auc(0);
   job.set_progress(0);
   job.set_epochs(0);  // unbounded
-  EXPECT_THAT(ProgressLine(job, kNow), AllOf(HasSubstr("loss - AUC train - eval -"), HasSubstr("ETA -"),
-                                             HasSubstr("epoch 2 |"), Not(HasSubstr("/0"))));
+  EXPECT_THAT(ProgressLine(job, kNow),
+              AllOf(HasSubstr("loss - AUC train - eval -"), HasSubstr("ETA -"),
+                    HasSubstr("epoch 2 |"), Not(HasSubstr("/0"))));
 }
 
 TEST(ProgressLineTest, QueuedFinalizingAndFinished) {
@@ -158,16 +159,16 @@ TEST(JobSummaryTest, FinishedJobShowsEvalExportAndMessage) {
   ckpt->set_dir("/ckpt/ctr-7/step-1200");
   ckpt->set_step(1200);
   const std::string summary = JobSummary(job, kNow);
-  EXPECT_THAT(summary,
-              AllOf(HasSubstr("job ctr-7 (ctr): SUCCEEDED after 9m00s"),
-                    HasSubstr("message:    trained 4 epochs"),
-                    HasSubstr("AUC:        train 0.8765 (last 64K-128K examples)  eval 0.9012 "
-                              "(step 1200)\n"),
-                    HasSubstr("eval:       AUC 0.9012"),
-                    HasSubstr("logloss 0.3012"), HasSubstr("on 16281 examples (step 1200)"),
-                    HasSubstr("export:     /models/ctr-7"),
-                    HasSubstr("checkpoint: /ckpt/ctr-7/step-1200 (step 1200)"),
-                    Not(HasSubstr("eta:")), Not(HasSubstr("trainers:"))));
+  EXPECT_THAT(
+      summary,
+      AllOf(HasSubstr("job ctr-7 (ctr): SUCCEEDED after 9m00s"),
+            HasSubstr("message:    trained 4 epochs"),
+            HasSubstr("AUC:        train 0.8765 (last 64K-128K examples)  eval 0.9012 "
+                      "(step 1200)\n"),
+            HasSubstr("eval:       AUC 0.9012"), HasSubstr("logloss 0.3012"),
+            HasSubstr("on 16281 examples (step 1200)"), HasSubstr("export:     /models/ctr-7"),
+            HasSubstr("checkpoint: /ckpt/ctr-7/step-1200 (step 1200)"), Not(HasSubstr("eta:")),
+            Not(HasSubstr("trainers:"))));
   EXPECT_EQ(summary.back(), '\n');
 }
 

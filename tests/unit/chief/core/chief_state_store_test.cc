@@ -20,10 +20,15 @@ namespace {
 const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
 
 JobSubmission Sub(const std::string& name, int trainers, int epochs) {
-  return JobSubmission{
-      .name = name, .priority = 0, .spec_json = "{}", .spec_hash = "h",
-      .units = sharding::PlanWorkUnits({{.path = "a", .records = 10}, {.path = "b", .records = 5}}, 4),
-      .epochs = epochs, .trainers = trainers, .lease_duration = absl::Seconds(10)};
+  return JobSubmission{.name = name,
+                       .priority = 0,
+                       .spec_json = "{}",
+                       .spec_hash = "h",
+                       .units = sharding::PlanWorkUnits(
+                           {{.path = "a", .records = 10}, {.path = "b", .records = 5}}, 4),
+                       .epochs = epochs,
+                       .trainers = trainers,
+                       .lease_duration = absl::Seconds(10)};
 }
 
 // The trainers' side of a run: each trainer alternately takes a unit and
@@ -50,9 +55,9 @@ class Driver {
     if (!lease.ok() || !lease->has_value()) return;
     const Lease& l = (*lease)->lease;
     const uint64_t half = l.resume_offset + (l.unit.end - l.resume_offset) / 2;
-    EXPECT_TRUE(q->Commit(t, (*lease)->job_id, l.unit.id, l.lease_epoch, half,
-                          half - l.resume_offset, now)
-                    .ok());
+    EXPECT_TRUE(
+        q->Commit(t, (*lease)->job_id, l.unit.id, l.lease_epoch, half, half - l.resume_offset, now)
+            .ok());
     held_[t] = **lease;
   }
 

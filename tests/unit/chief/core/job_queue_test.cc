@@ -23,9 +23,14 @@ std::vector<WorkUnit> SmallPlan() {
 }
 
 JobSubmission Sub(const std::string& name, int priority = 0, int trainers = 1, int epochs = 1) {
-  return JobSubmission{.name = name, .priority = priority, .spec_json = "{\"name\":\"" + name + "\"}",
-                       .spec_hash = "h-" + name, .units = SmallPlan(), .epochs = epochs,
-                       .trainers = trainers, .lease_duration = absl::Seconds(10)};
+  return JobSubmission{.name = name,
+                       .priority = priority,
+                       .spec_json = "{\"name\":\"" + name + "\"}",
+                       .spec_hash = "h-" + name,
+                       .units = SmallPlan(),
+                       .epochs = epochs,
+                       .trainers = trainers,
+                       .lease_duration = absl::Seconds(10)};
 }
 
 std::unique_ptr<JobQueue> MakeQueue(int max_running = 1) {
@@ -146,8 +151,8 @@ TEST(JobQueueTest, InvalidSubmitNamesTheFieldAndChangesNothing) {
     std::string field;
   };
   std::vector<Case> cases;
-  for (const std::string& bad : std::vector<std::string>{"", "Upper", "under_score", "-lead", "trail-",
-                                                       std::string(64, 'a')}) {
+  for (const std::string& bad : std::vector<std::string>{"", "Upper", "under_score", "-lead",
+                                                         "trail-", std::string(64, 'a')}) {
     cases.push_back({Sub("x"), "name"});
     cases.back().sub.name = bad;
   }

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,18 +46,16 @@ Lease MustAcquire(WorkLeases* leases, const std::string& trainer, absl::Time now
 
 TEST(WorkLeasesTest, CreateRefusesBadInput) {
   EXPECT_EQ(WorkLeases::Create({}, {}).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(WorkLeases::Create({{.id = 1, .path = "a"}, {.id = 1, .path = "b"}}, {})
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      WorkLeases::Create({{.id = 1, .path = "a"}, {.id = 1, .path = "b"}}, {}).status().code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(WorkLeases::Create({{.id = 0, .path = "a", .begin = 5, .end = 5}}, {}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(WorkLeases::Create(SmallPlan(), {.epochs = -1}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(WorkLeases::Create(SmallPlan(), {.lease_duration = absl::ZeroDuration()})
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      WorkLeases::Create(SmallPlan(), {.lease_duration = absl::ZeroDuration()}).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST(WorkLeasesTest, TwoEpochsWithABarrierBetweenThem) {
@@ -79,7 +77,8 @@ TEST(WorkLeasesTest, TwoEpochsWithABarrierBetweenThem) {
       EXPECT_EQ(l.lease_epoch, static_cast<uint64_t>(epoch + 1));
       // Half, then the rest through Complete.
       const uint64_t mid = l.unit.begin + (l.unit.end - l.unit.begin) / 2;
-      EXPECT_TRUE(leases->Commit("t1", l.unit.id, l.lease_epoch, mid, mid - l.unit.begin, kT0).ok());
+      EXPECT_TRUE(
+          leases->Commit("t1", l.unit.id, l.lease_epoch, mid, mid - l.unit.begin, kT0).ok());
       EXPECT_TRUE(
           leases->Complete("t1", l.unit.id, l.lease_epoch, l.unit.end, l.unit.end - mid, kT0).ok());
     }
@@ -298,7 +297,7 @@ TEST(WorkLeasesTest, BadOffsetsAreRefusedAndChangeNothing) {
   EXPECT_EQ(leases->Commit("t", 1, 1, 5, 1, kT0).code(),
             absl::StatusCode::kFailedPrecondition);  // not leased
   EXPECT_EQ(leases->Commit("other", 0, l.lease_epoch, 3, 1, kT0).code(),
-            absl::StatusCode::kFailedPrecondition);  // someone else's lease
+            absl::StatusCode::kFailedPrecondition);                    // someone else's lease
   EXPECT_TRUE(leases->Commit("t", 0, l.lease_epoch, 2, 2, kT0).ok());  // a repeat: no effect
 
   EXPECT_EQ(WorkLeasesCodec::ToState(*leases).SerializeAsString(), before.SerializeAsString());
@@ -333,9 +332,10 @@ TEST(WorkLeasesTest, RoundTripMidJobContinuesToTheSameEnd) {
     // A unit left half done earlier is finished first.
     if (const std::vector<Lease> held = leases->LeasesOf(t); !held.empty()) {
       const Lease& l = held.front();
-      ASSERT_TRUE(leases->Complete(t, l.unit.id, l.lease_epoch, l.unit.end,
-                                   l.unit.end - l.resume_offset, now)
-                      .ok());
+      ASSERT_TRUE(
+          leases
+              ->Complete(t, l.unit.id, l.lease_epoch, l.unit.end, l.unit.end - l.resume_offset, now)
+              .ok());
       return;
     }
     auto got = leases->Acquire(t, now);
@@ -388,7 +388,8 @@ TEST(WorkLeasesTest, RoundTripMidJobContinuesToTheSameEnd) {
   }
   EXPECT_TRUE(plain->finished());
   EXPECT_TRUE(restored->finished());
-  EXPECT_EQ(WorkLeasesCodec::ToState(*restored).SerializeAsString(), WorkLeasesCodec::ToState(*plain).SerializeAsString());
+  EXPECT_EQ(WorkLeasesCodec::ToState(*restored).SerializeAsString(),
+            WorkLeasesCodec::ToState(*plain).SerializeAsString());
   EXPECT_EQ(restored->Stats().examples_per_epoch, (std::vector<uint64_t>{15, 15}));
 }
 
@@ -660,7 +661,8 @@ void RunSimulation(uint32_t seed, SimTotals* totals) {
       std::sort(r.begin(), r.end());
       uint64_t at = u.begin;
       for (const Range& x : r) {
-        ASSERT_EQ(x.begin, at) << "epoch " << e << " unit " << u.id << (x.begin < at ? ": overlap" : ": gap");
+        ASSERT_EQ(x.begin, at) << "epoch " << e << " unit " << u.id
+                               << (x.begin < at ? ": overlap" : ": gap");
         ASSERT_LT(x.begin, x.end);
         at = x.end;
       }
@@ -674,8 +676,10 @@ void RunSimulation(uint32_t seed, SimTotals* totals) {
   EXPECT_EQ(leases->Acquire(trainers[0].id, now).status().code(),
             trainers[0].registered && !trainers[0].expired ? absl::StatusCode::kOutOfRange
                                                            : absl::StatusCode::kNotFound);
-  *totals += {.refused_stale = refused_stale, .restores = restores,
-              .releases = stats.releases, .expired = stats.expired_trainers};
+  *totals += {.refused_stale = refused_stale,
+              .restores = restores,
+              .releases = stats.releases,
+              .expired = stats.expired_trainers};
 }
 
 TEST(WorkLeasesSimulation, EveryRecordOncePerEpochUnderFailuresAndRestarts) {

@@ -4,8 +4,8 @@
 #include "chief/service/chief_server.h"
 
 #include <gmock/gmock.h>
-#include <unistd.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "chief/client/chief_client.h"
 #include "tests/testing/http_get.h"
@@ -88,14 +88,18 @@ TEST_F(ChiefServerSecurityTest, EveryCallButHealthNeedsTheToken) {
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
 
   const std::string page = Scrape();
-  EXPECT_THAT(page, HasSubstr("brook_chief_requests_total{code=\"UNAUTHENTICATED\",method=\"ListJobs\"} 2"));
+  EXPECT_THAT(
+      page,
+      HasSubstr("brook_chief_requests_total{code=\"UNAUTHENTICATED\",method=\"ListJobs\"} 2"));
   EXPECT_THAT(page, Not(HasSubstr(kToken)));
 }
 
 TEST_F(ChiefServerSecurityTest, TheTokenTravelsOverMutualTlsAndCertificatelessClientsNeverGetIn) {
   testing::TestPki pki;
   ASSERT_TRUE(pki.ok());
-  Start({.cert_file = pki.server_cert(), .key_file = pki.server_key(), .ca_file = pki.ca_cert(),
+  Start({.cert_file = pki.server_cert(),
+         .key_file = pki.server_key(),
+         .ca_file = pki.ca_cert(),
          .mutual = true});
   const security::TlsOptions client_tls{.cert_file = pki.client_cert(),
                                         .key_file = pki.client_key(),

@@ -31,13 +31,12 @@ class ChiefTest : public ::testing::Test {
     }
   }
   std::string Spec(const std::string& name, int priority = 0, int epochs = 2) {
-    return absl::StrCat(
-        "name: ", name, "\npriority: ", priority, "\n", "data: {train: [", dir_.path(),
-        "/train-*.tfrecord]}\n",
-        "features:\n  label: {name: label, type: float}\n  features:\n"
-        "    - {name: C1, type: int64}\n",
-        "model: {type: lr}\nsparse:\n  - {feature: C1}\n",
-        "training: {batch_size: 8, epochs: ", epochs, "}\n");
+    return absl::StrCat("name: ", name, "\npriority: ", priority, "\n", "data: {train: [",
+                        dir_.path(), "/train-*.tfrecord]}\n",
+                        "features:\n  label: {name: label, type: float}\n  features:\n"
+                        "    - {name: C1, type: int64}\n",
+                        "model: {type: lr}\nsparse:\n  - {feature: C1}\n",
+                        "training: {batch_size: 8, epochs: ", epochs, "}\n");
   }
   std::unique_ptr<Chief> Open(ps::PsClient* ps = nullptr) {
     ChiefOptions o;
@@ -270,14 +269,14 @@ TEST_F(ChiefTest, ASubmitIntoAnotherRunsExportOrCheckpointIsRefusedNamingIt) {
   EXPECT_NE(refused.status().message().find("is inside a checkpoint"), std::string::npos)
       << refused.status();
   const std::string both = dir_.Join("both");
-  refused = c->SubmitJob(Submit(Spec("into") + "export: {dir: " + both + "}\ncheckpoint: {dir: " +
-                                both + "}\n"));
+  refused = c->SubmitJob(
+      Submit(Spec("into") + "export: {dir: " + both + "}\ncheckpoint: {dir: " + both + "}\n"));
   EXPECT_NE(refused.status().message().find("is export.dir too"), std::string::npos)
       << refused.status();
   EXPECT_TRUE(c->ListJobs()->jobs().empty());
   // Their parents are fine.
-  EXPECT_TRUE(c->SubmitJob(Submit(Spec("into") + "export: {dir: " + dir_.Join("exports") + "}\n"))
-                  .ok());
+  EXPECT_TRUE(
+      c->SubmitJob(Submit(Spec("into") + "export: {dir: " + dir_.Join("exports") + "}\n")).ok());
 }
 
 // Evaluations and checkpoints both due at every tick (intervals smaller
@@ -286,13 +285,13 @@ TEST_F(ChiefTest, CheckpointsAndEvaluationsDueAtEveryTickTakeTurns) {
   ps::ParameterServer shard{ps::ParameterServerOptions{}};
   ps::LocalPsClient ps({&shard});
   auto c = Open(&ps);
-  const std::string extra = absl::StrCat(
-      "checkpoint: {dir: ", dir_.Join("ckpt"), ", interval_seconds: 0, interval_steps: 4}\n",
-      "eval: {every_steps: 1}\n");
+  const std::string extra =
+      absl::StrCat("checkpoint: {dir: ", dir_.Join("ckpt"),
+                   ", interval_seconds: 0, interval_steps: 4}\n", "eval: {every_steps: 1}\n");
   std::string spec = Spec("starve") + extra;
-  spec = absl::StrReplaceAll(spec, {{"/train-*.tfrecord]}", absl::StrCat("/train-*.tfrecord], eval: [",
-                                                                      dir_.path(),
-                                                                      "/train-0.tfrecord]}")}});
+  spec = absl::StrReplaceAll(
+      spec, {{"/train-*.tfrecord]}",
+              absl::StrCat("/train-*.tfrecord], eval: [", dir_.path(), "/train-0.tfrecord]}")}});
   auto job = c->SubmitJob(Submit(spec));
   ASSERT_TRUE(job.ok()) << job.status();
   RegisterTrainer(c.get(), "t0");
@@ -431,14 +430,13 @@ TEST_F(ChiefTest, BadSpecsAndUnknownJobsAreRefusedNamingWhatIsWrong) {
   auto steps = c->SubmitJob(Submit(steps_spec));
   EXPECT_EQ(steps.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(steps.status().message().find("training.steps"), std::string::npos);
-  auto nodata = c->SubmitJob(Submit(absl::StrCat(
-      "name: nodata\ndata: {train: [", dir_.path(), "/none-*.tfrecord]}\n",
-      "features:\n  label: {name: label, type: float}\n  features:\n"
-      "    - {name: C1, type: int64}\n",
-      "model: {type: lr}\nsparse:\n  - {feature: C1}\n", "training: {epochs: 1}\n")));
+  auto nodata = c->SubmitJob(Submit(
+      absl::StrCat("name: nodata\ndata: {train: [", dir_.path(), "/none-*.tfrecord]}\n",
+                   "features:\n  label: {name: label, type: float}\n  features:\n"
+                   "    - {name: C1, type: int64}\n",
+                   "model: {type: lr}\nsparse:\n  - {feature: C1}\n", "training: {epochs: 1}\n")));
   EXPECT_EQ(nodata.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(nodata.status().message().find("data.train[0]"), std::string::npos)
-      << nodata.status();
+  EXPECT_NE(nodata.status().message().find("data.train[0]"), std::string::npos) << nodata.status();
   v1::GetJobRequest get;
   get.set_job_id("nope-1");
   EXPECT_EQ(c->GetJob(get).status().code(), absl::StatusCode::kNotFound);

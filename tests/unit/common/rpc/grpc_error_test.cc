@@ -30,7 +30,8 @@ std::unique_ptr<ps::rpc::PsServer> StartPsForErrors(const security::TlsOptions& 
   return s.ok() ? std::move(*s) : nullptr;
 }
 
-Peer PeerOf(const std::string& address, v1::NodeKind expected, const security::TlsOptions& tls = {}) {
+Peer PeerOf(const std::string& address, v1::NodeKind expected,
+            const security::TlsOptions& tls = {}) {
   Peer p;
   p.address = address;
   p.expected = expected;
@@ -83,10 +84,11 @@ TEST(GrpcErrorTest, TheServersOwnErrorsPassAndEmptyOnesGetAMessage) {
   EXPECT_EQ(FromGrpcError(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "dim 0"), "Pull", peer),
             absl::InvalidArgumentError("dim 0"));
   // A PS shutting down says so itself: a probe that finds it up changes nothing.
-  EXPECT_EQ(FromGrpcError(grpc::Status(grpc::StatusCode::UNAVAILABLE, "PS is draining"), "Pull",
-                          peer),
-            absl::UnavailableError("PS is draining"));
-  const absl::Status empty = FromGrpcError(grpc::Status(grpc::StatusCode::UNKNOWN, ""), "Pull", peer);
+  EXPECT_EQ(
+      FromGrpcError(grpc::Status(grpc::StatusCode::UNAVAILABLE, "PS is draining"), "Pull", peer),
+      absl::UnavailableError("PS is draining"));
+  const absl::Status empty =
+      FromGrpcError(grpc::Status(grpc::StatusCode::UNKNOWN, ""), "Pull", peer);
   EXPECT_TRUE(absl::IsUnknown(empty));
   EXPECT_EQ(empty.message(), ps->address() + ": Pull failed with UNKNOWN and no message");
   EXPECT_TRUE(FromGrpcError(grpc::Status::OK, "Pull", peer).ok());
@@ -95,8 +97,10 @@ TEST(GrpcErrorTest, TheServersOwnErrorsPassAndEmptyOnesGetAMessage) {
 TEST(GrpcErrorTest, TlsOnOneSideOnlyAndRefusedCertificatesAreNamed) {
   testing::TestPki pki;
   ASSERT_TRUE(pki.ok());
-  const security::TlsOptions server{.cert_file = pki.server_cert(), .key_file = pki.server_key(),
-                                    .ca_file = pki.ca_cert(), .mutual = true};
+  const security::TlsOptions server{.cert_file = pki.server_cert(),
+                                    .key_file = pki.server_key(),
+                                    .ca_file = pki.ca_cert(),
+                                    .mutual = true};
   auto tls_ps = StartPsForErrors(server);
   ASSERT_NE(tls_ps, nullptr);
   const std::string a = tls_ps->address();
@@ -112,24 +116,31 @@ TEST(GrpcErrorTest, TlsOnOneSideOnlyAndRefusedCertificatesAreNamed) {
   EXPECT_EQ(no_cert.message(), a + ": TLS handshake failed: the server requires a client "
                                    "certificate (give --tls-cert and --tls-key)");
 
-  const absl::Status rogue = DiagnoseEndpoint(
-      PeerOf(a, v1::NODE_KIND_PS,
-             {.cert_file = pki.rogue_client_cert(), .key_file = pki.rogue_client_key(),
-              .ca_file = pki.ca_cert(), .mutual = true}));
+  const absl::Status rogue = DiagnoseEndpoint(PeerOf(a, v1::NODE_KIND_PS,
+                                                     {.cert_file = pki.rogue_client_cert(),
+                                                      .key_file = pki.rogue_client_key(),
+                                                      .ca_file = pki.ca_cert(),
+                                                      .mutual = true}));
   EXPECT_TRUE(IsWrongEndpoint(rogue)) << rogue;
   EXPECT_THAT(std::string(rogue.message()),
-              HasSubstr(a + ": TLS handshake failed: the server refused this client's "
-                            "certificate (--tls-cert " + pki.rogue_client_cert() + ")"));
+              HasSubstr(a +
+                        ": TLS handshake failed: the server refused this client's "
+                        "certificate (--tls-cert " +
+                        pki.rogue_client_cert() + ")"));
 
   const absl::Status untrusted =
       DiagnoseEndpoint(PeerOf(a, v1::NODE_KIND_PS, {.ca_file = pki.rogue_ca_cert()}));
   EXPECT_TRUE(IsWrongEndpoint(untrusted)) << untrusted;
   EXPECT_THAT(std::string(untrusted.message()),
-              HasSubstr(a + ": TLS handshake failed: the server's certificate is not trusted by "
-                            "--tls-ca " + pki.rogue_ca_cert()));
+              HasSubstr(a +
+                        ": TLS handshake failed: the server's certificate is not trusted by "
+                        "--tls-ca " +
+                        pki.rogue_ca_cert()));
 
-  const security::TlsOptions client{.cert_file = pki.client_cert(), .key_file = pki.client_key(),
-                                    .ca_file = pki.ca_cert(), .mutual = true};
+  const security::TlsOptions client{.cert_file = pki.client_cert(),
+                                    .key_file = pki.client_key(),
+                                    .ca_file = pki.ca_cert(),
+                                    .mutual = true};
   EXPECT_TRUE(DiagnoseEndpoint(PeerOf(a, v1::NODE_KIND_PS, client)).ok());
 
   // TLS here, plaintext there.
@@ -138,9 +149,9 @@ TEST(GrpcErrorTest, TlsOnOneSideOnlyAndRefusedCertificatesAreNamed) {
   const absl::Status tls_to_plain =
       DiagnoseEndpoint(PeerOf(plain_ps->address(), v1::NODE_KIND_PS, client));
   EXPECT_TRUE(IsWrongEndpoint(tls_to_plain)) << tls_to_plain;
-  EXPECT_EQ(tls_to_plain.message(),
-            plain_ps->address() + ": TLS handshake failed: the server speaks plaintext gRPC "
-                                  "(turn TLS on there, or drop --tls-* here)");
+  EXPECT_EQ(tls_to_plain.message(), plain_ps->address() +
+                                        ": TLS handshake failed: the server speaks plaintext gRPC "
+                                        "(turn TLS on there, or drop --tls-* here)");
 }
 
 }  // namespace

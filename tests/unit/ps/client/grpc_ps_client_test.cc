@@ -10,17 +10,17 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <optional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
 #include "brook/v1/ps.grpc.pb.h"
+#include "common/rpc/status_mapping.h"
 #include "ps/rpc/ps_handlers.h"
 #include "ps/rpc/ps_server.h"
 #include "ps/rpc/ps_service.h"
-#include "common/rpc/status_mapping.h"
 #include "tests/testing/ps_rpc_testing.h"
 #include "tests/testing/test_util.h"
 #include "tests/testing/tmpfs.h"
@@ -104,8 +104,8 @@ class FlakyService final : public v1::ParameterServer::CallbackService {
                                       v1::PushBatchResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
     absl::Status st = handlers_.PushBatch(*req, resp);
-    const uint64_t first = req->tables_size() > 0 ? req->tables(0).sequence()
-                                                  : req->dense(0).sequence();
+    const uint64_t first =
+        req->tables_size() > 0 ? req->tables(0).sequence() : req->dense(0).sequence();
     int attempt;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -215,9 +215,9 @@ TEST(GrpcPsClientTest, LostPushBatchReplyIsRetriedWithTheSameSequencesAndApplied
   }
   const uint64_t push_retries = client->retries() - retries_before;
   std::vector<float> a(4), b(1), w(2);
-  BROOK_ASSERT_OK(client->PullBatch({{"a", std::vector<uint64_t>{1, 2}, absl::MakeSpan(a)},
-                                     {"b", kb, absl::MakeSpan(b)}},
-                                    {{"w", absl::MakeSpan(w)}}));
+  BROOK_ASSERT_OK(client->PullBatch(
+      {{"a", std::vector<uint64_t>{1, 2}, absl::MakeSpan(a)}, {"b", kb, absl::MakeSpan(b)}},
+      {{"w", absl::MakeSpan(w)}}));
   EXPECT_EQ(a, (std::vector<float>{8, 8, 4, 4}));  // key 1 twice per step, summed
   EXPECT_EQ(b, std::vector<float>{4});
   EXPECT_EQ(w, (std::vector<float>{4, 4}));
@@ -432,7 +432,8 @@ TEST(GrpcPsClientTest, CancelEndsRetryingCallsAtOnce) {
   EXPECT_TRUE(absl::IsCancelled(pulled)) << pulled;
   EXPECT_TRUE(absl::IsCancelled(ready)) << ready;
   std::vector<float> rows(2);
-  EXPECT_TRUE(absl::IsCancelled(client->Pull("emb", std::vector<uint64_t>{1}, absl::MakeSpan(rows))));
+  EXPECT_TRUE(
+      absl::IsCancelled(client->Pull("emb", std::vector<uint64_t>{1}, absl::MakeSpan(rows))));
 }
 
 TEST(GrpcPsClientTest, SwappedAddressesAreFailedPrecondition) {

@@ -30,33 +30,30 @@ TEST(PrefixedPsClientTest, TablesLiveUnderThePrefixedName) {
   std::vector<float> rows(8);
   BROOK_EXPECT_CODE(cluster.client->Pull("emb", keys, absl::MakeSpan(rows)),
                     absl::StatusCode::kNotFound);
-  BROOK_ASSERT_OK(
-      cluster.client->Pull("job-a/emb", keys, absl::MakeSpan(rows)));
+  BROOK_ASSERT_OK(cluster.client->Pull("job-a/emb", keys, absl::MakeSpan(rows)));
   EXPECT_EQ(rows, (std::vector<float>{2, 2, 1, 1, 1, 1, 2, 2}));
   std::vector<float> via_job(8);
   BROOK_ASSERT_OK(job.Pull("emb", keys, absl::MakeSpan(via_job)));
   EXPECT_EQ(via_job, rows);
 
-  auto stats = job.Stats(); // whole shards, PS names
+  auto stats = job.Stats();  // whole shards, PS names
   BROOK_ASSERT_OK(stats);
   ASSERT_EQ(stats->size(), 2u);
   ASSERT_EQ((*stats)[0].tables.size(), 1u);
   EXPECT_EQ((*stats)[0].tables[0].name, "job-a/emb");
 
   BROOK_ASSERT_OK(job.DropTable("emb"));
-  BROOK_EXPECT_CODE(
-      cluster.client->Pull("job-a/emb", keys, absl::MakeSpan(rows)),
-      absl::StatusCode::kNotFound);
+  BROOK_EXPECT_CODE(cluster.client->Pull("job-a/emb", keys, absl::MakeSpan(rows)),
+                    absl::StatusCode::kNotFound);
 }
 
 TEST(PrefixedPsClientTest, TwoPrefixesDoNotShareRowsOrVariables) {
   LocalPsCluster cluster(2);
   PrefixedPsClient a(cluster.client.get(), "a/");
   PrefixedPsClient b(cluster.client.get(), "b/");
-  for (PrefixedPsClient *c : {&a, &b}) {
+  for (PrefixedPsClient* c : {&a, &b}) {
     BROOK_ASSERT_OK(c->CreateTable(CounterTable("emb", 1)));
-    const std::vector<DenseOptions> dense = {CounterDense("w", {3}),
-                                             CounterDense("bias", {1})};
+    const std::vector<DenseOptions> dense = {CounterDense("w", {3}), CounterDense("bias", {1})};
     BROOK_ASSERT_OK(c->CreateDense(dense));
   }
   const std::vector<uint64_t> keys = {7, 8};
@@ -88,10 +85,8 @@ TEST(PrefixedPsClientTest, BatchesArePrefixedPerPart) {
   BROOK_ASSERT_OK(job.CreateDense(dense));
 
   const std::vector<uint64_t> users = {1, 2}, items = {3};
-  const std::vector<float> ug = {-1, -1, -2, -2}, ig = {-3},
-                           wg = {-1, -2, -3, -4};
-  const std::vector<TablePush> pushes = {{"user", users, ug},
-                                         {"item", items, ig}};
+  const std::vector<float> ug = {-1, -1, -2, -2}, ig = {-3}, wg = {-1, -2, -3, -4};
+  const std::vector<TablePush> pushes = {{"user", users, ug}, {"item", items, ig}};
   const std::vector<DensePush> dense_pushes = {{"mlp/w0", wg}};
   BROOK_ASSERT_OK(job.PushBatch(pushes, dense_pushes, 0, 1.0f));
 
@@ -105,8 +100,7 @@ TEST(PrefixedPsClientTest, BatchesArePrefixedPerPart) {
   EXPECT_EQ(w, (std::vector<float>{1, 2, 3, 4}));
 
   std::vector<float> inner_item(1);
-  BROOK_ASSERT_OK(
-      cluster.client->Pull("j/item", items, absl::MakeSpan(inner_item)));
+  BROOK_ASSERT_OK(cluster.client->Pull("j/item", items, absl::MakeSpan(inner_item)));
   EXPECT_EQ(inner_item, i);
   // A part naming a table the job lacks is the PS's NOT_FOUND, with the
   // name the PS knows.
@@ -122,8 +116,7 @@ TEST(PrefixedPsClientTest, CheckpointAndRestorePassThroughWholeShards) {
   PrefixedPsClient a(cluster.client.get(), "a/");
   BROOK_ASSERT_OK(a.CreateTable(CounterTable("emb", 1)));
   BROOK_ASSERT_OK(cluster.client->CreateTable(CounterTable("other", 1)));
-  BROOK_ASSERT_OK(
-      a.Push("emb", std::vector<uint64_t>{5}, std::vector<float>{-4}, 0));
+  BROOK_ASSERT_OK(a.Push("emb", std::vector<uint64_t>{5}, std::vector<float>{-4}, 0));
   CheckpointOptions o;
   o.dir = dir.Join("ckpt");
   auto info = a.Checkpoint(o);
@@ -135,13 +128,12 @@ TEST(PrefixedPsClientTest, CheckpointAndRestorePassThroughWholeShards) {
   PrefixedPsClient a2(fresh.client.get(), "a/");
   BROOK_ASSERT_OK(a2.Restore(dir.Join("ckpt")));
   std::vector<float> row(1);
-  BROOK_ASSERT_OK(
-      a2.Pull("emb", std::vector<uint64_t>{5}, absl::MakeSpan(row)));
+  BROOK_ASSERT_OK(a2.Pull("emb", std::vector<uint64_t>{5}, absl::MakeSpan(row)));
   EXPECT_EQ(row[0], 4.0f);
   auto stats = fresh.client->Stats();
   BROOK_ASSERT_OK(stats);
-  EXPECT_EQ((*stats)[0].tables.size(), 2u); // the other table came too
+  EXPECT_EQ((*stats)[0].tables.size(), 2u);  // the other table came too
 }
 
-} // namespace
-} // namespace brook::ps
+}  // namespace
+}  // namespace brook::ps

@@ -7,8 +7,8 @@
 
 #include <cmath>
 #include <limits>
-#include <random>
 #include <numeric>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -185,8 +185,8 @@ TEST_P(PsClientBatchTest, AStreamStepIsAppliedOnceWhicheverClientPushesIt) {
   BROOK_ASSERT_OK(push(client_, 77, 0));
   BROOK_ASSERT_OK(push(other.get(), 77, 0));  // the next holder re-pushes step 0
   BROOK_ASSERT_OK(push(other.get(), 77, 1));
-  BROOK_ASSERT_OK(push(client_, 77, 0));      // the old holder, late
-  BROOK_ASSERT_OK(push(client_, 78, 0));      // another unit: its own stream
+  BROOK_ASSERT_OK(push(client_, 77, 0));  // the old holder, late
+  BROOK_ASSERT_OK(push(client_, 78, 0));  // another unit: its own stream
   EXPECT_EQ(Pull("a", keys, 2), std::vector<float>(keys.size() * 2, 3.0f));
   EXPECT_EQ(Pull("b", keys, 1), std::vector<float>(keys.size(), 3.0f));
   EXPECT_EQ(PullDense("d", 3), std::vector<float>(3, 3.0f));

@@ -13,8 +13,8 @@
 #include "ps/client/local_ps_client.h"
 #include "ps/rpc/ps_server.h"
 #include "sharding/sharding.h"
-#include "tests/unit/ps/client/cluster_testing.h"
 #include "tests/testing/ps_rpc_testing.h"
+#include "tests/unit/ps/client/cluster_testing.h"
 
 namespace brook::ps {
 namespace {

@@ -31,15 +31,15 @@ class TieredFamilyTest : public ::testing::Test {
   }
 
   std::unique_ptr<TieredRowStore> MakeStore(int stripe_bits, uint64_t max_hot_rows) {
-    return std::make_unique<TieredRowStore>(TieredRowStoreOptions{
-        .mem = {.row_floats = kTierFloats,
-                .hot_floats = kTierFloats,
-                .stripe_bits = stripe_bits,
-                .huge_pages = false},
-        .max_hot_rows = max_hot_rows,
-        .db = db_.get(),
-        .column_family = kTierFamily,
-        .seed = 5});
+    return std::make_unique<TieredRowStore>(
+        TieredRowStoreOptions{.mem = {.row_floats = kTierFloats,
+                                      .hot_floats = kTierFloats,
+                                      .stripe_bits = stripe_bits,
+                                      .huge_pages = false},
+                              .max_hot_rows = max_hot_rows,
+                              .db = db_.get(),
+                              .column_family = kTierFamily,
+                              .seed = 5});
   }
 
   // Writes key's row (every float = key + 0.5), as a push does: FindBatch

@@ -21,8 +21,10 @@ class PsServerTlsTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(pki_.ok());
     PsServerOptions options;
-    options.tls = {.cert_file = pki_.server_cert(), .key_file = pki_.server_key(),
-                   .ca_file = pki_.ca_cert(), .mutual = true};
+    options.tls = {.cert_file = pki_.server_cert(),
+                   .key_file = pki_.server_key(),
+                   .ca_file = pki_.ca_cert(),
+                   .mutual = true};
     absl::StatusOr<std::unique_ptr<PsServer>> server = PsServer::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
@@ -42,8 +44,10 @@ class PsServerTlsTest : public ::testing::Test {
   }
 
   security::TlsOptions Trusted() const {
-    return {.cert_file = pki_.client_cert(), .key_file = pki_.client_key(),
-            .ca_file = pki_.ca_cert(), .mutual = true};
+    return {.cert_file = pki_.client_cert(),
+            .key_file = pki_.client_key(),
+            .ca_file = pki_.ca_cert(),
+            .mutual = true};
   }
 
   testing::TestPki pki_;

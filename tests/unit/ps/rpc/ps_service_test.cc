@@ -15,8 +15,8 @@
 #include "common/version.h"
 #include "metrics/rpc_metrics.h"
 #include "prometheus/registry.h"
-#include "ps/parameter_server.h"
 #include "ps/config_codec.h"
+#include "ps/parameter_server.h"
 #include "ps/wire/proto_convert.h"
 #include "tests/testing/ps_rpc_testing.h"
 
@@ -367,7 +367,8 @@ TEST_P(PsServiceTest, FencedClientsPushesAreAbortedAndChangeNothing) {
   grpc::Status st = Push("emb", keys, grads, 41, 2);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::ABORTED) << st.error_message();
   EXPECT_NE(st.error_message().find("fenced"), std::string::npos) << st.error_message();
-  EXPECT_EQ(Push("emb", keys, grads, 41, 1).error_code(), grpc::StatusCode::ABORTED);  // a retry too
+  EXPECT_EQ(Push("emb", keys, grads, 41, 1).error_code(),
+            grpc::StatusCode::ABORTED);  // a retry too
   // A push batch of a fenced client: nothing of it applies.
   v1::PushBatchRequest batch;
   batch.set_client_id(42);

@@ -3,8 +3,8 @@
 // are 8-byte aligned.
 #include "ps/wire/pull_reply.h"
 
-#include <gtest/gtest.h>
 #include <grpcpp/support/proto_buffer_reader.h>
+#include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>

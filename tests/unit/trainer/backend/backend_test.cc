@@ -35,8 +35,8 @@ using ::testing::HasSubstr;
 
 struct BackendParam {
   std::string name;
-  int threads;  // cpu only
-  CpuIsa isa;   // cpu only
+  int threads;                 // cpu only
+  CpuIsa isa;                  // cpu only
   std::string device = "cpu";  // as CreateBackend takes it
 };
 
@@ -84,7 +84,9 @@ class BackendTest : public ::testing::TestWithParam<BackendParam> {
     for (float& x : v) x = u(rng_);
     return v;
   }
-  int64_t Size(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
+  int64_t Size(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
+  }
 
   std::unique_ptr<Backend> backend_;
   std::mt19937 rng_{12345};
@@ -101,8 +103,8 @@ void ExpectNear(const std::vector<float>& got, const std::vector<double>& want, 
 
 // Shapes: always some 1s and odd sizes, then random ones.
 std::vector<std::array<int64_t, 3>> Shapes(std::mt19937* rng) {
-  std::vector<std::array<int64_t, 3>> s = {{1, 1, 1}, {1, 7, 3}, {5, 1, 9}, {3, 5, 1},
-                                           {17, 33, 65}, {64, 31, 129}};
+  std::vector<std::array<int64_t, 3>> s = {{1, 1, 1}, {1, 7, 3},    {5, 1, 9},
+                                           {3, 5, 1}, {17, 33, 65}, {64, 31, 129}};
   std::uniform_int_distribution<int64_t> d(1, 70);
   for (int i = 0; i < 6; ++i) s.push_back({d(*rng), d(*rng), d(*rng)});
   return s;
@@ -115,8 +117,7 @@ TEST_P(BackendTest, GemmMatchesReferenceForAllTransposesAlphaBeta) {
         for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, {0.5f, 1.0f}, {-2.0f, 0.25f}}) {
           const std::vector<float> a = Random(m * k), b = Random(k * n), c = Random(m * n);
           auto ab = Floats(a), bb = Floats(b), cb = Floats(c);
-          ASSERT_TRUE(
-              backend_->Gemm(ta, tb, m, n, k, alpha, *ab, *bb, beta, cb.get()).ok());
+          ASSERT_TRUE(backend_->Gemm(ta, tb, m, n, k, alpha, *ab, *bb, beta, cb.get()).ok());
           std::vector<double> want(m * n);
           for (int64_t i = 0; i < m; ++i) {
             for (int64_t j = 0; j < n; ++j) {
@@ -177,7 +178,8 @@ TEST_P(BackendTest, Copy2DCopiesAndAccumulatesStridedBlocks) {
   for (int iter = 0; iter < 10; ++iter) {
     const int64_t rows = Size(1, 9), cols = Size(1, 7);
     const int64_t ss = cols + Size(0, 3), so = Size(0, 4), ds = cols + Size(0, 5), dof = Size(0, 2);
-    const std::vector<float> src = Random(rows * ss + so + cols), dst = Random(rows * ds + dof + cols);
+    const std::vector<float> src = Random(rows * ss + so + cols),
+                             dst = Random(rows * ds + dof + cols);
     for (bool acc : {false, true}) {
       auto sb = Floats(src), db = Floats(dst);
       ASSERT_TRUE(backend_->Copy2D(rows, cols, *sb, ss, so, db.get(), ds, dof, acc).ok());
@@ -330,10 +332,10 @@ TEST_P(BackendTest, PoolForwardAndBackwardMatchReferenceWithStridesAndEmptyRows)
       // Backward: scatter-add into existing gradients (tables are shared).
       const std::vector<float> g = Random(batch * stride), init = Random(num_rows * dim);
       auto gb = Floats(g), dt = Floats(init);
-      ASSERT_TRUE(backend_
-                      ->PoolBackward(comb, batch, dim, *ob, *ib, *gb, stride, offset, dt.get(),
-                                     num_rows)
-                      .ok());
+      ASSERT_TRUE(
+          backend_
+              ->PoolBackward(comb, batch, dim, *ob, *ib, *gb, stride, offset, dt.get(), num_rows)
+              .ok());
       std::vector<double> want(init.begin(), init.end());
       for (int64_t b = 0; b < batch; ++b) {
         const double cnt = off[b + 1] - off[b];

@@ -116,8 +116,8 @@ bool Close(double a, double b) { return Ratio(a, b) <= 1; }
 
 // Every entry of `b` that is not Close to `a`, described. *worst (if not
 // null) gets the largest Ratio, a measure of the margin.
-std::vector<std::string> Differences(const StepInputs& in, const StepResult& a,
-                                     const StepResult& b, double* worst = nullptr) {
+std::vector<std::string> Differences(const StepInputs& in, const StepResult& a, const StepResult& b,
+                                     double* worst = nullptr) {
   std::vector<std::string> out;
   double largest = Ratio(a.loss_sum, b.loss_sum);
   auto compare = [&](const std::vector<float>& x, const std::vector<float>& y,

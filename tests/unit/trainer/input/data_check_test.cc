@@ -13,9 +13,9 @@ namespace brook::input {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::IdSpec;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;
-using testing::IdSpec;
 using testing::WriteIdFile;
 using testing::WriteRecords;
 
@@ -43,8 +43,8 @@ TEST_F(DataCheckTest, FilesThatFitTheSpecPassWithoutWarnings) {
 TEST_F(DataCheckTest, AYamlFileAGlobPickedUpIsNotATfrecordAndTheErrorSaysSo) {
   WriteIdFile(dir_.Join("train-0.tfrecord"), 0, 5);
   const std::string yaml = Write("feature_spec.yaml", "label: {name: label, type: float}\n");
-  absl::StatusOr<DataCheckResult> r = CheckData(
-      IdSpec(), {{"data.train[0] \"d/*\"", {yaml, dir_.Join("train-0.tfrecord")}}});
+  absl::StatusOr<DataCheckResult> r =
+      CheckData(IdSpec(), {{"data.train[0] \"d/*\"", {yaml, dir_.Join("train-0.tfrecord")}}});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(r.status().message(), HasSubstr("data.train[0] \"d/*\" matches " + yaml));
@@ -103,10 +103,12 @@ TEST_F(DataCheckTest, AFeatureAbsentUnderOnMissingDefaultIsAWarningWithItsAbsenc
   spec.label_name = "label";
   spec.features.push_back({.name = "extra", .type = FeatureType::kFloat});
   spec.features.push_back({.name = "ghost", .type = FeatureType::kInt64, .default_value = -1});
-  absl::StatusOr<DataCheckResult> r = CheckData(spec, {{"data.train[0]", {dir_.Join("a.tfrecord")}}});
+  absl::StatusOr<DataCheckResult> r =
+      CheckData(spec, {{"data.train[0]", {dir_.Join("a.tfrecord")}}});
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_THAT(r->warnings, SizeIs(2));
-  EXPECT_THAT(r->warnings[0], HasSubstr("\"extra\" is absent from 5 of the first 10 records (50.0%)"));
+  EXPECT_THAT(r->warnings[0],
+              HasSubstr("\"extra\" is absent from 5 of the first 10 records (50.0%)"));
   EXPECT_THAT(r->warnings[1], HasSubstr("\"ghost\" is absent from all 10 of the first 10 records"));
   EXPECT_THAT(r->warnings[1], HasSubstr("its default -1"));
 }
@@ -115,7 +117,8 @@ TEST_F(DataCheckTest, ARecordOfTheWrongTypeIsAnErrorNamingFileRecordAndTheOnCorr
   WriteIdFile(dir_.Join("a.tfrecord"), 0, 10);
   FeatureSpec spec = IdSpec();
   spec.features[0].type = FeatureType::kFloat;  // "id" is an int64_list in the data
-  absl::StatusOr<DataCheckResult> r = CheckData(spec, {{"data.train[0]", {dir_.Join("a.tfrecord")}}});
+  absl::StatusOr<DataCheckResult> r =
+      CheckData(spec, {{"data.train[0]", {dir_.Join("a.tfrecord")}}});
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr(dir_.Join("a.tfrecord") + " record 0"));
   EXPECT_THAT(r.status().message(), HasSubstr("\"id\""));

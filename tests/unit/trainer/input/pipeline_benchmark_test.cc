@@ -28,8 +28,9 @@ FeatureSpec CriteoShapedSpec() {
     spec.features.push_back({.name = "I" + std::to_string(i), .type = FeatureType::kFloat});
   }
   for (int i = 1; i <= 26; ++i) {
-    spec.features.push_back(
-        {.name = "C" + std::to_string(i), .type = FeatureType::kInt64, .kind = FeatureKind::kVarLen});
+    spec.features.push_back({.name = "C" + std::to_string(i),
+                             .type = FeatureType::kInt64,
+                             .kind = FeatureKind::kVarLen});
   }
   return spec;
 }
@@ -112,9 +113,10 @@ TEST(PipelineBenchmark, DISABLED_ExamplesPerSecondVsBareParse) {
     }
     ASSERT_EQ(rows, static_cast<uint64_t>(kExamples) * c.epochs);
     const PipelineStats s = p->stats();
-    std::printf("%-40s %10.0f examples/s  (parse threads %d, consumer waited %.2fs, parse busy %.2fs)\n",
-                c.name, rows_timed / Seconds(start), s.parse_threads, s.consumer.wait_input_seconds,
-                s.parse.busy_seconds);
+    std::printf(
+        "%-40s %10.0f examples/s  (parse threads %d, consumer waited %.2fs, parse busy %.2fs)\n",
+        c.name, rows_timed / Seconds(start), s.parse_threads, s.consumer.wait_input_seconds,
+        s.parse.busy_seconds);
   }
 }
 

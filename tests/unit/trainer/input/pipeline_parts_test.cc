@@ -202,7 +202,8 @@ TEST(RecordRangesTest, MergesRunsPerUnitInAnyOrder) {
 
 TEST(SourcesTest, ExpandGlobSortsAndNamesAPatternWithoutMatch) {
   brook::testing::TempDir dir;
-  for (const char* name : {"b-2", "a-10", "a-9"}) brook::testing::WriteFileOrDie(dir.Join(name), "");
+  for (const char* name : {"b-2", "a-10", "a-9"})
+    brook::testing::WriteFileOrDie(dir.Join(name), "");
   absl::StatusOr<std::vector<std::string>> paths = ExpandGlob(dir.Join("*-*"));
   ASSERT_TRUE(paths.ok()) << paths.status();
   EXPECT_THAT(*paths, ElementsAre(dir.Join("a-10"), dir.Join("a-9"), dir.Join("b-2")));
@@ -216,10 +217,9 @@ TEST(SourcesTest, ResolveUnitsChecksUnits) {
   WriteIdFile(dir.Join("f"), 0, 3);
   using U = sharding::WorkUnit;
   EXPECT_TRUE(ResolveUnits({}, "", {U{1, dir.Join("f"), 0, 2}, U{2, dir.Join("f"), 2, 0}}).ok());
-  EXPECT_EQ(ResolveUnits({}, "", {U{1, dir.Join("f"), 0, 2}, U{1, dir.Join("f"), 2, 0}})
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      ResolveUnits({}, "", {U{1, dir.Join("f"), 0, 2}, U{1, dir.Join("f"), 2, 0}}).status().code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ResolveUnits({}, "", {U{1, dir.Join("f"), 2, 2}}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ResolveUnits({}, "", {U{1, dir.Join("g"), 0, 0}}).status().code(),
@@ -251,9 +251,9 @@ TEST(InterleavedReaderTest, BlockLengthTakesRunsAndAnEmptyUnitIsFinishedToo) {
   WriteRecords(dir.Join("empty"), {});
   WriteIdFile(dir.Join("b"), 1, 3);
   using U = sharding::WorkUnit;
-  InterleavedReader reader({U{10, dir.Join("a"), 1, 0}, U{11, dir.Join("empty"), 0, 0},
-                            U{12, dir.Join("b"), 0, 0}},
-                           {.cycle_length = 2, .block_length = 3});
+  InterleavedReader reader(
+      {U{10, dir.Join("a"), 1, 0}, U{11, dir.Join("empty"), 0, 0}, U{12, dir.Join("b"), 0, 0}},
+      {.cycle_length = 2, .block_length = 3});
   std::vector<UnitEnd> ends;
   auto ids = ReadAllIds(&reader, &ends);
   // Slot 0: unit 10 from record 1; slot 1: the empty unit ends at once and

@@ -138,8 +138,7 @@ TEST_F(PipelineTest, WithoutShuffleAndOneFileAtATimeTheOrderIsTheFileOrder) {
   EXPECT_EQ(EpochIds(d.batches, 0), AllIdsInFileOrder());
   // One file per batch mostly: provenance is a few whole ranges.
   EXPECT_EQ(d.batches[0].provenance.ranges, (std::vector<RecordRange>{{0, 0, 16}}));
-  EXPECT_EQ(d.batches[3].provenance.ranges,
-            (std::vector<RecordRange>{{0, 48, 50}, {1, 0, 14}}));
+  EXPECT_EQ(d.batches[3].provenance.ranges, (std::vector<RecordRange>{{0, 48, 50}, {1, 0, 14}}));
 }
 
 TEST_F(PipelineTest, InterleavesBlocksRoundRobinLikeTfData) {
@@ -157,8 +156,8 @@ TEST_F(PipelineTest, InterleavesBlocksRoundRobinLikeTfData) {
   ASSERT_TRUE(d.status.ok()) << d.status;
   // tf.data interleave(cycle_length=2, block_length=2): a finished file's
   // slot takes the next file when its turn comes back.
-  EXPECT_EQ(EpochIds(d.batches, 0), (std::vector<int64_t>{0, 1, 1000, 1001, 2, 3, 1002, 4, 2000,
-                                                          2001, 2002, 2003}));
+  EXPECT_EQ(EpochIds(d.batches, 0),
+            (std::vector<int64_t>{0, 1, 1000, 1001, 2, 3, 1002, 4, 2000, 2001, 2002, 2003}));
 }
 
 TEST_F(PipelineTest, ShuffleIsDeterministicPerSeedAndDiffersBetweenEpochs) {
@@ -501,8 +500,9 @@ TEST(PipelineCriteoTest, TheCriteoSampleWrittenByTensorFlowStreamsThrough) {
     spec.features.push_back({.name = "I" + std::to_string(i), .type = FeatureType::kFloat});
   }
   for (int i = 1; i <= 26; ++i) {
-    spec.features.push_back(
-        {.name = "C" + std::to_string(i), .type = FeatureType::kInt64, .kind = FeatureKind::kVarLen});
+    spec.features.push_back({.name = "C" + std::to_string(i),
+                             .type = FeatureType::kInt64,
+                             .kind = FeatureKind::kVarLen});
   }
   PipelineOptions o;
   o.files = {brook::testing::SharedDataDir() + "/tfrecord/criteo_sample.te.tfrecords"};
@@ -518,8 +518,8 @@ TEST(PipelineCriteoTest, TheCriteoSampleWrittenByTensorFlowStreamsThrough) {
   EXPECT_EQ(sizes, (std::vector<size_t>{16, 16, 8, 16, 16, 8}));
   const ColumnarBatch& first = d.batches[0].data;
   EXPECT_EQ(first.labels[0], 0.0f);
-  EXPECT_EQ(first.columns[13].ids[0], 7u);       // C1 of the first record
-  EXPECT_EQ(first.columns[14].ids[0], 31u);      // C2
+  EXPECT_EQ(first.columns[13].ids[0], 7u);           // C1 of the first record
+  EXPECT_EQ(first.columns[14].ids[0], 31u);          // C2
   EXPECT_EQ(first.columns[10].floats[0], 0.03125f);  // I11
   EXPECT_EQ(d.batches[2].provenance.ranges, (std::vector<RecordRange>{{0, 32, 40}}));
   EXPECT_EQ(d.batches[2].provenance.unit_ends, (std::vector<UnitEnd>{{0, 40}}));

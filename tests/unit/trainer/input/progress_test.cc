@@ -55,7 +55,8 @@ TEST(UnitProgressTest, AStepsBatchesAreAckedTogetherWithItsCount) {
   UnitProgress progress(units);
   progress.AddSteps(4);  // a resumed unit: the steps its earlier holders committed
   EXPECT_EQ(progress.CommittedSteps(1).steps, 4u);
-  for (uint64_t b = 0; b < 3; ++b) ASSERT_TRUE(progress.Track(Prov(b, {{1, 3 * b, 3 * b + 3}})).ok());
+  for (uint64_t b = 0; b < 3; ++b)
+    ASSERT_TRUE(progress.Track(Prov(b, {{1, 3 * b, 3 * b + 3}})).ok());
   // A step naming an untracked batch acks nothing and counts nothing.
   EXPECT_EQ(progress.AckStep(std::vector<uint64_t>{0, 7}).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(progress.CommittedSteps(1).committed, 0u);

@@ -226,8 +226,8 @@ dense:
 
 TEST(LearnTest, LogisticRegressionWithSgdReachesNearBayesAuc) {
   // SGD on the mean-loss gradient; lr is per batch of 100.
-  const LearnResult r = Learn(std::string("model: {type: lr}") + kInputs,
-                              LocalParameters::Optimizer::kSgd, 20.0f, 4);
+  const LearnResult r =
+      Learn(std::string("model: {type: lr}") + kInputs, LocalParameters::Optimizer::kSgd, 20.0f, 4);
   RecordProperty("auc", std::to_string(r.auc));
   RecordProperty("bayes_auc", std::to_string(r.bayes_auc));
   EXPECT_NEAR(r.initial_auc, 0.5, 0.05);  // all-zero weights: a constant prediction
@@ -237,10 +237,10 @@ TEST(LearnTest, LogisticRegressionWithSgdReachesNearBayesAuc) {
 }
 
 TEST(LearnTest, DeepFmWithAdagradReachesNearBayesAuc) {
-  const LearnResult r = Learn(
-      std::string("model: {type: deepfm, embedding_dim: 8, hidden: [16], activation: relu}") +
-          kInputs,
-      LocalParameters::Optimizer::kAdagrad, 0.05f, 4);
+  const LearnResult r =
+      Learn(std::string("model: {type: deepfm, embedding_dim: 8, hidden: [16], activation: relu}") +
+                kInputs,
+            LocalParameters::Optimizer::kAdagrad, 0.05f, 4);
   RecordProperty("auc", std::to_string(r.auc));
   RecordProperty("initial_auc", std::to_string(r.initial_auc));
   EXPECT_LT(r.initial_auc, 0.7);

@@ -13,8 +13,8 @@ namespace brook::trainer {
 namespace {
 
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using testing::Features;
+using ::testing::HasSubstr;
 using testing::Spec;
 
 // An all-default batch of `rows` rows for the test feature spec (varlen

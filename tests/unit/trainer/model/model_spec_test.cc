@@ -13,8 +13,8 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using testing::Features;
+using ::testing::HasSubstr;
 
 // The example, except I3's dim: deepfm pairs every embedding with
 // every other, so all dims must match (the example's `dim: 8` is an error,

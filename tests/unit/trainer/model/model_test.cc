@@ -20,8 +20,8 @@ namespace brook::trainer {
 namespace {
 
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using testing::Features;
+using ::testing::HasSubstr;
 using testing::RandomBatch;
 using testing::Spec;
 
@@ -213,7 +213,8 @@ TEST(ModelGradientTest, Dlrm) {
 
 TEST(ModelGradientTest, DlrmWithReluAndDropout) {
   ExpectGradientsMatch(
-      "model: {type: dlrm, embedding_dim: 2, bottom: [], top: [6], activation: relu, dropout: 0.25}" +
+      "model: {type: dlrm, embedding_dim: 2, bottom: [], top: [6], activation: relu, dropout: "
+      "0.25}" +
           Inputs(),
       8, /*fd_train=*/true);
 }
@@ -230,10 +231,8 @@ sparse:
 
 TEST(ModelGradientTest, CheckerCatchesAWrongGradient) {
   // The tolerance has power: a 10% error in one gradient entry is flagged.
-  std::unique_ptr<Problem> p =
-      MakeProblem("model: {type: deepfm, embedding_dim: 2, hidden: [3], activation: tanh}" +
-                      Inputs(),
-                  10);
+  std::unique_ptr<Problem> p = MakeProblem(
+      "model: {type: deepfm, embedding_dim: 2, hidden: [3], activation: tanh}" + Inputs(), 10);
   StepResult r = p->Run(true);
   size_t largest = 0;
   for (size_t i = 0; i < r.table_grads[0].size(); ++i) {
@@ -255,7 +254,7 @@ std::vector<std::string> Describe(const Model& m) {
     for (int64_t d : v.shape) absl::StrAppend(&shape, shape.empty() ? "" : "x", d);
     const char* init = v.init.kind == ps::InitializerKind::kZeros     ? "zeros"
                        : v.init.kind == ps::InitializerKind::kUniform ? "uniform"
-                                                                       : "other";
+                                                                      : "other";
     out.push_back(absl::StrCat(v.name, " ", shape, " ", init));
   }
   return out;
@@ -302,7 +301,8 @@ TEST(ModelVariablesTest, ShapesNamesAndInitializersPerModel) {
 
 TEST(ModelStepTest, LrPredictionIsSigmoidOfWeightsAndMeanOfNoIdsIsZero) {
   input::FeatureSpec features = Features();
-  ModelSpec spec = Spec("model: {type: lr}\nsparse:\n  - {feature: C1, combiner: mean}\n", features);
+  ModelSpec spec =
+      Spec("model: {type: lr}\nsparse:\n  - {feature: C1, combiner: mean}\n", features);
   input::ColumnarBatch cb;
   cb.num_rows = 3;
   cb.columns.resize(features.features.size());
@@ -330,9 +330,9 @@ TEST(ModelStepTest, LrPredictionIsSigmoidOfWeightsAndMeanOfNoIdsIsZero) {
   ASSERT_TRUE(model->Step(mb, r, p, true, &out).ok());
   auto sigmoid = [](double z) { return 1 / (1 + std::exp(-z)); };
   const double p0 = sigmoid(0.25 + (0.5 - 1.5) / 2), p1 = sigmoid(0.25), p2 = sigmoid(0.75);
-  EXPECT_THAT(out.predictions, ElementsAre(::testing::FloatNear(p0, 1e-6),
-                                           ::testing::FloatNear(p1, 1e-6),
-                                           ::testing::FloatNear(p2, 1e-6)));
+  EXPECT_THAT(out.predictions,
+              ElementsAre(::testing::FloatNear(p0, 1e-6), ::testing::FloatNear(p1, 1e-6),
+                          ::testing::FloatNear(p2, 1e-6)));
   EXPECT_NEAR(out.loss_sum, -std::log(p0) - std::log(1 - p1) - std::log(p2), 1e-5);
   // d(mean loss)/d(w_10) = ((p0 - 1) / 2 + (p2 - 1)) / 3; w_20: (p0 - 1) / 2 / 3.
   ASSERT_EQ(out.table_grads.size(), 1u);
@@ -372,7 +372,8 @@ TEST(ModelStepTest, DropoutReplaysPerStepAndIsOffInEval) {
 }
 
 TEST(ModelStepTest, ThreadCountDoesNotChangeResultsBeyondRounding) {
-  const std::string yaml = "model: {type: dlrm, embedding_dim: 4, bottom: [8], top: [16]}" + Inputs();
+  const std::string yaml =
+      "model: {type: dlrm, embedding_dim: 4, bottom: [8], top: [16]}" + Inputs();
   auto one = MakeProblem(yaml, 13, 64, 1);
   auto three = MakeProblem(yaml, 13, 64, 3);
   const StepResult a = one->Run(true), b = three->Run(true);
@@ -420,8 +421,7 @@ TEST(ModelStepTest, EmptyBatchGivesZeroGradients) {
 TEST(ModelCreateTest, RejectsInvalidSpecAndNullBackend) {
   ModelSpec spec;  // no inputs
   auto backend = CreateCpuBackend({}).value();
-  EXPECT_EQ(Model::Create(spec, backend.get()).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Model::Create(spec, backend.get()).status().code(), absl::StatusCode::kInvalidArgument);
   spec.sparse.push_back({"C1"});
   EXPECT_TRUE(Model::Create(spec, backend.get()).ok());
   EXPECT_EQ(Model::Create(spec, nullptr).status().code(), absl::StatusCode::kInvalidArgument);

@@ -42,8 +42,8 @@ inline ModelSpec Spec(const std::string& yaml, const input::FeatureSpec& feature
 // A random batch of `rows` examples. Varlen ids come from [0, id_range) so
 // that keys repeat; example 0 has no varlen ids at all. Labels are 0/1 when
 // binary, else uniform in [-1, 2].
-inline input::ColumnarBatch RandomBatch(const input::FeatureSpec& spec, size_t rows,
-                                        uint32_t seed, bool binary = true, int id_range = 6) {
+inline input::ColumnarBatch RandomBatch(const input::FeatureSpec& spec, size_t rows, uint32_t seed,
+                                        bool binary = true, int id_range = 6) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> value(-2.0f, 3.0f);
   std::uniform_int_distribution<int> count(0, 3), id(0, id_range - 1), small(-3, 40);
@@ -61,7 +61,8 @@ inline input::ColumnarBatch RandomBatch(const input::FeatureSpec& spec, size_t r
       } else if (f.type == input::FeatureType::kFloat) {
         for (int i = 0; i < f.length; ++i) col.floats.push_back(value(rng));
       } else {
-        for (int i = 0; i < f.length; ++i) col.int64s.push_back(f.length > 1 ? id(rng) : small(rng));
+        for (int i = 0; i < f.length; ++i)
+          col.int64s.push_back(f.length > 1 ? id(rng) : small(rng));
       }
     }
   }

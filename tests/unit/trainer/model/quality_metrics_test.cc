@@ -16,7 +16,7 @@ namespace {
 //   roc_auc_score(y, p) = 0.7222222222222223; log_loss(y, p) = 0.9959089496168287
 //   accuracy_score(y, p >= 0.5) = 0.6666666666666666; p.mean() / y.mean() = 0.9415000000347694
 // (p as float32, widened to float64).
-const std::vector<float> kP = {0.1f, 0.4f, 0.35f, 0.8f, 0.4f, 0.9f,
+const std::vector<float> kP = {0.1f, 0.4f, 0.35f, 0.8f,  0.4f, 0.9f,
                                0.2f, 0.4f, 0.65f, 0.05f, 0.4f, 0.999f};
 const std::vector<float> kY = {0, 0, 1, 1, 1, 1, 0, 0, 1, 0, 1, 0};
 
