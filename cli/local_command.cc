@@ -18,6 +18,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -91,7 +92,22 @@ std::string DemoJobYaml(int trainers, int64_t train_examples) {
 
 std::atomic<bool> g_interrupted{false};
 
+// The job file read and checked as the chief would, data included: a bad one
+// is refused before the work directory or any process exists.
+absl::StatusOr<chief::JobSpec> CheckLocalJob(const std::string& job_path) {
+  ASSIGN_OR_RETURN(chief::JobSpec spec, chief::JobSpec::FromYamlFile(job_path));
+  if (spec.training.steps > 0) return absl::InvalidArgumentError(chief::kChiefRefusesSteps);
+  ASSIGN_OR_RETURN(std::vector<chief::JobSpec::GlobMatches> matches, spec.CheckData());
+  ASSIGN_OR_RETURN(input::DataCheckResult checked, spec.CheckDataContents(matches));
+  for (const std::string& w : checked.warnings) std::cerr << "brook local: warning: " << w << "\n";
+  return spec;
+}
+
 absl::StatusOr<int> RunLocal(const LocalFlags& f) {
+  std::optional<chief::JobSpec> user_spec;
+  if (!f.job.empty()) {
+    ASSIGN_OR_RETURN(user_spec, CheckLocalJob(f.job));
+  }
   ASSIGN_OR_RETURN(const std::string work, MakeWorkDir(f.work_dir, "local"));
   std::cerr << "brook local: work directory " << work << " (logs in " << work << "/logs)\n";
   LocalCluster cluster(work);
@@ -119,12 +135,10 @@ absl::StatusOr<int> RunLocal(const LocalFlags& f) {
     job_path = work + "/job.yaml";
     std::ofstream(job_path) << DemoJobYaml(f.trainers, train_examples);
   }
-  ASSIGN_OR_RETURN(chief::JobSpec spec, chief::JobSpec::FromYamlFile(job_path));
-  // What the chief would refuse, refused before any process starts.
-  if (spec.training.steps > 0) return absl::InvalidArgumentError(chief::kChiefRefusesSteps);
-  ASSIGN_OR_RETURN(std::vector<chief::JobSpec::GlobMatches> matches, spec.CheckData());
-  ASSIGN_OR_RETURN(input::DataCheckResult checked, spec.CheckDataContents(matches));
-  for (const std::string& w : checked.warnings) std::cerr << "brook local: warning: " << w << "\n";
+  if (!user_spec.has_value()) {
+    ASSIGN_OR_RETURN(user_spec, CheckLocalJob(job_path));  // the demo's
+  }
+  const chief::JobSpec& spec = *user_spec;
   if (spec.trainers > f.trainers) {
     std::cerr << "brook local: the job wants " << spec.trainers << " trainers; starting "
               << f.trainers << " (--trainers)\n";

@@ -384,7 +384,9 @@ class StandaloneCheckpoints {
   std::vector<std::string> taken_;  // guarded by taken_mu_, oldest first
 };
 
-absl::Status RunTrainer(const TrainerFlags& f) {
+// The feature and model specs a standalone trainer runs: --spec/--model, else
+// the --job's. Errors name the file.
+absl::StatusOr<std::pair<input::FeatureSpec, trainer::ModelSpec>> LoadSpecs(const TrainerFlags& f) {
   if (!f.job_spec.has_value() && (f.feature_spec.empty() || f.model_spec.empty())) {
     return absl::InvalidArgumentError("--spec and --model (or --job) are required");
   }
@@ -397,10 +399,22 @@ absl::Status RunTrainer(const TrainerFlags& f) {
   trainer::ModelSpec spec;
   if (!f.model_spec.empty()) {
     ASSIGN_OR_RETURN(std::string model_yaml, storage::ReadFileToString(f.model_spec));
-    ASSIGN_OR_RETURN(spec, trainer::ModelSpec::FromYaml(model_yaml, features));
+    absl::StatusOr<trainer::ModelSpec> parsed = trainer::ModelSpec::FromYaml(model_yaml, features);
+    if (!parsed.ok()) {
+      return absl::Status(parsed.status().code(),
+                          absl::StrCat(f.model_spec, ": ", parsed.status().message()));
+    }
+    spec = *std::move(parsed);
   } else {
     spec = f.job_spec->model;
   }
+  return std::make_pair(std::move(features), std::move(spec));
+}
+
+absl::Status RunTrainer(const TrainerFlags& f) {
+  ASSIGN_OR_RETURN(auto specs, LoadSpecs(f));
+  input::FeatureSpec features = std::move(specs.first);
+  trainer::ModelSpec spec = std::move(specs.second);
   const bool has_data = !f.data.empty() || !f.data_files.empty();
   const bool needs_moments =
       std::any_of(spec.dense.begin(), spec.dense.end(), [](const trainer::DenseInputSpec& d) {
@@ -784,6 +798,13 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
       if (s.ok()) {
         s = CheckPsClientToken(f->ps_token, f->token, "the chief token",
                                absl::StrSplit(f->ps, ',', absl::SkipEmpty()), f->tls);
+      }
+      // A standalone trainer's specs are read as the run would (a trainer
+      // under a chief gets its job's from the chief).
+      if (s.ok() && f->chief.empty() && !f->job.empty()) s = ApplyJob(f.get());
+      if (s.ok() && f->chief.empty() &&
+          (!f->job.empty() || !f->feature_spec.empty() || !f->model_spec.empty())) {
+        s = LoadSpecs(*f).status();
       }
       if (!s.ok()) {
         std::cerr << "brook trainer: " << s.message() << "\n";

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -23,6 +24,16 @@ std::string LineSuffix(int line) { return line > 0 ? absl::StrCat(" (line ", lin
 absl::Status FieldError(std::string_view where, int line, std::string_view msg) {
   return absl::InvalidArgumentError(
       absl::StrCat(AbslView(where), LineSuffix(line), ": ", AbslView(msg)));
+}
+
+YAML::Node LoadDocument(const std::string& text) {
+  std::vector<YAML::Node> docs = YAML::LoadAll(text);
+  if (docs.empty()) return YAML::Node();
+  if (docs.size() > 1) {
+    throw YAML::Exception(docs[1].Mark(),
+                          "a second document (after ---); a spec is one YAML document");
+  }
+  return docs[0];
 }
 
 absl::Status InvalidYaml(std::string_view where, const std::exception& e) {

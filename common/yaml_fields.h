@@ -37,6 +37,12 @@ absl::Status FieldError(std::string_view where, int line, std::string_view msg);
 // the line of a YAML::Exception's mark.
 absl::Status InvalidYaml(std::string_view where, const std::exception& e);
 
+// The one YAML document of `text` (a null node when it has none). Throws a
+// YAML::Exception at the second document's line when there are more: every
+// spec is one document, and a second (after `---`) must not be dropped
+// silently. Call it under NoThrow.
+YAML::Node LoadDocument(const std::string& text);
+
 // parse() (which returns a Status or StatusOr), with any exception it throws
 // turned into InvalidYaml(where, ...): no exception leaves a spec's parser.
 template <typename Parse>

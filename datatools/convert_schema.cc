@@ -279,7 +279,7 @@ std::string_view PresetYaml(std::string_view name) {
 }
 
 absl::StatusOr<ConvertSchema> ConvertSchema::FromYaml(const std::string& yaml_text) {
-  return yaml::NoThrow(kConvertSchema, [&] { return FromYamlNode(YAML::Load(yaml_text)); });
+  return yaml::NoThrow(kConvertSchema, [&] { return FromYamlNode(yaml::LoadDocument(yaml_text)); });
 }
 
 absl::StatusOr<ConvertSchema> ConvertSchema::Preset(std::string_view name) {

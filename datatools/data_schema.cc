@@ -209,7 +209,7 @@ std::string_view AnomalyKindName(AnomalyKind k) {
 }
 
 absl::StatusOr<DataSchema> DataSchema::FromYaml(const std::string& yaml_text) {
-  return yaml::NoThrow(kDataSchema, [&] { return FromNode(YAML::Load(yaml_text)); });
+  return yaml::NoThrow(kDataSchema, [&] { return FromNode(yaml::LoadDocument(yaml_text)); });
 }
 
 absl::StatusOr<DataSchema> DataSchema::FromYamlFile(const std::string& path) {

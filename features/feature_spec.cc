@@ -163,7 +163,7 @@ absl::Status ReadLabel(const YAML::Node& node, FeatureSpec* spec) {
 }
 
 absl::StatusOr<FeatureSpec> FromYamlImpl(const std::string& yaml_text) {
-  const YAML::Node root = YAML::Load(yaml_text);
+  const YAML::Node root = yaml::LoadDocument(yaml_text);
   if (!root || root.IsNull()) return SpecError(0, "empty document");
   yaml::MapReader r = yaml::MapReader::Named(root, std::string(kFeatureSpec));
   RETURN_IF_ERROR(r.Check({"label", "on_missing", "on_type_mismatch", "features"},

@@ -649,7 +649,7 @@ absl::Status CheckTables(const JobSpec& spec, const std::map<std::string, int>& 
 }
 
 absl::StatusOr<JobSpec> FromYamlImpl(const std::string& yaml, const std::string& base_dir) {
-  const YAML::Node doc = YAML::Load(yaml);
+  const YAML::Node doc = yaml::LoadDocument(yaml);
   if (!doc || doc.IsNull()) return FieldError(kJobSpec, 0, "empty document");
   MapReader root(doc, "", std::string(kJobSpec));
   RETURN_IF_ERROR(root.Check({"name", "priority", "data", "features", "model", "sparse", "dense",

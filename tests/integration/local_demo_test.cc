@@ -83,6 +83,13 @@ TEST(LocalDemoTest, AJobFileThatFailsValidationExitsNonZeroNamingTheField) {
   auto r = RunCommand({BrookBinary(), "local", dir.Join("job.yaml"), "--work-dir", dir.Join("w")});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("name"), std::string::npos) << r.output;
+  // Refused before anything exists: no work directory left behind.
+  EXPECT_FALSE(std::filesystem::exists(dir.Join("w"))) << r.output;
+  // A missing job file the same way.
+  auto missing =
+      RunCommand({BrookBinary(), "local", dir.Join("nope.yaml"), "--work-dir", dir.Join("w2")});
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.Join("w2"))) << missing.output;
 }
 
 }  // namespace

@@ -190,5 +190,28 @@ TEST_F(TrainerAdultTest, TwoAsynchronousTrainersMatchOneSynchronous) {
   EXPECT_GE(async["eval"]["auc"].get<double>(), 0.90);
 }
 
+// --check-config reads a standalone trainer's specs as the run would: a bad
+// one is exit 2 naming the file and the line, a good one `config ok`.
+TEST_F(TrainerAdultTest, CheckConfigReadsTheSpecsAndNamesTheBadFile) {
+  const std::string spec = dir_->Join("train") + "/feature_spec.yaml";
+  const std::string model = testing::SourceDir() + "/examples/adult/lr.yaml";
+  auto ok = RunCommand({BrookBinary(), "trainer", "--local-ps", "1", "--spec", spec, "--model",
+                        model, "--check-config"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("config ok"), std::string::npos) << ok.output;
+
+  const std::string bad_model = dir_->Join("bad_model.yaml");
+  testing::WriteFileOrDie(bad_model, "model:\n  type: lr\n  modle: 1\n");
+  auto bad = RunCommand({BrookBinary(), "trainer", "--local-ps", "1", "--spec", spec, "--model",
+                         bad_model, "--check-config"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find(bad_model + ": model.modle (line 3)"), std::string::npos) << bad.output;
+
+  auto missing = RunCommand({BrookBinary(), "trainer", "--local-ps", "1", "--spec",
+                             dir_->Join("nope.yaml"), "--model", model, "--check-config"});
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("nope.yaml"), std::string::npos) << missing.output;
+}
+
 }  // namespace
 }  // namespace brook

@@ -252,7 +252,7 @@ absl::Status ReadDense(const YAML::Node& node, size_t index, ModelType type, Den
 absl::StatusOr<ModelSpec> FromYamlImpl(const std::string& yaml_text,
                                        const input::FeatureSpec& features,
                                        absl::Span<const std::string_view> other_sections) {
-  const YAML::Node root = YAML::Load(yaml_text);
+  const YAML::Node root = yaml::LoadDocument(yaml_text);
   if (!root || root.IsNull()) return SpecError(0, "empty document");
   std::vector<std::string_view> allowed = {"model", "sparse", "dense"};
   allowed.insert(allowed.end(), other_sections.begin(), other_sections.end());

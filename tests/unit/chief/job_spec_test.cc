@@ -521,5 +521,11 @@ TEST(JobSpecTest, CheckDataCountsMatchesAndRefusesAnEmptyGlob) {
               HasSubstr("data.eval[0]: \"/abs/test-*.tfrecord\" matches no file"));
 }
 
+TEST(JobSpecTest, ASecondYamlDocumentIsRefusedNotDropped) {
+  absl::StatusOr<JobSpec> spec = JobSpec::FromYaml(Spec() + "\n---\nname: other\n", "/jobs/x");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("a second document"), std::string::npos) << spec.status();
+}
+
 }  // namespace
 }  // namespace brook::chief

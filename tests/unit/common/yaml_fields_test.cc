@@ -101,5 +101,19 @@ TEST(YamlFieldsTest, DescribeAndErrors) {
             "data schema: invalid YAML: boom");
 }
 
+TEST(YamlFieldsTest, ASpecIsOneDocumentAndASecondIsAnErrorAtItsLine) {
+  EXPECT_EQ(LoadDocument("a: 1\n")["a"].as<int>(), 1);
+  EXPECT_TRUE(LoadDocument("").IsNull());
+  EXPECT_TRUE(LoadDocument("# only a comment\n").IsNull());
+  const absl::Status second = NoThrow("job spec", []() -> absl::Status {
+    LoadDocument("name: a\n---\nname: b\n");
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(second.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(second.message()),
+              ::testing::AllOf(::testing::StartsWith("job spec (line 3): "),
+                               ::testing::HasSubstr("a second document")));
+}
+
 }  // namespace
 }  // namespace brook::yaml

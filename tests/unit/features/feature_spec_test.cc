@@ -297,5 +297,12 @@ TEST(FeatureSpecTest, FeatureTypeNames) {
   EXPECT_EQ(FeatureTypeName(FeatureType::kBytes), "bytes");
 }
 
+TEST(FeatureSpecTest, ASecondYamlDocumentIsRefusedNotDropped) {
+  absl::StatusOr<FeatureSpec> spec =
+      FeatureSpec::FromYaml(std::string(kDocumented) + "\n---\nlabel: x\n");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("a second document"), std::string::npos) << spec.status();
+}
+
 }  // namespace
 }  // namespace brook::input
