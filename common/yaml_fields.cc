@@ -2,11 +2,14 @@
 
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/absl_compat.h"
+#include "yaml-cpp/eventhandler.h"
+#include "yaml-cpp/parser.h"
 
 namespace brook::yaml {
 
@@ -26,14 +29,44 @@ absl::Status FieldError(std::string_view where, int line, std::string_view msg) 
       absl::StrCat(AbslView(where), LineSuffix(line), ": ", AbslView(msg)));
 }
 
-YAML::Node LoadDocument(const std::string& text) {
-  std::vector<YAML::Node> docs = YAML::LoadAll(text);
-  if (docs.empty()) return YAML::Node();
-  if (docs.size() > 1) {
-    throw YAML::Exception(docs[1].Mark(),
-                          "a second document (after ---); a spec is one YAML document");
+namespace {
+
+// Reads events without building nodes and throws at the start of a second
+// document. YAML::LoadAll is not used: yaml-cpp 0.7's loops forever on some
+// malformed input (found by the job_spec fuzzer), and it builds every node.
+class SecondDocumentFinder : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (++documents_ > 1) {
+      throw YAML::Exception(mark, "a second document (after ---); a spec is one YAML document");
+    }
   }
-  return docs[0];
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+ private:
+  int documents_ = 0;
+};
+
+}  // namespace
+
+YAML::Node LoadDocument(const std::string& text) {
+  YAML::Node doc = YAML::Load(text);  // the first document, as every spec reads it
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  SecondDocumentFinder finder;
+  // At most two documents are looked at: the second throws at its start.
+  if (parser.HandleNextDocument(finder)) parser.HandleNextDocument(finder);
+  return doc;
 }
 
 absl::Status InvalidYaml(std::string_view where, const std::exception& e) {

@@ -111,7 +111,7 @@ TEST(YamlFieldsTest, ASpecIsOneDocumentAndASecondIsAnErrorAtItsLine) {
   });
   EXPECT_EQ(second.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(second.message()),
-              ::testing::AllOf(::testing::StartsWith("job spec (line 3): "),
+              ::testing::AllOf(::testing::StartsWith("job spec (line 2): "),
                                ::testing::HasSubstr("a second document")));
 }
 
