@@ -203,6 +203,11 @@ std::shared_ptr<prometheus::Collectable> TrainerCollector(
     set.Add(seconds, {{"phase", "compute"}}, s.compute_seconds);
     set.Add(seconds, {{"phase", "pull"}}, s.pull_seconds);
     set.Add(seconds, {{"phase", "push"}}, s.push_seconds);
+    auto* payload = set.Counter("brook_trainer_ps_payload_bytes_total",
+                                "Payload bytes of embedding pulls (keys + rows) and pushes (keys "
+                                "+ gradients) in the tables' wire precision, by call");
+    set.Add(payload, {{"call", "pull"}}, static_cast<double>(s.ps_pull_bytes));
+    set.Add(payload, {{"call", "push"}}, static_cast<double>(s.ps_push_bytes));
     set.Add(set.Gauge("brook_trainer_loss", "Mean loss of the last batch"), {}, s.last_loss);
     if (!std::isnan(s.train_auc)) {
       set.Add(set.Gauge("brook_trainer_train_auc",

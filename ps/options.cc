@@ -144,6 +144,10 @@ absl::Status TableOptions::Validate() const {
   if (!Finite(gradient_clip) || gradient_clip < 0) {
     return Bad(what, "gradient_clip", absl::StrCat("must be finite and >= 0, got ", gradient_clip));
   }
+  if (WirePrecisionName(wire) == "unknown") {
+    return Bad(what, "wire",
+               absl::StrCat("must be fp32, bf16 or fp16, got ", static_cast<int>(wire)));
+  }
   return absl::OkStatus();
 }
 
@@ -240,6 +244,25 @@ std::optional<OptimizerKind> OptimizerKindFromName(std::string_view name) {
   for (OptimizerKind k :
        {OptimizerKind::kSgd, OptimizerKind::kAdagrad, OptimizerKind::kAdam, OptimizerKind::kFtrl}) {
     if (name == OptimizerKindName(k)) return k;
+  }
+  return std::nullopt;
+}
+
+std::string_view WirePrecisionName(WirePrecision precision) {
+  switch (precision) {
+    case WirePrecision::kFp32:
+      return "fp32";
+    case WirePrecision::kBf16:
+      return "bf16";
+    case WirePrecision::kFp16:
+      return "fp16";
+  }
+  return "unknown";
+}
+
+std::optional<WirePrecision> WirePrecisionFromName(std::string_view name) {
+  for (WirePrecision p : {WirePrecision::kFp32, WirePrecision::kBf16, WirePrecision::kFp16}) {
+    if (name == WirePrecisionName(p)) return p;
   }
   return std::nullopt;
 }

@@ -70,6 +70,18 @@ enum class BadGradientPolicy {
   kZero,    // non-finite values are replaced by 0 and the rest applied
 };
 
+// How a table's pulled rows and pushed gradients travel between a PsClient
+// and the PS (ps/wire/precision.h): float32, or half the bytes as bfloat16
+// or float16 (fp16 with a per-request power-of-two scale, so small
+// gradients do not underflow). Rounding is to nearest even. The PS keeps
+// float32 weights and optimizer state whatever this is.
+enum class WirePrecision { kFp32, kBf16, kFp16 };
+
+// The spelling in job specs and flags: "fp32" | "bf16" | "fp16".
+std::string_view WirePrecisionName(WirePrecision precision);
+// nullopt for any other name.
+std::optional<WirePrecision> WirePrecisionFromName(std::string_view name);
+
 struct TableOptions {
   std::string name;
   int dim = 0;
@@ -98,6 +110,10 @@ struct TableOptions {
   BadGradientPolicy bad_gradient = BadGradientPolicy::kReject;
   // Gradients are clipped to [-clip, clip] per value when > 0.
   float gradient_clip = 0.0f;
+  // A client's choice for its own requests (PsClient remembers it per table
+  // from CreateTable), not part of the table the PS holds: the PS neither
+  // stores nor compares it, and each request says its precision.
+  WirePrecision wire = WirePrecision::kFp32;
 
   absl::Status Validate() const;
   // Field-wise; CreateTable uses it to make re-declaration idempotent.

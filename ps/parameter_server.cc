@@ -150,8 +150,12 @@ ParameterServer::ParameterServer(const ParameterServerOptions& options)
 
 ParameterServer::~ParameterServer() = default;
 
-absl::Status ParameterServer::CreateTable(const TableOptions& options) {
-  RETURN_IF_ERROR(options.Validate());
+absl::Status ParameterServer::CreateTable(const TableOptions& requested) {
+  RETURN_IF_ERROR(requested.Validate());
+  // The wire precision is the client's (TableOptions::wire): a table
+  // re-declared by a client that sends bf16 is the same table.
+  TableOptions options = requested;
+  options.wire = WirePrecision::kFp32;
   internal::GateReader gate(&state_->gate);
   ASSIGN_OR_RETURN(bool created, CreateTableLocked(options, /*cold_rows_exist=*/false));
   if (!created) return absl::OkStatus();  // re-declared: nothing new to log

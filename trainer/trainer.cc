@@ -62,6 +62,7 @@ ps::TableOptions TableOptionsFor(const TableSpec& t, const TrainerOptions& o) {
     if (s.ttl_seconds) table.ttl_seconds = *s.ttl_seconds;
     if (s.gradient_clip) table.gradient_clip = *s.gradient_clip;
     if (s.bad_gradient) table.bad_gradient = *s.bad_gradient;
+    if (s.wire) table.wire = *s.wire;
   };
   apply(o.table_defaults);
   if (o.table_defaults.initializer && t.dim > 1) table.initializer = *o.table_defaults.initializer;
@@ -160,6 +161,7 @@ class Trainer::Accumulator {
 Trainer::Trainer(ps::PsClient* ps, const ModelSpec& spec, const TrainerOptions& options,
                  ModelBatchBuilder builder, std::unique_ptr<Model> model)
     : ps_(ps),
+      traffic_base_(ps->Traffic()),
       spec_(spec),
       options_(options),
       builder_(std::move(builder)),
@@ -572,6 +574,9 @@ TrainerStats Trainer::stats() const {
   TrainerStats s = stats_;
   s.in_flight_steps = std::max<int64_t>(0, steps_pulled_.load(std::memory_order_relaxed) - s.steps);
   s.tables_redeclared = tables_redeclared_.load(std::memory_order_relaxed);
+  const ps::PsTraffic traffic = ps_->Traffic();
+  s.ps_pull_bytes = traffic.pull_bytes - traffic_base_.pull_bytes;
+  s.ps_push_bytes = traffic.push_bytes - traffic_base_.push_bytes;
   if (backend_ != nullptr) s.device = backend_->device_stats();
   return s;
 }

@@ -70,6 +70,7 @@ struct TableSettings {
   std::optional<float> gradient_clip;
   std::optional<ps::BadGradientPolicy> bad_gradient;
   std::optional<ps::InitializerOptions> initializer;
+  std::optional<ps::WirePrecision> wire;
 
   bool empty() const { return *this == TableSettings{}; }
   friend bool operator==(const TableSettings&, const TableSettings&) = default;
@@ -155,6 +156,11 @@ struct TrainerStats {
   double pull_seconds = 0;         // pull thread in PS pulls
   double push_seconds = 0;         // push thread in PS pushes
   double credit_wait_seconds = 0;  // pull thread waiting for the staleness bound
+  // Payload bytes of this Trainer's embedding pulls (keys + rows, training and
+  // evaluation) and pushes (keys + gradients), in their wire precision
+  // (ps::PsTraffic).
+  uint64_t ps_pull_bytes = 0;
+  uint64_t ps_push_bytes = 0;
   // The backend's device (GPU memory, utilization); nullopt on the CPU.
   std::optional<DeviceStats> device;
 };
@@ -282,6 +288,7 @@ class Trainer {
   bool RedeclareLostTables(const absl::Status& status);
 
   ps::PsClient* const ps_;
+  const ps::PsTraffic traffic_base_;  // ps_->Traffic() when this Trainer was made
   const ModelSpec spec_;
   const TrainerOptions options_;
   ModelBatchBuilder builder_;

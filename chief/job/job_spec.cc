@@ -508,7 +508,7 @@ absl::Status ReadTableSettings(const YAML::Node& node, const std::string& path,
                                trainer::TableSettings* out) {
   MapReader r(node, path);
   RETURN_IF_ERROR(r.Check({"memory_budget", "admission_min_count", "max_pending_keys", "ttl_steps",
-                           "ttl_seconds", "gradient_clip", "bad_gradient", "initializer"},
+                           "ttl_seconds", "gradient_clip", "bad_gradient", "initializer", "wire"},
                           "{memory_budget: 512MiB, admission_min_count: 2, ttl_seconds: 86400}"));
   if (r.Has("memory_budget")) {
     const YAML::Node v = r.Get("memory_budget");
@@ -555,6 +555,15 @@ absl::Status ReadTableSettings(const YAML::Node& node, const std::string& path,
     ps::InitializerOptions init;
     RETURN_IF_ERROR(ReadInitializer(r.Get("initializer"), &init, r.Path("initializer")));
     out->initializer = init;
+  }
+  ps::WirePrecision wire = ps::WirePrecision::kFp32;
+  if (r.Has("wire")) {
+    RETURN_IF_ERROR(r.Choice<ps::WirePrecision>("wire",
+                                                {{"fp32", ps::WirePrecision::kFp32},
+                                                 {"bf16", ps::WirePrecision::kBf16},
+                                                 {"fp16", ps::WirePrecision::kFp16}},
+                                                &wire));
+    out->wire = wire;
   }
   return absl::OkStatus();
 }

@@ -13,7 +13,7 @@
 //   dense: [...]
 //   optimizer: {embedding: OPT, dense: OPT, tables: {TABLE: OPT}, schedule: {...}}
 //   embedding_init: {type: uniform, low: -0.05, high: 0.05}
-//   tables: {default: {memory_budget: 2GiB, ...}, C1: {admission_min_count: 2, ...}}
+//   tables: {default: {memory_budget: 2GiB, wire: bf16, ...}, C1: {admission_min_count: 2, ...}}
 //   training: {batch_size: 256, epochs: 1 | steps: N, staleness: 2, ...}
 //   trainers: 1
 //   checkpoint: {dir: PATH, interval_seconds: 600, interval_steps: 0, keep: 3}

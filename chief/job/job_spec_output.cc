@@ -162,6 +162,7 @@ Json TableSettingsJson(const trainer::TableSettings& t) {
     j["bad_gradient"] = *t.bad_gradient == ps::BadGradientPolicy::kZero ? "zero" : "reject";
   }
   if (t.initializer) j["initializer"] = InitializerJson(*t.initializer);
+  if (t.wire) j["wire"] = S(ps::WirePrecisionName(*t.wire));
   return j;
 }
 

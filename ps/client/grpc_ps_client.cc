@@ -21,6 +21,7 @@
 #include "ps/client/grpc_ps_client_internal.h"
 #include "ps/client/key_plan.h"
 #include "ps/config_codec.h"
+#include "ps/wire/precision.h"
 #include "ps/wire/proto_convert.h"
 #include "ps/wire/pull_reply.h"
 #include "ps/wire/wire.h"
@@ -467,7 +468,9 @@ absl::Status GrpcPsClient::CreateTable(const TableOptions& options) {
       stub->async()->CreateTable(ctx, &req, resp, std::move(done));
     };
   }
-  return Run(calls, CallDeadline());
+  RETURN_IF_ERROR(Run(calls, CallDeadline()));
+  RememberWire(options);
+  return absl::OkStatus();
 }
 
 absl::Status GrpcPsClient::DropOnEveryShard(const v1::DropTableRequest& req,
@@ -519,6 +522,7 @@ absl::Status GrpcPsClient::Pull(std::string_view table, absl::Span<const uint64_
                                 absl::Span<float> out) {
   ASSIGN_OR_RETURN(size_t dim, InferDim(table, keys.size(), out.size(), "pull"));
   if (keys.empty()) return absl::OkStatus();
+  const WirePrecision precision = WireOf(table);
   KeyPlan plan(sharding::TableId(table), keys, num_shards());
   const std::vector<Part> parts = SplitParts(plan, KeysPerRequest(dim));
   std::vector<v1::PullRequest> reqs(parts.size());
@@ -531,6 +535,7 @@ absl::Status GrpcPsClient::Pull(std::string_view table, absl::Span<const uint64_
     wire::EncodeKeys(plan.shard_keys(part.shard).subspan(part.begin, part.size()),
                      req.mutable_keys());
     req.set_dim(static_cast<uint32_t>(dim));
+    req.set_precision(static_cast<v1::WirePrecision>(wire::WirePrecisionNumber(precision)));
     if (options_.check_route) {
       req.mutable_route()->set_shard_index(part.shard);
       req.mutable_route()->set_num_shards(num_shards());
@@ -550,7 +555,7 @@ absl::Status GrpcPsClient::Pull(std::string_view table, absl::Span<const uint64_
     const absl::Span<const uint32_t> first =
         plan.shard_first_inputs(part.shard).subspan(part.begin, part.size());
     absl::Status read =
-        wire::ReadPullReply(&replies[p], static_cast<uint32_t>(dim), part.size(),
+        wire::ReadPullReply(&replies[p], static_cast<uint32_t>(dim), part.size(), precision,
                             [&](size_t r) { return out.data() + size_t{first[r]} * dim; });
     if (!read.ok()) {
       return absl::InternalError(absl::StrCat("PS shard ", part.shard, " (",
@@ -558,6 +563,7 @@ absl::Status GrpcPsClient::Pull(std::string_view table, absl::Span<const uint64_
     }
   }
   plan.CopyDuplicateRows(dim, out);
+  CountPull(plan.num_unique(), plan.num_unique() * dim, precision);
   return absl::OkStatus();
 }
 
@@ -565,19 +571,22 @@ absl::Status GrpcPsClient::Push(std::string_view table, absl::Span<const uint64_
                                 absl::Span<const float> grads, int64_t step) {
   ASSIGN_OR_RETURN(size_t dim, InferDim(table, keys.size(), grads.size(), "push"));
   if (keys.empty()) return absl::OkStatus();
+  const WirePrecision precision = WireOf(table);
+  const bool fp32 = precision == WirePrecision::kFp32;
   KeyPlan plan(sharding::TableId(table), keys, num_shards());
   const std::vector<Part> parts = SplitParts(plan, KeysPerRequest(dim));
   std::vector<v1::PushRequest> reqs(parts.size());
   std::vector<v1::PushResponse> resps(parts.size());
 
   // Sum duplicate keys' gradients straight into the request payloads when a
-  // shard has one RPC; a shard split into several sums into a buffer first.
+  // shard has one fp32 RPC; a shard split into several, or in bf16 / fp16,
+  // sums into a buffer first.
   std::vector<std::vector<float>> split_sums(num_shards());
   std::vector<absl::Span<float>> sums(num_shards());
   for (size_t p = 0; p < parts.size(); ++p) {
     const Part& part = parts[p];
     const size_t shard_keys = plan.shard_keys(part.shard).size();
-    if (part.size() == shard_keys) {
+    if (fp32 && part.size() == shard_keys) {
       sums[part.shard] = wire::MutableFloats(reqs[p].mutable_grads(), shard_keys * dim);
     } else if (part.begin == 0) {
       split_sums[part.shard].resize(shard_keys * dim);
@@ -593,9 +602,12 @@ absl::Status GrpcPsClient::Push(std::string_view table, absl::Span<const uint64_
     req.set_table(std::string(table));
     wire::EncodeKeys(plan.shard_keys(part.shard).subspan(part.begin, part.size()),
                      req.mutable_keys());
-    if (part.size() != plan.shard_keys(part.shard).size()) {
-      wire::EncodeFloats(sums[part.shard].subspan(part.begin * dim, part.size() * dim),
-                         req.mutable_grads());
+    if (!fp32 || part.size() != plan.shard_keys(part.shard).size()) {
+      req.set_precision(static_cast<v1::WirePrecision>(wire::WirePrecisionNumber(precision)));
+      const float scale = wire::EncodeFloatsAs(
+          precision, sums[part.shard].subspan(part.begin * dim, part.size() * dim),
+          req.mutable_grads());
+      if (precision == WirePrecision::kFp16) req.set_grad_scale(scale);
     }
     req.set_client_id(client_id());
     // Fixed before the first attempt: every retry of this RPC carries it.
@@ -612,7 +624,9 @@ absl::Status GrpcPsClient::Push(std::string_view table, absl::Span<const uint64_
       stub->async()->Push(ctx, req, resp, std::move(done));
     };
   }
-  return Run(calls, CallDeadline());
+  RETURN_IF_ERROR(Run(calls, CallDeadline()));
+  CountPush(plan.num_unique(), plan.num_unique() * dim, precision);
+  return absl::OkStatus();
 }
 
 absl::Status GrpcPsClient::CreateDense(absl::Span<const DenseOptions> variables) {

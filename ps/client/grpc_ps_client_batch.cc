@@ -13,6 +13,7 @@
 #include "ps/client/batch_plan.h"
 #include "ps/client/grpc_ps_client.h"
 #include "ps/client/grpc_ps_client_internal.h"
+#include "ps/wire/precision.h"
 #include "ps/wire/wire.h"
 
 namespace brook::ps {
@@ -86,9 +87,11 @@ absl::Status GrpcPsClient::PullBatch(absl::Span<const TablePull> tables,
                                      absl::Span<const DensePull> dense) {
   ASSIGN_OR_RETURN(BatchPlan bp, BatchPlan::ForPull(tables, dense, dense_, num_shards()));
   Packer<PullRpc> packer(num_shards(), options_.max_request_bytes, options_.check_route);
+  std::vector<WirePrecision> precision(tables.size());
   for (size_t i = 0; i < tables.size(); ++i) {
     const KeyPlan* plan = bp.plan(i);
     if (plan == nullptr) continue;
+    precision[i] = WireOf(tables[i].table);
     const size_t dim = bp.dim(i), per = KeysPerRequest(dim);
     for (int32_t s = 0; s < num_shards(); ++s) {
       absl::Span<const uint64_t> keys = plan->shard_keys(s);
@@ -99,6 +102,8 @@ absl::Status GrpcPsClient::PullBatch(absl::Span<const TablePull> tables,
         part->set_table(std::string(tables[i].table));
         wire::EncodeKeys(keys.subspan(b, e - b), part->mutable_keys());
         part->set_dim(static_cast<uint32_t>(dim));
+        part->set_precision(
+            static_cast<v1::WirePrecision>(wire::WirePrecisionNumber(precision[i])));
         rpc.pieces.push_back({i, b, e});
       }
     }
@@ -137,19 +142,36 @@ absl::Status GrpcPsClient::PullBatch(absl::Span<const TablePull> tables,
                                     rpc.resp.dense_values_size(), " dense variables; asked ",
                                     rpc.pieces.size(), " and ", rpc.dense.size()));
     }
+    const bool scaled = rpc.resp.row_scales_size() > 0;
+    if (scaled && rpc.resp.row_scales_size() != rpc.resp.rows_size()) {
+      return bad_reply(absl::StrCat("has ", rpc.resp.row_scales_size(), " row scales for ",
+                                    rpc.resp.rows_size(), " tables"));
+    }
     for (size_t j = 0; j < rpc.pieces.size(); ++j) {
       const Piece& p = rpc.pieces[j];
       const size_t dim = bp.dim(p.table);
+      const WirePrecision wp = precision[p.table];
       const std::string& bytes = rpc.resp.rows(static_cast<int>(j));
-      if (bytes.size() != (p.end - p.begin) * dim * sizeof(float)) {
-        return bad_reply(absl::StrCat("holds ", bytes.size(), " bytes for ", p.end - p.begin,
-                                      " keys x dim ", dim, " of '",
-                                      std::string(tables[p.table].table), "'"));
+      if (bytes.size() != (p.end - p.begin) * dim * wire::WireValueBytes(wp)) {
+        return bad_reply(absl::StrCat(
+            "holds ", bytes.size(), " bytes for ", p.end - p.begin, " keys x dim ", dim, " in ",
+            std::string(WirePrecisionName(wp)), " of '", std::string(tables[p.table].table), "'"));
+      }
+      float scale = scaled ? rpc.resp.row_scales(static_cast<int>(j)) : 1.0f;
+      if (wp == WirePrecision::kFp16 && !scaled) {
+        return bad_reply(absl::StrCat("has no scale for the fp16 rows of '",
+                                      std::string(tables[p.table].table),
+                                      "' (a PS too old for wire precision?)"));
+      }
+      if (wp != WirePrecision::kFp32) {
+        if (absl::Status st = wire::CheckScale(&scale, "rows"); !st.ok()) {
+          return bad_reply(std::string(st.message()));
+        }
       }
       const size_t shard_keys = bp.plan(p.table)->shard_keys(rpc.shard).size();
       if (p.begin == 0 && p.end == shard_keys) {  // the shard's whole part
         ASSIGN_OR_RETURN(views[p.table][rpc.shard],
-                         wire::DecodeFloats(bytes, &buffers.emplace_back(), "rows"));
+                         wire::DecodeFloatsAs(wp, bytes, scale, &buffers.emplace_back(), "rows"));
         continue;
       }
       std::vector<float>*& all = gathered[p.table * num_shards() + rpc.shard];
@@ -157,7 +179,8 @@ absl::Status GrpcPsClient::PullBatch(absl::Span<const TablePull> tables,
         all = &buffers.emplace_back(shard_keys * dim);
         views[p.table][rpc.shard] = *all;
       }
-      std::memcpy(all->data() + p.begin * dim, bytes.data(), bytes.size());
+      wire::DecodeValues(wp, bytes.data(), (p.end - p.begin) * dim, scale,
+                         all->data() + p.begin * dim);
     }
     for (size_t j = 0; j < rpc.dense.size(); ++j) {
       const DensePull& d = dense[rpc.dense[j]];
@@ -170,7 +193,10 @@ absl::Status GrpcPsClient::PullBatch(absl::Span<const TablePull> tables,
     }
   }
   for (size_t i = 0; i < tables.size(); ++i) {
-    if (const KeyPlan* plan = bp.plan(i)) plan->ExpandRows(views[i], bp.dim(i), tables[i].out);
+    if (const KeyPlan* plan = bp.plan(i)) {
+      plan->ExpandRows(views[i], bp.dim(i), tables[i].out);
+      CountPull(plan->num_unique(), plan->num_unique() * bp.dim(i), precision[i]);
+    }
   }
   return absl::OkStatus();
 }
@@ -196,11 +222,15 @@ absl::Status GrpcPsClient::PushBatch(absl::Span<const TablePush> tables,
     const KeyPlan* plan = bp.plan(i);
     if (plan == nullptr) continue;
     const size_t dim = bp.dim(i), per = KeysPerRequest(dim);
+    // fp32 gradients are summed straight into a request that carries a
+    // shard's whole part; bf16 / fp16 ones are summed first, then encoded.
+    const WirePrecision precision = WireOf(tables[i].table);
+    const bool fp32 = precision == WirePrecision::kFp32;
     split_parts.clear();
     for (int32_t s = 0; s < num_shards(); ++s) {
       absl::Span<const uint64_t> keys = plan->shard_keys(s);
       sums[s] = {};
-      if (keys.size() > per) {
+      if (keys.size() > per || (!fp32 && !keys.empty())) {
         split[s].resize(keys.size() * dim);
         sums[s] = absl::MakeSpan(split[s]);
       }
@@ -213,7 +243,7 @@ absl::Status GrpcPsClient::PushBatch(absl::Span<const TablePush> tables,
         // Fixed before the first attempt: every retry of the batch carries it.
         ASSIGN_OR_RETURN(const uint64_t sequence, sequences.Next(s));
         part->set_sequence(sequence);
-        if (keys.size() <= per) {
+        if (fp32 && keys.size() <= per) {
           sums[s] = wire::MutableFloats(part->mutable_grads(), keys.size() * dim);
         } else {
           split_parts.push_back({part, s, b, e});
@@ -222,9 +252,13 @@ absl::Status GrpcPsClient::PushBatch(absl::Span<const TablePush> tables,
     }
     plan->SumGradients(tables[i].grads, dim, sums);
     for (const SplitPart& p : split_parts) {
-      wire::EncodeFloats(sums[p.shard].subspan(p.begin * dim, (p.end - p.begin) * dim),
-                         p.part->mutable_grads());
+      p.part->set_precision(static_cast<v1::WirePrecision>(wire::WirePrecisionNumber(precision)));
+      const float scale = wire::EncodeFloatsAs(
+          precision, sums[p.shard].subspan(p.begin * dim, (p.end - p.begin) * dim),
+          p.part->mutable_grads());
+      if (precision == WirePrecision::kFp16) p.part->set_grad_scale(scale);
     }
+    CountPush(plan->num_unique(), plan->num_unique() * dim, precision);
   }
   for (size_t d = 0; d < dense.size(); ++d) {
     PushRpc& rpc = packer.For(bp.dense_shard(d), dense[d].grads.size() * sizeof(float));

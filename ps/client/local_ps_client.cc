@@ -6,6 +6,7 @@
 #include "common/status_macros.h"
 #include "ps/client/batch_plan.h"
 #include "ps/client/key_plan.h"
+#include "ps/wire/precision.h"
 #include "sharding/sharding.h"
 
 namespace brook::ps {
@@ -37,6 +38,7 @@ absl::Status LocalPsClient::CreateTable(const TableOptions& options) {
   for (size_t s = 0; s < shards_.size(); ++s) {
     RETURN_IF_ERROR(AtShard(s, shards_[s]->CreateTable(options)));
   }
+  RememberWire(options);
   return absl::OkStatus();
 }
 
@@ -71,6 +73,7 @@ absl::Status LocalPsClient::Pull(std::string_view table, absl::Span<const uint64
                                  absl::Span<float> out) {
   ASSIGN_OR_RETURN(size_t dim, InferDim(table, keys.size(), out.size(), "pull"));
   if (keys.empty()) return absl::OkStatus();
+  const WirePrecision precision = WireOf(table);
   KeyPlan plan(sharding::TableId(table), keys, num_shards());
   std::vector<std::vector<float>> rows(shards_.size());
   std::vector<absl::Span<const float>> views(shards_.size());
@@ -79,9 +82,11 @@ absl::Status LocalPsClient::Pull(std::string_view table, absl::Span<const uint64
     if (shard_keys.empty()) continue;
     rows[s].resize(shard_keys.size() * dim);
     RETURN_IF_ERROR(AtShard(s, shards_[s]->Pull(table, shard_keys, absl::MakeSpan(rows[s]))));
+    wire::RoundTrip(precision, absl::MakeSpan(rows[s]));
     views[s] = rows[s];
   }
   plan.ExpandRows(views, dim, out);
+  CountPull(plan.num_unique(), plan.num_unique() * dim, precision);
   return absl::OkStatus();
 }
 
@@ -97,8 +102,10 @@ absl::Status LocalPsClient::Push(std::string_view table, absl::Span<const uint64
     views[s] = absl::MakeSpan(shard_grads[s]);
   }
   plan.SumGradients(grads, dim, views);
+  const WirePrecision precision = WireOf(table);
   for (int32_t s = 0; s < num_shards(); ++s) {
     if (plan.shard_keys(s).empty()) continue;
+    wire::RoundTrip(precision, views[s]);
     PushContext ctx;
     ctx.client_id = client_id();
     ctx.sequence = NextSequence();
@@ -107,6 +114,7 @@ absl::Status LocalPsClient::Push(std::string_view table, absl::Span<const uint64
         shards_[s]->Push(table, plan.shard_keys(s), shard_grads[s], ctx);
     RETURN_IF_ERROR(AtShard(s, outcome.status()));
   }
+  CountPush(plan.num_unique(), plan.num_unique() * dim, precision);
   return absl::OkStatus();
 }
 
@@ -170,8 +178,13 @@ absl::Status LocalPsClient::PullBatch(absl::Span<const TablePull> tables,
   for (size_t i = 0; i < tables.size(); ++i) {
     const KeyPlan* plan = bp.plan(i);
     if (plan == nullptr) continue;
-    for (int32_t s = 0; s < num_shards(); ++s) views[s] = rows[i][s];
+    const WirePrecision precision = WireOf(tables[i].table);
+    for (int32_t s = 0; s < num_shards(); ++s) {
+      wire::RoundTrip(precision, absl::MakeSpan(rows[i][s]));
+      views[s] = rows[i][s];
+    }
     plan->ExpandRows(views, bp.dim(i), tables[i].out);
+    CountPull(plan->num_unique(), plan->num_unique() * bp.dim(i), precision);
   }
   return absl::OkStatus();
 }
@@ -194,6 +207,9 @@ absl::Status LocalPsClient::PushBatch(absl::Span<const TablePush> tables,
       views[s] = absl::MakeSpan(sums[i][s]);
     }
     plan->SumGradients(tables[i].grads, bp.dim(i), views);
+    const WirePrecision precision = WireOf(tables[i].table);
+    for (int32_t s = 0; s < num_shards(); ++s) wire::RoundTrip(precision, views[s]);
+    CountPush(plan->num_unique(), plan->num_unique() * bp.dim(i), precision);
   }
   std::vector<std::vector<TablePushPart>> shard_tables(shards_.size());
   std::vector<std::vector<DensePushPart>> shard_dense(shards_.size());

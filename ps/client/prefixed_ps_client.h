@@ -61,6 +61,8 @@ class PrefixedPsClient final : public PsClient {
   absl::StatusOr<std::vector<ImportInfo>> ImportTables(const ImportOptions& options) override;
   absl::StatusOr<std::vector<StartupInfo>> FenceClients(
       absl::Span<const uint64_t> client_ids) override;
+  // The inner client's: every prefix's calls through it.
+  PsTraffic Traffic() const override { return inner_->Traffic(); }
 
  private:
   PsClient* const inner_;  // not owned

@@ -5,11 +5,39 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/random_id.h"
+#include "ps/wire/precision.h"
 
 namespace brook::ps {
 
 PsClient::PsClient(int32_t num_shards, uint64_t client_id)
     : num_shards_(num_shards), client_id_(client_id != 0 ? client_id : RandomNonZeroId()) {}
+
+WirePrecision PsClient::WireOf(std::string_view table) const {
+  if (!any_wire_.load(std::memory_order_acquire)) return WirePrecision::kFp32;
+  absl::ReaderMutexLock lock(&wire_mu_);
+  auto it = wire_.find(absl::string_view(table.data(), table.size()));
+  return it == wire_.end() ? WirePrecision::kFp32 : it->second;
+}
+
+void PsClient::RememberWire(const TableOptions& options) {
+  absl::MutexLock lock(&wire_mu_);
+  if (options.wire == WirePrecision::kFp32) {
+    wire_.erase(options.name);
+    return;
+  }
+  wire_[options.name] = options.wire;
+  any_wire_.store(true, std::memory_order_release);
+}
+
+void PsClient::CountPull(size_t keys, size_t values, WirePrecision precision) {
+  const size_t value_bytes = wire::WireValueBytes(precision);
+  pull_bytes_.fetch_add(keys * sizeof(uint64_t) + values * value_bytes, std::memory_order_relaxed);
+}
+
+void PsClient::CountPush(size_t keys, size_t values, WirePrecision precision) {
+  const size_t value_bytes = wire::WireValueBytes(precision);
+  push_bytes_.fetch_add(keys * sizeof(uint64_t) + values * value_bytes, std::memory_order_relaxed);
+}
 
 absl::StatusOr<uint64_t> PsClient::PartSequences::Next(int32_t shard) {
   if (stream_.id == 0) return client_->NextSequence();

@@ -22,11 +22,15 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "ps/options.h"
 #include "ps/types.h"
@@ -61,6 +65,15 @@ struct DensePush {
 struct PushStream {
   uint64_t id = 0;
   uint64_t step = 0;
+};
+
+// Payload bytes a client moved for embedding tables since it was made: keys
+// and rows of pulls, keys and gradients of pushes, in their wire precision
+// (protobuf, HTTP/2 and TCP framing excluded; dense variables excluded). The
+// in-process client counts what the same calls would send.
+struct PsTraffic {
+  uint64_t pull_bytes = 0;
+  uint64_t push_bytes = 0;
 };
 
 class PsClient {
@@ -140,6 +153,14 @@ class PsClient {
   // One ServerStats per shard, in shard order.
   virtual absl::StatusOr<std::vector<ServerStats>> Stats() = 0;
 
+  virtual PsTraffic Traffic() const {
+    return {pull_bytes_.load(std::memory_order_relaxed),
+            push_bytes_.load(std::memory_order_relaxed)};
+  }
+  // The wire precision of `table`'s pulls and pushes through this client:
+  // TableOptions::wire of its last CreateTable here, fp32 if none.
+  WirePrecision WireOf(std::string_view table) const;
+
   // Every shard writes its part of a checkpoint into options.dir (one
   // directory for the whole cluster), holding only the tables and dense
   // variables named with options.table_prefix (a job's, on shared PS
@@ -168,6 +189,11 @@ class PsClient {
   // client_id 0 draws a random one.
   PsClient(int32_t num_shards, uint64_t client_id);
   uint64_t NextSequence() { return next_sequence_.fetch_add(1, std::memory_order_relaxed); }
+  // CreateTable's bookkeeping: the table's wire precision from now on.
+  void RememberWire(const TableOptions& options);
+  // Traffic() accounting: `keys` keys and `values` values of `precision`.
+  void CountPull(size_t keys, size_t values, WirePrecision precision);
+  void CountPush(size_t keys, size_t values, WirePrecision precision);
 
   // The part sequences of one PushBatch, in the order its parts are made:
   // this client's counter, or under a stream step << kStreamPartBits | the
@@ -189,6 +215,12 @@ class PsClient {
   const int32_t num_shards_;
   const uint64_t client_id_;
   std::atomic<uint64_t> next_sequence_{1};
+  std::atomic<uint64_t> pull_bytes_{0};
+  std::atomic<uint64_t> push_bytes_{0};
+  // Set once any table is not fp32: until then WireOf takes no lock.
+  std::atomic<bool> any_wire_{false};
+  mutable absl::Mutex wire_mu_;
+  absl::flat_hash_map<std::string, WirePrecision> wire_ ABSL_GUARDED_BY(wire_mu_);
 };
 
 // Checks the sizes every PsClient checks before routing: for a pull `floats`

@@ -12,6 +12,7 @@
 #include "common/version.h"
 #include "ps/config_codec.h"
 #include "ps/parameter_server.h"
+#include "ps/wire/precision.h"
 #include "ps/wire/proto_convert.h"
 #include "ps/wire/pull_reply.h"
 #include "ps/wire/wire.h"
@@ -53,6 +54,37 @@ absl::Status SameAsBatch(T part, T batch, const char* field, const std::string& 
                                                  field, " ", part, ", the batch ", batch));
 }
 
+// Rows gathered in float32 before a bf16 / fp16 reply encodes them: one
+// buffer per thread, reused, so a pull allocates nothing for them (a large
+// one, past kKeep, is released after use).
+class GatherScratch {
+ public:
+  explicit GatherScratch(size_t floats) {
+    if (floats > kKeep) {
+      own_.resize(floats);
+      span_ = absl::MakeSpan(own_);
+      return;
+    }
+    static thread_local std::vector<float> buffer;
+    if (buffer.size() < floats) buffer.resize(floats);
+    span_ = absl::MakeSpan(buffer.data(), floats);
+  }
+  absl::Span<float> span() const { return span_; }
+
+ private:
+  static constexpr size_t kKeep = size_t{4} << 20;  // floats: 16 MiB a thread
+  std::vector<float> own_;
+  absl::Span<float> span_;
+};
+
+// A push part's gradients, decoded from its precision into float32.
+absl::StatusOr<absl::Span<const float>> DecodeGrads(const v1::PushRequest& part,
+                                                    std::vector<float>* scratch,
+                                                    const std::string& what) {
+  ASSIGN_OR_RETURN(WirePrecision precision, wire::WirePrecisionFromNumber(part.precision(), what));
+  return wire::DecodeFloatsAs(precision, part.grads(), part.grad_scale(), scratch, what);
+}
+
 }  // namespace
 
 absl::Status PsHandlers::CheckRoute(const v1::ShardRoute& route) const {
@@ -89,6 +121,9 @@ absl::Status PsHandlers::DropTable(const v1::DropTableRequest& req, v1::DropTabl
 
 absl::StatusOr<uint32_t> PsHandlers::CheckPull(const v1::PullRequest& req, size_t keys) const {
   RETURN_IF_ERROR(CheckRoute(req.route()));
+  ASSIGN_OR_RETURN(WirePrecision precision,
+                   wire::WirePrecisionFromNumber(req.precision(),
+                                                 absl::StrCat("pull from '", req.table(), "'")));
   uint32_t dim = req.dim();
   if (dim == 0) {
     ASSIGN_OR_RETURN(dim, LookupDim(*ps_, req.table()));
@@ -96,7 +131,7 @@ absl::StatusOr<uint32_t> PsHandlers::CheckPull(const v1::PullRequest& req, size_
   // The key limit is the core's (ParameterServer::Pull); the reply's size
   // is this adapter's, checked before anything is allocated. keys < 2^32
   // (the request's bytes) and dim < 2^32: the product fits in 64 bits.
-  const uint64_t bytes = static_cast<uint64_t>(keys) * dim * sizeof(float);
+  const uint64_t bytes = static_cast<uint64_t>(keys) * dim * wire::WireValueBytes(precision);
   if (bytes > max_reply_bytes_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "pull of ", keys, " keys x dim ", dim, " from '", req.table(), "' would reply ", bytes,
@@ -109,11 +144,20 @@ absl::Status PsHandlers::Pull(const v1::PullRequest& req, v1::PullResponse* resp
   std::vector<uint64_t> key_scratch;
   ASSIGN_OR_RETURN(absl::Span<const uint64_t> keys, wire::DecodeKeys(req.keys(), &key_scratch));
   ASSIGN_OR_RETURN(uint32_t dim, CheckPull(req, keys.size()));
-  absl::Span<float> out = wire::MutableFloats(resp->mutable_rows(), keys.size() * size_t{dim});
-  absl::Status st = ps_->Pull(req.table(), keys, out, helpers_);
-  if (!st.ok()) {
-    resp->clear_rows();
-    return st;
+  const auto precision = static_cast<WirePrecision>(req.precision());  // CheckPull checked it
+  const size_t floats = keys.size() * size_t{dim};
+  if (precision == WirePrecision::kFp32) {
+    absl::Span<float> out = wire::MutableFloats(resp->mutable_rows(), floats);
+    absl::Status st = ps_->Pull(req.table(), keys, out, helpers_);
+    if (!st.ok()) {
+      resp->clear_rows();
+      return st;
+    }
+  } else {
+    GatherScratch rows(floats);
+    RETURN_IF_ERROR(ps_->Pull(req.table(), keys, rows.span(), helpers_));
+    resp->set_scale(wire::EncodeFloatsAs(precision, rows.span(), resp->mutable_rows()));
+    resp->set_precision(req.precision());
   }
   resp->set_dim(dim);
   return absl::OkStatus();
@@ -132,9 +176,18 @@ absl::Status PsHandlers::PullRaw(const grpc::ByteBuffer& request, grpc::ByteBuff
   ASSIGN_OR_RETURN(absl::Span<const uint64_t> keys, wire::DecodeKeys(req.keys(), &key_scratch));
   ASSIGN_OR_RETURN(uint32_t dim, CheckPull(req, keys.size()));
   const size_t floats = keys.size() * size_t{dim};
-  wire::PullReplyWriter writer(dim, floats);
-  RETURN_IF_ERROR(ps_->Pull(req.table(), keys, writer.rows(), helpers_));
-  *reply = writer.Finish();
+  const auto precision = static_cast<WirePrecision>(req.precision());  // CheckPull checked it
+  wire::PullReplyWriter writer(dim, floats, precision);
+  if (precision == WirePrecision::kFp32) {
+    RETURN_IF_ERROR(ps_->Pull(req.table(), keys, writer.rows(), helpers_));
+    *reply = writer.Finish();
+    return absl::OkStatus();
+  }
+  GatherScratch rows(floats);
+  RETURN_IF_ERROR(ps_->Pull(req.table(), keys, rows.span(), helpers_));
+  const float scale = precision == WirePrecision::kFp16 ? wire::Fp16Scale(rows.span()) : 1.0f;
+  wire::EncodeValues(precision, rows.span(), scale, writer.encoded_rows());
+  *reply = writer.Finish(scale);
   return absl::OkStatus();
 }
 
@@ -143,8 +196,7 @@ absl::Status PsHandlers::Push(const v1::PushRequest& req, v1::PushResponse* resp
   std::vector<uint64_t> key_scratch;
   std::vector<float> grad_scratch;
   ASSIGN_OR_RETURN(absl::Span<const uint64_t> keys, wire::DecodeKeys(req.keys(), &key_scratch));
-  ASSIGN_OR_RETURN(absl::Span<const float> grads,
-                   wire::DecodeFloats(req.grads(), &grad_scratch, "grads"));
+  ASSIGN_OR_RETURN(absl::Span<const float> grads, DecodeGrads(req, &grad_scratch, "grads"));
   if (keys.empty() ? !grads.empty() : grads.size() % keys.size() != 0) {
     return absl::InvalidArgumentError(absl::StrCat("push to '", req.table(), "': ", grads.size(),
                                                    " gradient floats for ", keys.size(),
@@ -235,16 +287,38 @@ absl::Status PsHandlers::PullBatch(const v1::PullBatchRequest& req, v1::PullBatc
     RETURN_IF_ERROR(add_to_reply(dense_floats[i], req.dense(i).name()));
   }
   std::vector<DensePull> dense(req.dense_size());
+  // bf16 / fp16 parts are gathered in float32 first, then encoded.
+  std::vector<std::vector<float>> gathered(req.tables_size());
+  bool any_fp16 = false;
   for (int i = 0; i < req.tables_size(); ++i) {
-    tables[i].out = wire::MutableFloats(resp->add_rows(), tables[i].keys.size() * size_t{dims[i]});
+    const size_t floats = tables[i].keys.size() * size_t{dims[i]};
+    if (req.tables(i).precision() == v1::WIRE_PRECISION_FP32) {
+      tables[i].out = wire::MutableFloats(resp->add_rows(), floats);
+      continue;
+    }
+    any_fp16 |= req.tables(i).precision() == v1::WIRE_PRECISION_FP16;
+    resp->add_rows();
+    gathered[i].resize(floats);
+    tables[i].out = absl::MakeSpan(gathered[i]);
   }
   for (int i = 0; i < req.dense_size(); ++i) {
     dense[i].name = req.dense(i).name();
     dense[i].out = wire::MutableFloats(resp->add_dense_values(), dense_floats[i]);
   }
   absl::Status st = ps_->PullBatch(tables, dense);
-  if (!st.ok()) resp->Clear();
-  return st;
+  if (!st.ok()) {
+    resp->Clear();
+    return st;
+  }
+  for (int i = 0; i < req.tables_size(); ++i) {
+    float scale = 1.0f;
+    if (req.tables(i).precision() != v1::WIRE_PRECISION_FP32) {
+      scale = wire::EncodeFloatsAs(static_cast<WirePrecision>(req.tables(i).precision()),
+                                   gathered[i], resp->mutable_rows(i));
+    }
+    if (any_fp16) resp->add_row_scales(scale);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status PsHandlers::PushBatch(const v1::PushBatchRequest& req, v1::PushBatchResponse* resp) {
@@ -265,9 +339,8 @@ absl::Status PsHandlers::PushBatch(const v1::PushBatchRequest& req, v1::PushBatc
     TablePushPart& t = tables[i];
     ASSIGN_OR_RETURN(t.keys, wire::DecodeKeys(part.keys(), &key_scratch[i],
                                               absl::StrCat("keys of table '", part.table(), "'")));
-    ASSIGN_OR_RETURN(t.grads,
-                     wire::DecodeFloats(part.grads(), &grad_scratch[i],
-                                        absl::StrCat("grads of table '", part.table(), "'")));
+    ASSIGN_OR_RETURN(t.grads, DecodeGrads(part, &grad_scratch[i],
+                                          absl::StrCat("grads of table '", part.table(), "'")));
     if (t.keys.empty() ? !t.grads.empty() : t.grads.size() % t.keys.size() != 0) {
       return absl::InvalidArgumentError(absl::StrCat("push to '", part.table(),
                                                      "': ", t.grads.size(), " gradient floats for ",

@@ -63,7 +63,9 @@ TEST(JobSpecTablesTest, DefaultAndPerTableOptionsReachTheTablesOptions) {
       "    ttl_steps: 1000\n"
       "    max_pending_keys: 4096\n"
       "    gradient_clip: 5\n"
-      "    bad_gradient: zero\n");
+      "    bad_gradient: zero\n"
+      "    wire: bf16\n"
+      "  C2: {wire: fp16}\n");
   absl::StatusOr<JobSpec> spec = JobSpec::FromYaml(yaml, "/jobs/x");
   ASSERT_TRUE(spec.ok()) << spec.status();
 
@@ -76,6 +78,7 @@ TEST(JobSpecTablesTest, DefaultAndPerTableOptionsReachTheTablesOptions) {
   EXPECT_EQ(c1.gradient_clip, 5.0f);
   EXPECT_EQ(c1.bad_gradient, ps::BadGradientPolicy::kZero);
   EXPECT_EQ(c1.initializer.kind, ps::InitializerKind::kZeros);
+  EXPECT_EQ(c1.wire, ps::WirePrecision::kBf16);
 
   const ps::TableOptions c2 = OptionsOf(*spec, "C2");
   EXPECT_EQ(c2.memory_budget_bytes, 2ull << 30);
@@ -83,6 +86,8 @@ TEST(JobSpecTablesTest, DefaultAndPerTableOptionsReachTheTablesOptions) {
   EXPECT_EQ(c2.ttl_steps, 0);
   EXPECT_EQ(c2.bad_gradient, ps::BadGradientPolicy::kReject);
   EXPECT_EQ(c2.initializer.kind, ps::InitializerKind::kUniform);  // embedding_init's default
+  EXPECT_EQ(c2.wire, ps::WirePrecision::kFp16);
+  EXPECT_EQ(OptionsOf(*spec, "C1_wide").wire, ps::WirePrecision::kFp32);
   // Wide tables take the defaults too, and still start at zero.
   const ps::TableOptions wide = OptionsOf(*spec, "C2_wide");
   EXPECT_EQ(wide.memory_budget_bytes, 2ull << 30);
@@ -142,6 +147,8 @@ TEST(JobSpecTablesTest, ErrorsNameTheFieldAndLine) {
        "must be a finite number"},
       {"tables:\n  C1:\n    bad_gradient: ignore\n", "tables.C1.bad_gradient", "bad_gradient",
        "must be one of reject, zero"},
+      {"tables:\n  default:\n    wire: half\n", "tables.default.wire", "wire",
+       "must be one of fp32, bf16, fp16"},
       {"tables:\n  C1:\n    initializer: {type: uniform, low: 1, high: 0}\n",
        "tables.C1.initializer.high", "initializer", "must be > low"},
       {"tables:\n  C1: {ttl_steps: 1}\n  C1: {ttl_steps: 2}\n", "tables.C1", "C1: {ttl_steps: 2}",

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio/thread_pool.hpp>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "prometheus/registry.h"
 #include "ps/config_codec.h"
 #include "ps/parameter_server.h"
+#include "ps/wire/precision.h"
 #include "ps/wire/proto_convert.h"
 #include "tests/testing/ps_rpc_testing.h"
 
@@ -136,6 +138,65 @@ TEST_P(PsServiceTest, PullReturnsPackedRowsInKeyOrder) {
     EXPECT_EQ(rows[1 * kDim + d], 3.0f);
     EXPECT_EQ(rows[2 * kDim + d], 0.0f);
   }
+}
+
+// Wire precision on the protobuf path: a bf16 pull answers 2-byte rows and
+// echoes its precision; an fp16 push's scale is undone; an unknown
+// precision, a bad scale or a payload of the wrong size is INVALID_ARGUMENT
+// and changes nothing.
+TEST_P(PsServiceTest, HalfPrecisionPullsAndPushes) {
+  ASSERT_TRUE(ps_->Push("emb", std::vector<uint64_t>{2}, std::vector<float>(kDim, -3.0f), {}).ok());
+  v1::PullRequest req;
+  req.set_table("emb");
+  req.set_keys(PackKeys({1, 2}));
+  req.set_dim(kDim);
+  req.set_precision(v1::WIRE_PRECISION_BF16);
+  v1::PullResponse resp;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->Pull(&ctx, req, &resp).ok());
+  }
+  EXPECT_EQ(resp.precision(), v1::WIRE_PRECISION_BF16);
+  ASSERT_EQ(resp.rows().size(), 2u * kDim * 2);
+  uint16_t h;
+  std::memcpy(&h, resp.rows().data() + kDim * 2, 2);
+  EXPECT_EQ(wire::Bf16ToFloat(h), 3.0f);
+  req.set_precision(static_cast<v1::WirePrecision>(9));
+  {
+    grpc::ClientContext ctx;
+    const grpc::Status st = stub_->Pull(&ctx, req, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(st.error_message().find("wire precision 9"), std::string::npos) << st.error_message();
+  }
+
+  const std::vector<float> before = Snapshot();
+  auto push = [&](int precision, float scale, const std::string& grads) {
+    v1::PushRequest p;
+    p.set_table("emb");
+    p.set_keys(PackKeys({1}));
+    p.set_grads(grads);
+    p.set_precision(static_cast<v1::WirePrecision>(precision));
+    p.set_grad_scale(scale);
+    grpc::ClientContext ctx;
+    v1::PushResponse r;
+    return stub_->Push(&ctx, p, &r);
+  };
+  std::string half(kDim * 2, '\0');
+  const float scale = 1024.0f;
+  for (int d = 0; d < kDim; ++d) {
+    const uint16_t v = wire::FloatToFp16(-0.5f * scale);
+    std::memcpy(half.data() + 2 * d, &v, 2);
+  }
+  EXPECT_EQ(push(9, 0, half).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(push(v1::WIRE_PRECISION_FP16, 3.0f, half).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(push(v1::WIRE_PRECISION_FP16, scale, half.substr(1)).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(push(v1::WIRE_PRECISION_BF16, 0, half + half).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);  // 2 x dim values for 1 key
+  EXPECT_EQ(Snapshot(), before);
+  ASSERT_TRUE(push(v1::WIRE_PRECISION_FP16, scale, half).ok());
+  EXPECT_EQ(Snapshot()[0], before[0] + 0.5f);  // SGD, lr 1: w - (-0.5)
 }
 
 TEST_P(PsServiceTest, PullWithoutDimLooksItUp) {

@@ -68,7 +68,8 @@ TEST(ReadPullReplyTest, CopiesRowsAcrossSliceBoundaries) {
   for (size_t piece : {size_t{1}, size_t{3}, size_t{7}, size_t{4096}, size_t{1} << 20}) {
     grpc::ByteBuffer reply = Split(Reply(5, 333), piece);
     std::vector<float> out(333 * 5, -1.0f);
-    ASSERT_TRUE(ReadPullReply(&reply, 5, 333, absl::MakeSpan(out)).ok()) << piece;
+    ASSERT_TRUE(ReadPullReply(&reply, 5, 333, WirePrecision::kFp32, absl::MakeSpan(out)).ok())
+        << piece;
     for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], static_cast<float>(i) + 0.25f);
   }
   // A reply from protobuf itself (fields in the usual order) reads the same.
@@ -79,24 +80,82 @@ TEST(ReadPullReplyTest, CopiesRowsAcrossSliceBoundaries) {
   grpc::Slice slice(proto.SerializeAsString());
   grpc::ByteBuffer reply(&slice, 1);
   std::vector<float> out(4);
-  ASSERT_TRUE(ReadPullReply(&reply, 2, 2, absl::MakeSpan(out)).ok());
+  ASSERT_TRUE(ReadPullReply(&reply, 2, 2, WirePrecision::kFp32, absl::MakeSpan(out)).ok());
   EXPECT_EQ(out, rows);
 }
 
 TEST(ReadPullReplyTest, MalformedRepliesAreErrors) {
   std::vector<float> out(10 * 4);
   grpc::ByteBuffer wrong_dim = Reply(5, 8);  // 40 floats, but dim 5 not 4
-  EXPECT_FALSE(ReadPullReply(&wrong_dim, 4, 10, absl::MakeSpan(out)).ok());
+  EXPECT_FALSE(ReadPullReply(&wrong_dim, 4, 10, WirePrecision::kFp32, absl::MakeSpan(out)).ok());
   grpc::ByteBuffer wrong_count = Reply(4, 9);
-  EXPECT_FALSE(ReadPullReply(&wrong_count, 4, 10, absl::MakeSpan(out)).ok());
+  EXPECT_FALSE(ReadPullReply(&wrong_count, 4, 10, WirePrecision::kFp32, absl::MakeSpan(out)).ok());
   grpc::ByteBuffer full = Reply(4, 10);
   const size_t length = full.Length();
   for (size_t cut : {size_t{1}, size_t{3}, length / 2, length - 1}) {
     grpc::ByteBuffer truncated = Split(Reply(4, 10), 16, cut);
-    EXPECT_FALSE(ReadPullReply(&truncated, 4, 10, absl::MakeSpan(out)).ok()) << cut;
+    EXPECT_FALSE(ReadPullReply(&truncated, 4, 10, WirePrecision::kFp32, absl::MakeSpan(out)).ok())
+        << cut;
   }
   grpc::ByteBuffer ok = Reply(4, 10);
-  EXPECT_TRUE(ReadPullReply(&ok, 4, 10, absl::MakeSpan(out)).ok());
+  EXPECT_TRUE(ReadPullReply(&ok, 4, 10, WirePrecision::kFp32, absl::MakeSpan(out)).ok());
+}
+
+// bf16 / fp16 replies: protobuf parses the writer's bytes to the same
+// precision, scale and values; ReadPullReply decodes them across slice
+// boundaries, whether the scale comes before the rows (the writer) or after
+// (protobuf's own field order); a reply in another precision than asked is
+// an error that says so.
+TEST(PullReplyWriterTest, HalfPrecisionRepliesRoundTrip) {
+  constexpr uint32_t kDim = 6;
+  constexpr size_t kKeys = 77;
+  std::vector<float> values(kKeys * kDim);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = (static_cast<float>(i) - 200) * 1e-6f;
+  for (WirePrecision p : {WirePrecision::kBf16, WirePrecision::kFp16}) {
+    const float scale = p == WirePrecision::kFp16 ? Fp16Scale(values) : 1.0f;
+    PullReplyWriter w(kDim, values.size(), p);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(w.encoded_rows()) % 8, 0u);
+    EncodeValues(p, values, scale, w.encoded_rows());
+    grpc::ByteBuffer reply = w.Finish(scale);
+    {
+      grpc::ByteBuffer copy(reply);
+      grpc::ProtoBufferReader reader(&copy);
+      v1::PullResponse parsed;
+      ASSERT_TRUE(parsed.ParseFromZeroCopyStream(&reader));
+      EXPECT_EQ(parsed.dim(), kDim);
+      EXPECT_EQ(parsed.precision(), WirePrecisionNumber(p));
+      EXPECT_EQ(parsed.scale(), scale);
+      EXPECT_EQ(parsed.rows().size(), values.size() * 2);
+    }
+    std::vector<float> want = values;
+    RoundTrip(p, absl::MakeSpan(want));
+    for (size_t piece : {size_t{1}, size_t{5}, size_t{1} << 20}) {
+      grpc::ByteBuffer cut = Split(reply, piece);
+      std::vector<float> out(values.size());
+      ASSERT_TRUE(ReadPullReply(&cut, kDim, kKeys, p, absl::MakeSpan(out)).ok()) << piece;
+      EXPECT_EQ(out, want) << WirePrecisionName(p) << " " << piece;
+      grpc::ByteBuffer as_fp32 = Split(reply, piece);
+      const absl::Status wrong =
+          ReadPullReply(&as_fp32, kDim, kKeys, WirePrecision::kFp32, absl::MakeSpan(out));
+      EXPECT_FALSE(wrong.ok());
+    }
+    // Protobuf's own serialisation puts the scale after the rows.
+    v1::PullResponse proto;
+    proto.set_dim(kDim);
+    proto.set_precision(static_cast<v1::WirePrecision>(WirePrecisionNumber(p)));
+    proto.set_scale(EncodeFloatsAs(p, values, proto.mutable_rows()));
+    grpc::Slice slice(proto.SerializeAsString());
+    grpc::ByteBuffer from_proto(&slice, 1);
+    std::vector<float> out(values.size());
+    ASSERT_TRUE(ReadPullReply(&from_proto, kDim, kKeys, p, absl::MakeSpan(out)).ok());
+    EXPECT_EQ(out, want) << WirePrecisionName(p);
+  }
+  // An fp32 reply to a bf16 request (a PS that ignores the field) is refused.
+  grpc::ByteBuffer old = Reply(4, 10);
+  std::vector<float> out(40);
+  const absl::Status st = ReadPullReply(&old, 4, 10, WirePrecision::kBf16, absl::MakeSpan(out));
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("bf16"), std::string::npos) << st;
 }
 
 }  // namespace

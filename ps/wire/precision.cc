@@ -1,0 +1,252 @@
+#include "ps/wire/precision.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "brook/v1/ps.pb.h"
+#include "ps/wire/wire.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace brook::ps::wire {
+namespace {
+
+// The float32 bit tricks below are F. Giesen's ("half to float done quick",
+// float_to_half_fast3_rtne): exact, round-to-nearest-even, branch-light.
+constexpr uint32_t kF32Infinity = 255u << 23;
+constexpr uint32_t kF16MaxPlusOne = (127u + 16u) << 23;  // 65536.0f: Inf from here
+constexpr uint32_t kDenormMagic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
+
+float Bits(uint32_t u) { return std::bit_cast<float>(u); }
+uint32_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
+
+#if defined(__x86_64__)
+// F16C converts 8 values an instruction, rounding as FloatToFp16 does
+// (_MM_FROUND_TO_NEAREST_INT is ties-to-even).
+__attribute__((target("avx,f16c"))) void EncodeFp16F16c(const float* src, size_t n, float scale,
+                                                         uint16_t* dst) {
+  const __m256 s = _mm256_set1_ps(scale);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(src + i), s);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) dst[i] = FloatToFp16(src[i] * scale);
+}
+
+__attribute__((target("avx,f16c"))) void DecodeFp16F16c(const uint16_t* src, size_t n,
+                                                         float inv_scale, float* dst) {
+  const __m256 s = _mm256_set1_ps(inv_scale);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_cvtph_ps(h), s));
+  }
+  for (; i < n; ++i) dst[i] = Fp16ToFloat(src[i]) * inv_scale;
+}
+
+bool HasF16c() {
+  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return has;
+}
+#else
+bool HasF16c() { return false; }
+#endif
+
+}  // namespace
+
+uint16_t FloatToBf16(float value) {
+  uint32_t u = Bits(value);
+  if ((u & 0x7fffffffu) > kF32Infinity) return static_cast<uint16_t>((u >> 16) | 0x40u);  // qNaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float Bf16ToFloat(uint16_t bits) { return Bits(static_cast<uint32_t>(bits) << 16); }
+
+uint16_t FloatToFp16(float value) {
+  uint32_t f = Bits(value);
+  const uint32_t sign = f & 0x80000000u;
+  f ^= sign;
+  uint32_t out;
+  if (f >= kF16MaxPlusOne) {
+    out = f > kF32Infinity ? 0x7e00u : 0x7c00u;  // NaN -> qNaN, too large -> Inf
+  } else if (f < (113u << 23)) {
+    // Below fp16's smallest normal: let the FPU round the subnormal.
+    out = Bits(Bits(f) + Bits(kDenormMagic)) - kDenormMagic;
+  } else {
+    const uint32_t mant_odd = (f >> 13) & 1u;
+    f += (static_cast<uint32_t>(15 - 127) << 23) + 0xfffu;
+    f += mant_odd;
+    out = f >> 13;  // a carry into the exponent rounds up to Inf correctly
+  }
+  return static_cast<uint16_t>(out | (sign >> 16));
+}
+
+float Fp16ToFloat(uint16_t bits) {
+  constexpr uint32_t kShiftedExp = 0x7c00u << 13;
+  uint32_t o = (static_cast<uint32_t>(bits) & 0x7fffu) << 13;
+  const uint32_t exp = kShiftedExp & o;
+  o += (127u - 15u) << 23;
+  float result;
+  if (exp == kShiftedExp) {
+    result = Bits(o + ((128u - 16u) << 23));  // Inf / NaN
+  } else if (exp == 0) {
+    result = Bits(o + (1u << 23)) - Bits(113u << 23);  // zero / subnormal
+  } else {
+    result = Bits(o);
+  }
+  return Bits(Bits(result) | ((static_cast<uint32_t>(bits) & 0x8000u) << 16));
+}
+
+float Fp16Scale(absl::Span<const float> values) {
+  float max_abs = 0;
+  for (float v : values) {
+    const float a = std::fabs(v);
+    // NaN compares false; Inf is left out explicitly.
+    if (a > max_abs && a <= std::numeric_limits<float>::max()) max_abs = a;
+  }
+  if (max_abs == 0) return 1.0f;
+  int exponent = 0;
+  std::frexp(max_abs, &exponent);  // max_abs = f x 2^exponent, f in [0.5, 1)
+  // max_abs x 2^(15 - exponent) = f x 2^15, in [2^14, 2^15).
+  const int shift = std::clamp(15 - exponent, -126, 127);
+  return std::ldexp(1.0f, shift);
+}
+
+void EncodeValues(WirePrecision precision, absl::Span<const float> values, float scale,
+                  char* dst) {
+  const size_t n = values.size();
+  switch (precision) {
+    case WirePrecision::kFp32:
+      std::memcpy(dst, values.data(), n * sizeof(float));
+      return;
+    case WirePrecision::kBf16: {
+      // Through a small aligned buffer: dst may sit at any byte.
+      uint16_t buf[256];
+      for (size_t i = 0; i < n; i += 256) {
+        const size_t m = std::min<size_t>(256, n - i);
+        for (size_t j = 0; j < m; ++j) buf[j] = FloatToBf16(values[i + j]);
+        std::memcpy(dst + 2 * i, buf, 2 * m);
+      }
+      return;
+    }
+    case WirePrecision::kFp16: {
+      uint16_t buf[256];
+      for (size_t i = 0; i < n; i += 256) {
+        const size_t m = std::min<size_t>(256, n - i);
+#if defined(__x86_64__)
+        if (HasF16c()) {
+          EncodeFp16F16c(values.data() + i, m, scale, buf);
+        } else
+#endif
+        {
+          for (size_t j = 0; j < m; ++j) buf[j] = FloatToFp16(values[i + j] * scale);
+        }
+        std::memcpy(dst + 2 * i, buf, 2 * m);
+      }
+      return;
+    }
+  }
+}
+
+void DecodeValues(WirePrecision precision, const char* src, size_t n, float scale, float* dst) {
+  switch (precision) {
+    case WirePrecision::kFp32:
+      std::memcpy(dst, src, n * sizeof(float));
+      return;
+    case WirePrecision::kBf16: {
+      uint16_t buf[256];
+      for (size_t i = 0; i < n; i += 256) {
+        const size_t m = std::min<size_t>(256, n - i);
+        std::memcpy(buf, src + 2 * i, 2 * m);
+        for (size_t j = 0; j < m; ++j) dst[i + j] = Bf16ToFloat(buf[j]);
+      }
+      return;
+    }
+    case WirePrecision::kFp16: {
+      const float inv = 1.0f / scale;  // exact: scale is a power of two
+      uint16_t buf[256];
+      for (size_t i = 0; i < n; i += 256) {
+        const size_t m = std::min<size_t>(256, n - i);
+        std::memcpy(buf, src + 2 * i, 2 * m);
+#if defined(__x86_64__)
+        if (HasF16c()) {
+          DecodeFp16F16c(buf, m, inv, dst + i);
+          continue;
+        }
+#endif
+        for (size_t j = 0; j < m; ++j) dst[i + j] = Fp16ToFloat(buf[j]) * inv;
+      }
+      return;
+    }
+  }
+}
+
+static_assert(v1::WIRE_PRECISION_FP32 == static_cast<int>(WirePrecision::kFp32));
+static_assert(v1::WIRE_PRECISION_BF16 == static_cast<int>(WirePrecision::kBf16));
+static_assert(v1::WIRE_PRECISION_FP16 == static_cast<int>(WirePrecision::kFp16));
+
+int WirePrecisionNumber(WirePrecision precision) { return static_cast<int>(precision); }
+
+absl::StatusOr<WirePrecision> WirePrecisionFromNumber(int number, std::string_view what) {
+  if (number >= 0 && number <= static_cast<int>(WirePrecision::kFp16)) {
+    return static_cast<WirePrecision>(number);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(what), ": wire precision ", number, " is none of fp32 (0), bf16 (1), fp16 (2)"));
+}
+
+float EncodeFloatsAs(WirePrecision precision, absl::Span<const float> values, std::string* out) {
+  const float scale = precision == WirePrecision::kFp16 ? Fp16Scale(values) : 1.0f;
+  out->resize(values.size() * WireValueBytes(precision));
+  EncodeValues(precision, values, scale, out->data());
+  return scale;
+}
+
+absl::StatusOr<absl::Span<const float>> DecodeFloatsAs(WirePrecision precision,
+                                                       std::string_view bytes, float scale,
+                                                       std::vector<float>* scratch,
+                                                       std::string_view what) {
+  if (precision == WirePrecision::kFp32) return DecodeFloats(bytes, scratch, what);
+  RETURN_IF_ERROR(CheckScale(&scale, what));
+  const size_t size = WireValueBytes(precision);
+  if (bytes.size() % size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(what), ": ", bytes.size(),
+                                                   " bytes is not a multiple of ", size, " (",
+                                                   std::string(WirePrecisionName(precision)), ")"));
+  }
+  const size_t n = bytes.size() / size;
+  scratch->resize(n);
+  DecodeValues(precision, bytes.data(), n, scale, scratch->data());
+  return absl::Span<const float>(*scratch);
+}
+
+void RoundTrip(WirePrecision precision, absl::Span<float> values) {
+  if (precision == WirePrecision::kFp32 || values.empty()) return;
+  std::string bytes;
+  const float scale = EncodeFloatsAs(precision, values, &bytes);
+  DecodeValues(precision, bytes.data(), values.size(), scale, values.data());
+}
+
+absl::Status CheckScale(float* scale, std::string_view what) {
+  if (*scale == 0) {
+    *scale = 1.0f;
+    return absl::OkStatus();
+  }
+  int exponent = 0;
+  const float fraction = std::isfinite(*scale) ? std::frexp(*scale, &exponent) : 0;
+  if (*scale > 0 && fraction == 0.5f) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(what), ": scale ", *scale, " is not a finite power of two > 0"));
+}
+
+}  // namespace brook::ps::wire
