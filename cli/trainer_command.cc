@@ -86,6 +86,7 @@ struct TrainerFlags {
   std::string lr_decay = "constant";
   float embedding_init_range = 0.05f;
   std::string embedding_optimizer = "adagrad";
+  std::string wire = "fp32";  // tables.default.wire
   bool eval_only = false;
   std::string on_corrupt = "fail";  // fail | skip (data.on_corrupt)
   std::string compression;          // "": the job's data.compression, else auto
@@ -295,6 +296,7 @@ chief::JobSpec StandaloneSpec(const TrainerFlags& f, const input::FeatureSpec& f
   js.table_optimizers = options.table_optimizers;
   js.lr_schedule = options.lr_schedule;
   js.embedding_init = options.embedding_init;
+  js.table_defaults = options.table_defaults;
   js.training.batch_size = f.batch_size;
   js.training.epochs = f.max_steps > 0 ? 0 : f.epochs;
   js.training.steps = f.max_steps;
@@ -481,6 +483,7 @@ absl::Status RunTrainer(const TrainerFlags& f) {
     // The name was checked by CLI11 (IsMember below).
     options.embedding_optimizer.kind = *ps::OptimizerKindFromName(f.embedding_optimizer);
   }
+  if (Use(f, "--wire")) options.table_defaults.wire = *ps::WirePrecisionFromName(f.wire);
   if (Use(f, "--embedding-init-range")) {
     options.embedding_init.kind = ps::InitializerKind::kUniform;
     options.embedding_init.low = -f.embedding_init_range;
@@ -571,6 +574,11 @@ absl::Status RunTrainer(const TrainerFlags& f) {
                         {"input_wait_seconds", s.input_wait_seconds},
                         {"ps_wait_seconds", s.ps_wait_seconds},
                         {"compute_seconds", s.compute_seconds}};
+  // What training moved to and from the PS per example (evaluation excluded).
+  const double per_example = s.examples > 0 ? 1.0 / static_cast<double>(s.examples) : 0.0;
+  out["ps_payload_bytes_per_example"] = {
+      {"pull", static_cast<double>(s.ps_pull_bytes) * per_example},
+      {"push", static_cast<double>(s.ps_push_bytes) * per_example}};
   if (train_stats.corrupt_regions + train_stats.bad_examples > 0) {
     std::cerr << absl::StrFormat(
         "brook trainer: skipped %d corrupt regions (%d bytes) and %d records that do not parse "
@@ -740,6 +748,11 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
   cmd->add_option("--embedding-optimizer", f->embedding_optimizer,
                   "Optimizer of the embedding tables (applied on the PS)")
       ->check(CLI::IsMember({"sgd", "adagrad", "adam", "ftrl"}))
+      ->capture_default_str();
+  cmd->add_option("--wire", f->wire,
+                  "Wire precision of every embedding table's pulls and pushes (a job's "
+                  "tables.default.wire); the PS keeps fp32 weights either way")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
       ->capture_default_str();
   cmd->add_option("--embedding-init-range", f->embedding_init_range,
                   "Deep embedding rows start uniform in [-R, R) (wide weights start at 0)")

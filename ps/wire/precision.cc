@@ -1,14 +1,14 @@
 #include "ps/wire/precision.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
 #include "brook/v1/ps.pb.h"
+#include "common/status_macros.h"
 #include "ps/wire/wire.h"
 
 #if defined(__x86_64__)
@@ -31,7 +31,7 @@ uint32_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
 // F16C converts 8 values an instruction, rounding as FloatToFp16 does
 // (_MM_FROUND_TO_NEAREST_INT is ties-to-even).
 __attribute__((target("avx,f16c"))) void EncodeFp16F16c(const float* src, size_t n, float scale,
-                                                         uint16_t* dst) {
+                                                        uint16_t* dst) {
   const __m256 s = _mm256_set1_ps(scale);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -43,7 +43,7 @@ __attribute__((target("avx,f16c"))) void EncodeFp16F16c(const float* src, size_t
 }
 
 __attribute__((target("avx,f16c"))) void DecodeFp16F16c(const uint16_t* src, size_t n,
-                                                         float inv_scale, float* dst) {
+                                                        float inv_scale, float* dst) {
   const __m256 s = _mm256_set1_ps(inv_scale);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -122,8 +122,7 @@ float Fp16Scale(absl::Span<const float> values) {
   return std::ldexp(1.0f, shift);
 }
 
-void EncodeValues(WirePrecision precision, absl::Span<const float> values, float scale,
-                  char* dst) {
+void EncodeValues(WirePrecision precision, absl::Span<const float> values, float scale, char* dst) {
   const size_t n = values.size();
   switch (precision) {
     case WirePrecision::kFp32:
@@ -201,8 +200,8 @@ absl::StatusOr<WirePrecision> WirePrecisionFromNumber(int number, std::string_vi
   if (number >= 0 && number <= static_cast<int>(WirePrecision::kFp16)) {
     return static_cast<WirePrecision>(number);
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat(std::string(what), ": wire precision ", number, " is none of fp32 (0), bf16 (1), fp16 (2)"));
+  return absl::InvalidArgumentError(absl::StrCat(std::string(what), ": wire precision ", number,
+                                                 " is none of fp32 (0), bf16 (1), fp16 (2)"));
 }
 
 float EncodeFloatsAs(WirePrecision precision, absl::Span<const float> values, std::string* out) {

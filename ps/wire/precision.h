@@ -44,8 +44,7 @@ float Fp16Scale(absl::Span<const float> values);
 
 // Writes values x scale in `precision` to dst (values.size() x
 // WireValueBytes bytes; any alignment). scale is 1 for fp32 and bf16.
-void EncodeValues(WirePrecision precision, absl::Span<const float> values, float scale,
-                  char* dst);
+void EncodeValues(WirePrecision precision, absl::Span<const float> values, float scale, char* dst);
 // Reads n values of `precision` from src (any alignment) into dst, each
 // divided by `scale`.
 void DecodeValues(WirePrecision precision, const char* src, size_t n, float scale, float* dst);

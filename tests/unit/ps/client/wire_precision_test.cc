@@ -137,9 +137,10 @@ TEST_P(WirePrecisionTest, BatchesOfMixedPrecisionEqualPerTableCalls) {
     BROOK_ASSERT_OK(client_->Push(twin, keys, grads, 1));
   }
   std::vector<float> a(keys.size() * kWireDim), b(a.size()), c(a.size());
-  BROOK_ASSERT_OK(client_->PullBatch(
-      {{"a", keys, absl::MakeSpan(a)}, {"b", keys, absl::MakeSpan(b)}, {"c", keys, absl::MakeSpan(c)}},
-      {}));
+  BROOK_ASSERT_OK(client_->PullBatch({{"a", keys, absl::MakeSpan(a)},
+                                      {"b", keys, absl::MakeSpan(b)},
+                                      {"c", keys, absl::MakeSpan(c)}},
+                                     {}));
   const std::vector<float> b2 = Pull("b2", keys);
   EXPECT_EQ(a, Pull("a2", keys));
   EXPECT_EQ(b, b2);

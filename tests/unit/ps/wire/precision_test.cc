@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <bit>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -108,8 +108,8 @@ TEST(EncodeValuesTest, BulkPathsEqualTheReference) {
         const uint16_t want =
             p == WirePrecision::kBf16 ? FloatToBf16(values[i]) : FloatToFp16(values[i] * scale);
         ASSERT_EQ(got, want) << WirePrecisionName(p) << " value " << values[i] << " at " << i;
-        const float decoded = p == WirePrecision::kBf16 ? Bf16ToFloat(want)
-                                                         : Fp16ToFloat(want) * (1.0f / scale);
+        const float decoded =
+            p == WirePrecision::kBf16 ? Bf16ToFloat(want) : Fp16ToFloat(want) * (1.0f / scale);
         ASSERT_EQ(std::bit_cast<uint32_t>(back[i]), std::bit_cast<uint32_t>(decoded)) << i;
       }
     }
