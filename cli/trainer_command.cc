@@ -152,6 +152,8 @@ absl::Status ApplyJob(TrainerFlags* f) {
   if (keep("--lr-decay-steps")) o.lr_schedule.decay_steps = f->options.lr_schedule.decay_steps;
   if (keep("--lr-decay-rate")) o.lr_schedule.decay_rate = f->options.lr_schedule.decay_rate;
   if (keep("--lr-min-scale")) o.lr_schedule.min_scale = f->options.lr_schedule.min_scale;
+  if (keep("--cache-rows")) o.cache.rows = f->options.cache.rows;
+  if (keep("--cache-refresh-steps")) o.cache.refresh_steps = f->options.cache.refresh_steps;
   f->options = o;
   f->job_spec = std::move(job);
   return absl::OkStatus();
@@ -204,6 +206,13 @@ std::shared_ptr<prometheus::Collectable> TrainerCollector(
     set.Add(seconds, {{"phase", "compute"}}, s.compute_seconds);
     set.Add(seconds, {{"phase", "pull"}}, s.pull_seconds);
     set.Add(seconds, {{"phase", "push"}}, s.push_seconds);
+    auto* lookups = set.Counter("brook_trainer_cache_lookups_total",
+                                "Unique rows of training pulls served by the row cache (hit) or "
+                                "pulled from the PS (miss); with a job's cache only");
+    if (s.cache_hits + s.cache_misses > 0) {
+      set.Add(lookups, {{"result", "hit"}}, static_cast<double>(s.cache_hits));
+      set.Add(lookups, {{"result", "miss"}}, static_cast<double>(s.cache_misses));
+    }
     auto* payload = set.Counter("brook_trainer_ps_payload_bytes_total",
                                 "Payload bytes of embedding pulls (keys + rows) and pushes (keys "
                                 "+ gradients) in the tables' wire precision, by call");
@@ -297,6 +306,7 @@ chief::JobSpec StandaloneSpec(const TrainerFlags& f, const input::FeatureSpec& f
   js.lr_schedule = options.lr_schedule;
   js.embedding_init = options.embedding_init;
   js.table_defaults = options.table_defaults;
+  js.cache = options.cache;
   js.training.batch_size = f.batch_size;
   js.training.epochs = f.max_steps > 0 ? 0 : f.epochs;
   js.training.steps = f.max_steps;
@@ -576,6 +586,12 @@ absl::Status RunTrainer(const TrainerFlags& f) {
                         {"compute_seconds", s.compute_seconds}};
   // What training moved to and from the PS per example (evaluation excluded).
   const double per_example = s.examples > 0 ? 1.0 / static_cast<double>(s.examples) : 0.0;
+  if (s.cache_hits + s.cache_misses > 0) {
+    out["cache"] = {{"hits", s.cache_hits},
+                    {"misses", s.cache_misses},
+                    {"hit_ratio", static_cast<double>(s.cache_hits) /
+                                      static_cast<double>(s.cache_hits + s.cache_misses)}};
+  }
   out["ps_payload_bytes_per_example"] = {
       {"pull", static_cast<double>(s.ps_pull_bytes) * per_example},
       {"push", static_cast<double>(s.ps_push_bytes) * per_example}};
@@ -748,6 +764,16 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
   cmd->add_option("--embedding-optimizer", f->embedding_optimizer,
                   "Optimizer of the embedding tables (applied on the PS)")
       ->check(CLI::IsMember({"sgd", "adagrad", "adam", "ftrl"}))
+      ->capture_default_str();
+  cmd->add_option("--cache-rows", f->options.cache.rows,
+                  "Rows per embedding table the trainer keeps between pulls (a job's cache.rows; 0 "
+                  "= no cache)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 32))
+      ->capture_default_str();
+  cmd->add_option("--cache-refresh-steps", f->options.cache.refresh_steps,
+                  "A cached row is pulled again this many steps after its pull (a job's "
+                  "cache.refresh_steps)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
   cmd->add_option("--wire", f->wire,
                   "Wire precision of every embedding table's pulls and pushes (a job's "

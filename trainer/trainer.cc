@@ -1,6 +1,7 @@
 #include "trainer/trainer.h"
 
 #include <chrono>
+#include <cstring>
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -182,9 +183,19 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(ps::PsClient* ps, const
   }
   RETURN_IF_ERROR(options.lr_schedule.Validate());
   ASSIGN_OR_RETURN(ModelBatchBuilder builder, ModelBatchBuilder::Create(spec, features));
+  if (options.cache.enabled() && options.cache.refresh_steps < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("trainer: cache refresh_steps ",
+                                                   options.cache.refresh_steps, " must be >= 1"));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Create(spec, backend));
   std::unique_ptr<Trainer> t(new Trainer(ps, spec, options, std::move(builder), std::move(model)));
   t->backend_ = backend;
+  if (options.cache.enabled()) {
+    for (const TableSpec& table : t->model_->layout().tables) {
+      t->caches_.push_back(
+          std::make_unique<RowCache>(table.dim, options.cache.rows, options.cache.refresh_steps));
+    }
+  }
   return t;
 }
 
@@ -228,6 +239,40 @@ absl::Status Trainer::Pull(const ModelBatch& batch, std::vector<std::vector<floa
   absl::Status pulled = ps_->PullBatch(tables, dense);
   if (RedeclareLostTables(pulled)) pulled = ps_->PullBatch(tables, dense);
   return pulled;
+}
+
+absl::Status Trainer::PullThroughCache(const ModelBatch& batch, int64_t step,
+                                       std::vector<std::vector<float>>* rows,
+                                       std::vector<std::vector<float>>* params) {
+  const size_t n = batch.tables.size();
+  rows->resize(n);
+  std::vector<std::vector<uint32_t>> missing(n);
+  std::vector<std::vector<uint64_t>> missing_keys(n);
+  std::vector<std::vector<float>> missing_rows(n);
+  ModelBatch misses;  // only the tables' keys the cache lacks
+  misses.tables.resize(n);
+  int64_t hits = 0, pulled = 0;
+  for (size_t t = 0; t < n; ++t) {
+    const TableKeys& keys = batch.tables[t];
+    (*rows)[t].resize(keys.unique_keys.size() * static_cast<size_t>(keys.dim));
+    caches_[t]->Lookup(keys.unique_keys, step, absl::MakeSpan((*rows)[t]), &missing[t]);
+    misses.tables[t].dim = keys.dim;
+    for (uint32_t i : missing[t]) misses.tables[t].unique_keys.push_back(keys.unique_keys[i]);
+    hits += static_cast<int64_t>(keys.unique_keys.size() - missing[t].size());
+    pulled += static_cast<int64_t>(missing[t].size());
+  }
+  RETURN_IF_ERROR(Pull(misses, &missing_rows, params));
+  for (size_t t = 0; t < n; ++t) {
+    const size_t dim = static_cast<size_t>(batch.tables[t].dim);
+    for (size_t j = 0; j < missing[t].size(); ++j) {
+      std::memcpy((*rows)[t].data() + missing[t][j] * dim, missing_rows[t].data() + j * dim,
+                  dim * sizeof(float));
+    }
+    caches_[t]->Insert(misses.tables[t].unique_keys, missing_rows[t], step);
+  }
+  cache_hits_.fetch_add(hits, std::memory_order_relaxed);
+  cache_misses_.fetch_add(pulled, std::memory_order_relaxed);
+  return absl::OkStatus();
 }
 
 bool Trainer::RedeclareLostTables(const absl::Status& status) {
@@ -407,7 +452,9 @@ absl::Status Trainer::PullMicroBatch(TrainRun* run, InFlight* item, bool refresh
   std::shared_ptr<DenseValues> fresh;
   if (refresh) fresh = std::make_shared<DenseValues>();
   const auto t0 = Clock::now();
-  absl::Status pulled = Pull(item->batch, &item->rows, fresh.get());
+  absl::Status pulled = caches_.empty()
+                            ? Pull(item->batch, &item->rows, fresh.get())
+                            : PullThroughCache(item->batch, item->step, &item->rows, fresh.get());
   AddSeconds(&TrainerStats::pull_seconds, Since(t0));
   RETURN_IF_ERROR(pulled);
   if (refresh) *params = std::move(fresh);
@@ -577,6 +624,8 @@ TrainerStats Trainer::stats() const {
   const ps::PsTraffic traffic = ps_->Traffic();
   s.ps_pull_bytes = traffic.pull_bytes - traffic_base_.pull_bytes;
   s.ps_push_bytes = traffic.push_bytes - traffic_base_.push_bytes;
+  s.cache_hits = cache_hits_.load(std::memory_order_relaxed);
+  s.cache_misses = cache_misses_.load(std::memory_order_relaxed);
   if (backend_ != nullptr) s.device = backend_->device_stats();
   return s;
 }

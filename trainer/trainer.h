@@ -56,6 +56,7 @@
 #include "trainer/model/model_batch.h"
 #include "trainer/model/model_spec.h"
 #include "trainer/model/quality_metrics.h"
+#include "trainer/row_cache.h"
 
 namespace brook::trainer {
 
@@ -74,6 +75,16 @@ struct TableSettings {
 
   bool empty() const { return *this == TableSettings{}; }
   friend bool operator==(const TableSettings&, const TableSettings&) = default;
+};
+
+// A job spec's `cache:`: hot embedding rows kept by the trainer between
+// pulls (trainer/row_cache.h). rows == 0: off.
+struct RowCacheOptions {
+  int64_t rows = 0;           // per table
+  int64_t refresh_steps = 8;  // a cached row is pulled again this many steps after its pull
+
+  bool enabled() const { return rows > 0; }
+  friend bool operator==(const RowCacheOptions&, const RowCacheOptions&) = default;
 };
 
 struct TrainerOptions {
@@ -126,6 +137,8 @@ struct TrainerOptions {
     o.learning_rate = 0.001f;
     return o;
   }();
+  // Training pulls serve fresh-enough rows from a cache (evaluation never does).
+  RowCacheOptions cache;
 };
 
 // The options the trainer creates table `t` with on the PS.
@@ -161,6 +174,10 @@ struct TrainerStats {
   // (ps::PsTraffic).
   uint64_t ps_pull_bytes = 0;
   uint64_t ps_push_bytes = 0;
+  // Training pulls' unique rows served by the row cache / pulled from the PS
+  // (both 0 without a cache).
+  int64_t cache_hits = 0;
+  int64_t cache_misses = 0;
   // The backend's device (GPU memory, utilization); nullopt on the CPU.
   std::optional<DeviceStats> device;
 };
@@ -283,6 +300,12 @@ class Trainer {
   // table) and, when params is not null, every dense variable into *params.
   absl::Status Pull(const ModelBatch& batch, std::vector<std::vector<float>>* rows,
                     std::vector<std::vector<float>>* params);
+  // Pull stage, with a row cache: the rows of `batch` at optimizer step
+  // `step`, only the cache's misses from the PS (and the dense variables
+  // when params is not null).
+  absl::Status PullThroughCache(const ModelBatch& batch, int64_t step,
+                                std::vector<std::vector<float>>* rows,
+                                std::vector<std::vector<float>>* params);
   // True when `status` says a PS lost the job's tables and Setup() declared
   // them again: the caller retries its call once.
   bool RedeclareLostTables(const absl::Status& status);
@@ -294,6 +317,10 @@ class Trainer {
   ModelBatchBuilder builder_;
   std::unique_ptr<Model> model_;
   Backend* backend_ = nullptr;  // not owned; its device_stats() feed stats()
+
+  // Per table of the layout, when options_.cache is on; the pull stage's.
+  std::vector<std::unique_ptr<RowCache>> caches_;
+  std::atomic<int64_t> cache_hits_{0}, cache_misses_{0};
 
   std::atomic<bool> stop_requested_{false};
   std::atomic<int64_t> steps_pulled_{0};       // optimizer steps whose first pull was sent

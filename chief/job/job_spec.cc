@@ -35,9 +35,9 @@ constexpr float kNoMax = std::numeric_limits<float>::max();
 // sparse, dense): ModelSpec::FromYaml reads the whole document and must be
 // told to leave these alone.
 constexpr std::string_view kJobSections[] = {
-    "name",      "priority",       "data",      "features",  "model_file",
-    "optimizer", "embedding_init", "training",  "trainers",  "checkpoint",
-    "export",    "eval",           "retention", "init_from", "tables"};
+    "name",           "priority",  "data",     "features",   "model_file", "optimizer",
+    "embedding_init", "training",  "trainers", "checkpoint", "export",     "eval",
+    "retention",      "init_from", "tables",   "cache"};
 
 // The 1-based line of the first byte sequence that is not UTF-8 (RFC 3629:
 // no overlong forms, no surrogates, nothing past U+10FFFF), or 0 if the text
@@ -661,10 +661,11 @@ absl::StatusOr<JobSpec> FromYamlImpl(const std::string& yaml, const std::string&
   const YAML::Node doc = yaml::LoadDocument(yaml);
   if (!doc || doc.IsNull()) return FieldError(kJobSpec, 0, "empty document");
   MapReader root(doc, "", std::string(kJobSpec));
-  RETURN_IF_ERROR(root.Check({"name", "priority", "data", "features", "model", "sparse", "dense",
-                              "model_file", "optimizer", "embedding_init", "training", "trainers",
-                              "checkpoint", "export", "eval", "retention", "init_from", "tables"},
-                             "{name: my-job, data: {...}, features: ..., model: {...}}"));
+  RETURN_IF_ERROR(
+      root.Check({"name", "priority", "data", "features", "model", "sparse", "dense", "model_file",
+                  "optimizer", "embedding_init", "training", "trainers", "checkpoint", "export",
+                  "eval", "retention", "init_from", "tables", "cache"},
+                 "{name: my-job, data: {...}, features: ..., model: {...}}"));
   JobSpec spec;
   if (!root.Has("name")) return root.Missing("name", "a DNS label such as my-job-1");
   RETURN_IF_ERROR(root.String("name", &spec.name));
@@ -711,6 +712,14 @@ absl::StatusOr<JobSpec> FromYamlImpl(const std::string& yaml, const std::string&
     spec.export_dir = Resolve(base_dir, spec.export_dir);
   }
   if (root.Has("init_from")) RETURN_IF_ERROR(ReadInitFrom(root, base_dir, &spec.init_from));
+  if (root.Has("cache")) {
+    MapReader r(root.Get("cache"), "cache");
+    RETURN_IF_ERROR(r.Check({"rows", "refresh_steps"}, "{rows: 1000000, refresh_steps: 8}"));
+    if (!r.Has("rows")) return r.Missing("rows", "the rows a trainer caches per table");
+    RETURN_IF_ERROR(r.Int("rows", int64_t{1}, int64_t{1} << 32, &spec.cache.rows));
+    RETURN_IF_ERROR(
+        r.Int("refresh_steps", int64_t{1}, int64_t{1} << 20, &spec.cache.refresh_steps));
+  }
   if (root.Has("eval")) {
     MapReader r(root.Get("eval"), "eval");
     RETURN_IF_ERROR(r.Check({"every_steps"}, "{every_steps: 1000}"));

@@ -19,6 +19,7 @@
 //   checkpoint: {dir: PATH, interval_seconds: 600, interval_steps: 0, keep: 3}
 //   export: {dir: PATH}
 //   eval: {every_steps: 0}
+//   cache: {rows: 1000000, refresh_steps: 8}
 //   init_from: {path: EXPORT_OR_CHECKPOINT_DIR, tables: [T, ...]}   # or init_from: DIR
 //
 // Errors are InvalidArgument naming the field path (e.g.
@@ -138,6 +139,9 @@ struct JobSpec {
   JobCheckpointSpec checkpoint;
   std::string export_dir;        // "" = no export (the section is absent)
   int64_t eval_every_steps = 0;  // 0 = evaluate only at the end
+  // `cache`: trainers serve rows pulled within refresh_steps steps from a
+  // cache of `rows` rows per table (trainer/row_cache.h); absent: off.
+  trainer::RowCacheOptions cache;
   JobInitFromSpec init_from;
   // Seconds a finished job's tables stay on the PS nodes before the chief
   // drops them: after a cancel or failure, or a success with neither export

@@ -241,6 +241,10 @@ Json ToJson(const JobSpec& s) {
   }
   if (!s.export_dir.empty()) j["export"] = {{"dir", s.export_dir}};
   // Only when set, like retention: a spec without it hashes as before.
+  if (s.cache.enabled()) {
+    j["cache"] = {{"rows", s.cache.rows}, {"refresh_steps", s.cache.refresh_steps}};
+  }
+  // Only when set, like retention: a spec without it hashes as before.
   if (!s.init_from.path.empty()) {
     Json init = {{"path", s.init_from.path}};
     if (!s.init_from.tables.empty()) init["tables"] = s.init_from.tables;
@@ -265,6 +269,7 @@ trainer::TrainerOptions JobSpec::ToTrainerOptions() const {
   o.accumulation_steps = training.accumulation_steps;
   o.lr_schedule = lr_schedule;
   o.dense_optimizer = dense_optimizer;
+  o.cache = cache;
   return o;
 }
 

@@ -166,5 +166,31 @@ TEST(JobSpecTablesTest, ErrorsNameTheFieldAndLine) {
   }
 }
 
+// `cache`: the trainers' row cache, through the canonical JSON to their
+// options; absent, nothing changes (nor the spec's hash); bad values name
+// the field and line.
+TEST(JobSpecTablesTest, TheCacheSectionReachesTheTrainerOptions) {
+  const std::string yaml = TablesJob("cache: {rows: 50000, refresh_steps: 4}\n");
+  absl::StatusOr<JobSpec> spec = JobSpec::FromYaml(yaml, "/jobs/x");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->ToTrainerOptions().cache.rows, 50000);
+  EXPECT_EQ(spec->ToTrainerOptions().cache.refresh_steps, 4);
+  absl::StatusOr<JobSpec> again = JobSpec::FromYaml(spec->CanonicalJson(), "");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->cache, spec->cache);
+  absl::StatusOr<JobSpec> plain = JobSpec::FromYaml(TablesJob(""), "/jobs/x");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->ToTrainerOptions().cache.enabled());
+  EXPECT_EQ(plain->CanonicalJson().find("\"cache\""), std::string::npos);
+  EXPECT_NE(plain->SpecHash(), spec->SpecHash());
+  const std::string missing = TablesJob("cache: {refresh_steps: 4}\n");
+  EXPECT_THAT(TablesError(missing), AllOf(HasSubstr("cache.rows"), HasSubstr("missing")));
+  const std::string zero = TablesJob("cache:\n  rows: 0\n");
+  EXPECT_THAT(TablesError(zero),
+              HasSubstr(absl::StrCat("cache.rows (line ", LineIn(zero, "rows: 0"), ")")));
+  const std::string refresh = TablesJob("cache: {rows: 10, refresh_steps: 0}\n");
+  EXPECT_THAT(TablesError(refresh), HasSubstr("cache.refresh_steps"));
+}
+
 }  // namespace
 }  // namespace brook::chief

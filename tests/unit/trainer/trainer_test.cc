@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -449,6 +451,137 @@ TEST_F(TrainerTest, InFlightStepsStayWithinTheStalenessBoundAndDrainToZero) {
   EXPECT_LE(most, 4);  // staleness + 1
   EXPECT_GE(most, 1);
   EXPECT_EQ(t->stats().in_flight_steps, 0);
+}
+
+// Forwards every call to `inner` and records, per PullBatch / PushBatch
+// call, the (table, key) pairs it carried.
+class RecordingPsClient final : public ps::PsClient {
+ public:
+  using Keys = std::set<std::pair<std::string, uint64_t>>;
+  explicit RecordingPsClient(ps::PsClient* inner)
+      : PsClient(inner->num_shards(), inner->client_id()), inner_(inner) {}
+
+  absl::Status CreateTable(const ps::TableOptions& o) override { return inner_->CreateTable(o); }
+  absl::Status DropTable(std::string_view t) override { return inner_->DropTable(t); }
+  absl::StatusOr<ps::DroppedTables> DropTablesWithPrefix(std::string_view p) override {
+    return inner_->DropTablesWithPrefix(p);
+  }
+  absl::Status Pull(std::string_view t, absl::Span<const uint64_t> k,
+                    absl::Span<float> out) override {
+    return inner_->Pull(t, k, out);
+  }
+  absl::Status Push(std::string_view t, absl::Span<const uint64_t> k, absl::Span<const float> g,
+                    int64_t step) override {
+    return inner_->Push(t, k, g, step);
+  }
+  absl::Status CreateDense(absl::Span<const ps::DenseOptions> v) override {
+    return inner_->CreateDense(v);
+  }
+  absl::Status PullDense(std::string_view n, absl::Span<float> out) override {
+    return inner_->PullDense(n, out);
+  }
+  absl::Status PushDense(std::string_view n, absl::Span<const float> g, int64_t step) override {
+    return inner_->PushDense(n, g, step);
+  }
+  absl::Status PullBatch(absl::Span<const ps::TablePull> tables,
+                         absl::Span<const ps::DensePull> dense) override {
+    Keys& keys = pulls.emplace_back();
+    for (const ps::TablePull& t : tables) {
+      for (uint64_t k : t.keys) keys.insert({std::string(t.table), k});
+    }
+    return inner_->PullBatch(tables, dense);
+  }
+  using PsClient::PushBatch;
+  absl::Status PushBatch(absl::Span<const ps::TablePush> tables,
+                         absl::Span<const ps::DensePush> dense, int64_t step, float scale,
+                         const ps::PushStream& stream) override {
+    Keys& keys = pushes.emplace_back();
+    for (const ps::TablePush& t : tables) {
+      for (uint64_t k : t.keys) keys.insert({std::string(t.table), k});
+    }
+    return inner_->PushBatch(tables, dense, step, scale, stream);
+  }
+  absl::StatusOr<std::vector<ps::ServerStats>> Stats() override { return inner_->Stats(); }
+  absl::StatusOr<std::vector<ps::CheckpointInfo>> Checkpoint(
+      const ps::CheckpointOptions& o) override {
+    return inner_->Checkpoint(o);
+  }
+  absl::StatusOr<std::vector<ps::RestoreInfo>> Restore(const std::string& dir) override {
+    return inner_->Restore(dir);
+  }
+  absl::StatusOr<std::vector<ps::ImportInfo>> ImportTables(const ps::ImportOptions& o) override {
+    return inner_->ImportTables(o);
+  }
+  absl::StatusOr<std::vector<ps::StartupInfo>> FenceClients(
+      absl::Span<const uint64_t> ids) override {
+    return inner_->FenceClients(ids);
+  }
+
+  std::vector<Keys> pulls, pushes;  // per call
+
+ private:
+  ps::PsClient* const inner_;
+};
+
+// A job's row cache (cache: {rows, refresh_steps}): at staleness 0 step i
+// pulls (PullBatch call i, the dense variables every step) and pushes
+// (PushBatch call i, every key it used): every key a step uses was pulled
+// from the PS at most refresh_steps - 1 steps before; most rows come from
+// the cache; refresh 1 trains exactly as no cache; refresh 4 costs little.
+TEST_F(TrainerTest, TheRowCacheServesNoRowOlderThanItsRefresh) {
+  auto train = [&](int64_t refresh, RecordingPsClient** recorded, TrainerStats* stats) {
+    Cluster cluster(2);
+    auto recorder = std::make_unique<RecordingPsClient>(cluster.client.get());
+    TrainerOptions o;
+    o.staleness = 0;
+    o.embedding_optimizer.learning_rate = 0.1f;
+    o.dense_optimizer.learning_rate = 0.01f;
+    if (refresh > 0) o.cache = {.rows = 1000, .refresh_steps = refresh};
+    auto t = Trainer::Create(recorder.get(), Model(features_, "wide_deep"), features_, o,
+                             backend_.get());
+    EXPECT_TRUE(t.ok()) << t.status();
+    EXPECT_TRUE((*t)->Setup().ok());
+    EXPECT_TRUE((*t)->Train(Pipeline(2, 300).get()).ok());
+    *stats = (*t)->stats();
+    auto r = (*t)->Evaluate(Pipeline(1, 0).get());
+    EXPECT_TRUE(r.ok());
+    static std::vector<std::unique_ptr<RecordingPsClient>> keep;  // for *recorded
+    keep.push_back(std::move(recorder));
+    if (recorded != nullptr) *recorded = keep.back().get();
+    return r.ok() ? r->auc : 0.0;
+  };
+  TrainerStats none_stats, one_stats, four_stats;
+  RecordingPsClient* four = nullptr;
+  const double none = train(0, nullptr, &none_stats);
+  const double one = train(1, nullptr, &one_stats);
+  const double cached = train(4, &four, &four_stats);
+  EXPECT_EQ(none_stats.cache_hits + none_stats.cache_misses, 0);
+  EXPECT_EQ(one, none);  // refresh 1: every row pulled every step
+  EXPECT_EQ(one_stats.cache_hits, 0);
+  EXPECT_NEAR(cached, none, 0.01);
+
+  const int64_t steps = four_stats.steps;
+  ASSERT_GT(steps, 50);
+  // PullBatch calls: the initial Setup has none; training's one per step,
+  // then evaluation's. PushBatch: one per step.
+  ASSERT_EQ(static_cast<int64_t>(four->pushes.size()), steps);
+  ASSERT_GE(static_cast<int64_t>(four->pulls.size()), steps);
+  std::map<std::pair<std::string, uint64_t>, int64_t> pulled_at;
+  int64_t used = 0, served = 0;
+  for (int64_t i = 0; i < steps; ++i) {
+    for (const auto& k : four->pulls[i]) pulled_at[k] = i;
+    for (const auto& k : four->pushes[i]) {
+      auto it = pulled_at.find(k);
+      ASSERT_NE(it, pulled_at.end()) << k.first << " " << k.second << " at step " << i;
+      EXPECT_LT(i - it->second, 4) << k.first << " " << k.second << " at step " << i;
+      ++used;
+      served += four->pulls[i].count(k) == 0;
+    }
+  }
+  EXPECT_EQ(four_stats.cache_hits, served);
+  EXPECT_EQ(four_stats.cache_hits + four_stats.cache_misses, used);
+  // 50 ids, nearly all in every batch of 64: about 3 of 4 steps hit.
+  EXPECT_GT(static_cast<double>(served) / static_cast<double>(used), 0.6);
 }
 
 }  // namespace
