@@ -1,0 +1,366 @@
+#include "bench/ps_target_bench.h"
+
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "bench/bare_grpc.h"
+#include "bench/bench_util.h"
+#include "bench/paired_rate.h"
+#include "common/malloc_tuning.h"
+#include "common/status_macros.h"
+#include "common/usable_cpus.h"
+#include "ps/client/grpc_ps_client.h"
+
+namespace brook::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr float kLearningRate = 0.01f;
+constexpr int kChannelsPerShard = 2;  // GrpcPsClientOptions::channels_per_shard default
+// Issue 27's goals for two processes (dim 64, 4096 keys, 4 threads): the
+// share of the bare gRPC ceiling's rows/s.
+constexpr double kPullGoal = 0.6;
+constexpr double kPushGoal = 0.5;
+// A target or ceiling that does not answer in this long is an error.
+constexpr absl::Duration kConnectTimeout = absl::Seconds(5);
+
+const char* Pass(bool ok) { return ok ? "PASS" : "MISS"; }
+
+// One figure: M rows/s and the cores this (the client) process kept busy.
+struct Figure {
+  double mrows = 0;
+  double cores = 0;
+  double CpuNanosPerRow() const { return mrows > 0 ? cores * 1e3 / mrows : 0; }
+};
+
+struct FigurePair {
+  Figure figure;
+  Figure ceiling;
+  RatioSpread ratio;  // figure / ceiling, slice pair by slice pair
+};
+
+absl::Status ValidateTargetOptions(const PsBenchOptions& o) {
+  if (o.ceiling_target.empty()) {
+    return absl::InvalidArgumentError(
+        "--target needs the bare gRPC ceiling's address (--ceiling-target HOST:PORT of a "
+        "`brook bench grpc-ceiling`)");
+  }
+  for (const std::string& t : o.targets) {
+    if (t.empty() || t.rfind(':') == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--target '", t, "' is not HOST:PORT (one address per PS shard)"));
+    }
+  }
+  if (o.rows <= 0 || o.batch <= 0 || o.seconds <= 0 || o.dims.empty() || o.threads.empty() ||
+      o.slices <= 0) {
+    return absl::InvalidArgumentError(
+        "--rows, --batch, --seconds, --slices, --dims, --threads must be set and positive");
+  }
+  for (int d : o.dims) {
+    if (d <= 0 || d > ps::kMaxDim) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--dims ", d, " is outside [1, ", ps::kMaxDim, "]"));
+    }
+  }
+  for (int t : o.threads) {
+    if (t <= 0 || t > 256) return absl::InvalidArgumentError("--threads must be in [1, 256]");
+  }
+  if (o.rows < o.batch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rows ", o.rows, " is below --batch ", o.batch));
+  }
+  return absl::OkStatus();
+}
+
+// The client of the targets, ready: every shard answers as a PS, in the
+// shard order given.
+absl::StatusOr<std::unique_ptr<ps::GrpcPsClient>> ConnectTargets(const PsBenchOptions& o) {
+  const std::string targets = absl::StrJoin(o.targets, ",");
+  ps::GrpcPsClientOptions co;
+  co.addresses = o.targets;
+  co.channels_per_shard = kChannelsPerShard;
+  co.tls = o.tls;
+  co.token = o.token;
+  // A PS that goes away mid-run fails the benchmark soon, not after the
+  // default 30 s retry window.
+  co.deadline = absl::Seconds(10);
+  absl::StatusOr<std::unique_ptr<ps::GrpcPsClient>> client = ps::GrpcPsClient::Create(co);
+  if (!client.ok()) {
+    return absl::Status(client.status().code(),
+                        absl::StrCat("--target ", targets, ": ", client.status().message()));
+  }
+  absl::Status st = (*client)->WaitForReady(kConnectTimeout);
+  if (st.ok()) st = (*client)->CheckShards(kConnectTimeout, /*shard_order=*/true);
+  if (!st.ok()) {
+    return absl::UnavailableError(absl::StrCat("--target ", targets, ": no PS answered within ",
+                                               absl::FormatDuration(kConnectTimeout), ": ",
+                                               st.message()));
+  }
+  return client;
+}
+
+// Everything one dim needs: the table on the targets and the requests of
+// the ceiling (one per shard, as GrpcPsClient fans a call out).
+struct TargetDim {
+  int dim = 0;
+  int64_t rows = 0;
+  size_t row_bytes = 0;
+  std::string table;
+  KeyPool pool;
+  std::vector<float> grads;  // of one batch, for every push
+  std::vector<std::vector<float>> outs;  // per thread
+  grpc::ByteBuffer pull_request;         // a shard's part
+  grpc::ByteBuffer push_request;         // a shard's part
+  double populate_s = 0;
+};
+
+// Pushes every row the pulls will read once (SGD from the initializer).
+absl::Status Populate(const PsBenchOptions& o, ps::GrpcPsClient* client, TargetDim* d) {
+  const auto t0 = Clock::now();
+  std::vector<uint64_t> keys(o.batch);
+  for (int64_t k0 = 0; k0 < d->rows; k0 += o.batch) {
+    const int n = static_cast<int>(std::min<int64_t>(o.batch, d->rows - k0));
+    for (int i = 0; i < n; ++i) keys[i] = static_cast<uint64_t>(k0 + i);
+    RETURN_IF_ERROR(client->Push(d->table, absl::MakeConstSpan(keys.data(), n),
+                                 absl::MakeConstSpan(d->grads.data(), static_cast<size_t>(n) * d->dim),
+                                 0));
+  }
+  d->populate_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<FigurePair> MeasurePair(const PsBenchOptions& o, int threads, auto figure_fn,
+                                       auto ceiling_fn) {
+  ASSIGN_OR_RETURN(PairedRates p,
+                   MeasurePairedCallRates(threads, o.seconds, o.slices, figure_fn, ceiling_fn));
+  return FigurePair{Figure{p.a.calls_per_second * o.batch / 1e6, p.a.cores_busy},
+                    Figure{p.b.calls_per_second * o.batch / 1e6, p.b.cores_busy}, p.ratio};
+}
+
+struct TargetFigures {
+  FigurePair pull;
+  FigurePair push;
+};
+
+absl::StatusOr<TargetFigures> MeasureTargetFigures(const PsBenchOptions& o, int threads,
+                                                   ps::GrpcPsClient* client, BareGrpcClient* bare,
+                                                   TargetDim* d) {
+  const int shards = static_cast<int>(o.targets.size());
+  auto keys_for = [&](int t, int64_t i) { return d->pool.Batch(d->pool.Start(t, threads) + i); };
+  TargetFigures f;
+  ASSIGN_OR_RETURN(
+      f.pull,
+      MeasurePair(
+          o, threads,
+          [&](int t, int64_t i) {
+            return client->Pull(d->table, keys_for(t, i), absl::MakeSpan(d->outs[t]));
+          },
+          [&](int, int64_t) { return bare->CallFanOut(kBarePullMethod, d->pull_request, shards); }));
+  ASSIGN_OR_RETURN(
+      f.push,
+      MeasurePair(
+          o, threads,
+          [&](int t, int64_t i) { return client->Push(d->table, keys_for(t, i), d->grads, 0); },
+          [&](int, int64_t) { return bare->CallFanOut(kBarePushMethod, d->push_request, shards); }));
+  return f;
+}
+
+void PrintTargetFigures(const TargetDim& d, int threads, const TargetFigures& f,
+                        std::ostream& out) {
+  const double gb = static_cast<double>(d.row_bytes) / 1e3;  // M rows/s -> GB/s
+  out << absl::StrFormat("  dim %d, %d thread%s %38s %9s %7s %6s   %s\n", d.dim, threads,
+                         threads == 1 ? " " : "s", "", "M rows/s", "GB/s", "cores", "vs ceiling");
+  auto line = [&](const std::string& name, const Figure& fig, const std::string& note) {
+    out << absl::StrFormat("    %-56s %9.2f %7.2f %6.2f   %s\n", name, fig.mrows, fig.mrows * gb,
+                           fig.cores, note);
+  };
+  auto pair_lines = [&](const char* name, const FigurePair& p, double goal) {
+    const RatioSpread& r = p.ratio;
+    line(name, p.figure,
+         absl::StrFormat("%.0f%% of bare gRPC [goal >= %.0f%%] %s; pairs %.0f-%.0f%%",
+                         100 * r.median, 100 * goal, Pass(r.median >= goal), 100 * r.low,
+                         100 * r.high));
+    line("    bare gRPC, own process, same bytes (ceiling)", p.ceiling, "ceiling");
+  };
+  pair_lines("two processes: GrpcPsClient::Pull -> brook ps", f.pull, kPullGoal);
+  pair_lines("two processes: GrpcPsClient::Push (SGD) -> brook ps", f.push, kPushGoal);
+}
+
+nlohmann::json TargetFiguresJson(const PsBenchOptions& o, const TargetDim& d, int threads,
+                                 const TargetFigures& f) {
+  const double gb = static_cast<double>(d.row_bytes) / 1e3;  // M rows/s -> GB/s
+  nlohmann::json run = {{"dim", d.dim},
+                        {"threads", threads},
+                        {"rows", d.rows},
+                        {"table", d.table},
+                        {"shards", o.targets.size()},
+                        {"slice_pairs", o.slices},
+                        {"populate_s", d.populate_s},
+                        {"grpc_pull_gb_s", f.pull.figure.mrows * gb},
+                        {"grpc_push_gb_s", f.push.figure.mrows * gb},
+                        {"grpc_pull_goal_vs_bare", kPullGoal},
+                        {"grpc_push_goal_vs_bare", kPushGoal}};
+  for (const auto& [key, pair] : {std::pair<const char*, const FigurePair&>{"grpc_pull", f.pull},
+                                  {"grpc_push", f.push}}) {
+    const std::string ratio = absl::StrCat(key, "_vs_bare");
+    run[ratio] = pair.ratio.median;
+    run[ratio + "_low"] = pair.ratio.low;
+    run[ratio + "_high"] = pair.ratio.high;
+    // "<figure>_client_cores": this process only (the PS and the ceiling
+    // are others), as "<figure>_client_cpu_ns_per_row".
+    for (const auto& [name, fig] : {std::pair<std::string, const Figure&>{key, pair.figure},
+                                    {absl::StrCat("bare_", key), pair.ceiling}}) {
+      run[name + "_mrows_s"] = fig.mrows;
+      run[name + "_client_cores"] = fig.cores;
+      run[name + "_client_cpu_ns_per_row"] = fig.CpuNanosPerRow();
+    }
+  }
+  return run;
+}
+
+// Sets up `dim` on the targets, measures every thread count, drops the
+// table (also when a step fails: the error is then the step's).
+absl::Status RunTargetDim(const PsBenchOptions& o, int dim, int max_threads,
+                          ps::GrpcPsClient* client, BareGrpcClient* bare, std::ostream& out,
+                          nlohmann::json* runs) {
+  const int shards = static_cast<int>(o.targets.size());
+  TargetDim d;
+  d.dim = dim;
+  d.rows = std::min<int64_t>(o.rows, static_cast<int64_t>((512ull << 20) / (dim * 4ull)));
+  if (d.rows < o.batch) {
+    return absl::InvalidArgumentError(absl::StrCat("--rows ", d.rows, " (capped at 512 MiB at dim ",
+                                                   dim, ") is below --batch ", o.batch));
+  }
+  d.row_bytes = static_cast<size_t>(dim) * sizeof(float);
+  d.table = TargetBenchTableName(dim);
+  d.pool = MakeKeyPool(d.rows, o.batch, o.seed + dim);
+  d.grads.assign(static_cast<size_t>(o.batch) * dim, 1e-3f);
+  d.outs.assign(max_threads, std::vector<float>(static_cast<size_t>(o.batch) * dim));
+  // A shard's part of a batch (keys spread evenly over the shards).
+  const size_t part = (static_cast<size_t>(o.batch) + shards - 1) / shards;
+  d.pull_request = MakePullRequest(part * 8, part * d.row_bytes);
+  d.push_request = MakePayload(part * (8 + d.row_bytes));
+
+  ps::TableOptions to;
+  to.name = d.table;
+  to.dim = dim;
+  to.seed = 7;
+  to.optimizer.kind = ps::OptimizerKind::kSgd;
+  to.optimizer.learning_rate = kLearningRate;
+  to.memory_budget_bytes = 8ull << 30;
+  absl::Status st = client->CreateTable(to);
+  if (!st.ok()) {
+    return absl::Status(st.code(), absl::StrCat("creating table ", d.table, ": ", st.message()));
+  }
+  bool dropped = false;
+  absl::Cleanup drop_on_error = [&] {
+    if (dropped) return;
+    absl::Status drop = client->DropTable(d.table);
+    if (!drop.ok()) {
+      std::cerr << "brook bench ps: could not drop table " << d.table << " on "
+                << absl::StrJoin(o.targets, ",") << ": " << drop.message() << "\n";
+    }
+  };
+  RETURN_IF_ERROR(Populate(o, client, &d));
+  out << absl::StrFormat(
+      "\ndim %d: table %s, %d rows (%.0f MB of weights) on %d shard%s, populated in %.1f s; %d B "
+      "per row, pull reply %.2f MB, push request %.2f MB (a ceiling call per shard: %.2f / %.2f "
+      "MB)\n",
+      dim, d.table, d.rows, static_cast<double>(d.rows) * d.row_bytes / 1e6, shards,
+      shards == 1 ? "" : "s", d.populate_s, d.row_bytes,
+      static_cast<double>(o.batch) * d.row_bytes / 1e6,
+      static_cast<double>(o.batch) * (8 + d.row_bytes) / 1e6,
+      static_cast<double>(part) * d.row_bytes / 1e6,
+      static_cast<double>(part) * (8 + d.row_bytes) / 1e6);
+  for (int threads : o.threads) {
+    ASSIGN_OR_RETURN(const TargetFigures f, MeasureTargetFigures(o, threads, client, bare, &d));
+    PrintTargetFigures(d, threads, f, out);
+    runs->push_back(TargetFiguresJson(o, d, threads, f));
+  }
+  dropped = true;
+  st = client->DropTable(d.table);
+  if (!st.ok()) {
+    return absl::Status(st.code(), absl::StrCat("dropping table ", d.table, ": ", st.message()));
+  }
+  out << "  table " << d.table << " dropped\n";
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string TargetBenchTableName(int dim) { return absl::StrCat("bench-", getpid(), "-", dim); }
+
+absl::Status RunPsTargetBench(const PsBenchOptions& o, std::ostream& out,
+                              nlohmann::json* result) {
+  RETURN_IF_ERROR(ValidateTargetOptions(o));
+  const int max_threads = *std::max_element(o.threads.begin(), o.threads.end());
+  const int shards = static_cast<int>(o.targets.size());
+  const auto wall0 = Clock::now();
+  ASSIGN_OR_RETURN(std::unique_ptr<ps::GrpcPsClient> client, ConnectTargets(o));
+  ASSIGN_OR_RETURN(std::unique_ptr<BareGrpcClient> bare,
+                   BareGrpcClient::Create(o.ceiling_target, kChannelsPerShard * shards));
+  RETURN_IF_ERROR(bare->WaitForReady(kConnectTimeout));
+
+  const std::string targets = absl::StrJoin(o.targets, ",");
+  out << absl::StrFormat(
+      "brook bench ps --target: two processes, batches of %d distinct keys drawn uniformly at "
+      "random from the populated rows (%d pre-drawn batches max), %.1f s per figure, %d cores "
+      "here, allocator: %s\n",
+      o.batch, kMaxPoolBatches, o.seconds, UsableCpus(), MallocDescription());
+  out << absl::StrFormat(
+      "  PS: brook ps at %s (%d shard%s), GrpcPsClient shared by the threads, %d connections per "
+      "shard, %s%s\n",
+      targets, shards, shards == 1 ? "" : "s", kChannelsPerShard,
+      o.tls.enabled() ? "TLS" : "plaintext",
+      o.token.token.empty() ? "" : absl::StrCat(", token from ", o.token.source));
+  out << absl::StrFormat(
+      "  ceiling: brook bench grpc-ceiling at %s, a process of its own answering pre-built "
+      "payloads of the same bytes, GenericStub over %d connections, one call per shard at once%s\n",
+      o.ceiling_target, kChannelsPerShard * shards,
+      o.tls.enabled() ? " (plaintext: the PS's TLS costs count against it)" : "");
+  out << absl::StrFormat(
+      "  each figure and its ceiling alternate in %d slice pairs (A B, B A, ...); a ratio is the "
+      "median pair's, with the lowest and highest pair after it\n"
+      "  cores: this (client) process's CPU seconds per wall second; the PS and the ceiling are "
+      "other processes\n"
+      "  (a), (c), (d) and Redis are in-process figures: run without --target for them\n",
+      o.slices);
+
+  nlohmann::json runs = nlohmann::json::array();
+  std::vector<std::string> tables;
+  for (int dim : o.dims) {
+    RETURN_IF_ERROR(RunTargetDim(o, dim, max_threads, client.get(), bare.get(), out, &runs));
+    tables.push_back(TargetBenchTableName(dim));
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - wall0).count();
+  out << absl::StrFormat("\nwall time %.0f s\n", wall);
+  if (result != nullptr) {
+    *result = {{"mode", "target"},
+               {"targets", o.targets},
+               {"ceiling_target", o.ceiling_target},
+               {"allocator", MallocDescription()},
+               {"cores", UsableCpus()},
+               {"batch", o.batch},
+               {"seconds_per_figure", o.seconds},
+               {"keys", "distinct per batch, uniform over the populated rows"},
+               {"tls", o.tls.enabled()},
+               {"tables_dropped", tables},
+               {"wall_s", wall},
+               {"runs", std::move(runs)}};
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace brook::bench
