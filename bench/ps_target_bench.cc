@@ -104,9 +104,7 @@ absl::StatusOr<std::unique_ptr<ps::GrpcPsClient>> ConnectTargets(const PsBenchOp
   absl::Status st = (*client)->WaitForReady(kConnectTimeout);
   if (st.ok()) st = (*client)->CheckShards(kConnectTimeout, /*shard_order=*/true);
   if (!st.ok()) {
-    return absl::UnavailableError(absl::StrCat("--target ", targets, ": no PS answered within ",
-                                               absl::FormatDuration(kConnectTimeout), ": ",
-                                               st.message()));
+    return absl::UnavailableError(absl::StrCat("--target ", targets, ": ", st.message()));
   }
   return client;
 }
@@ -119,7 +117,7 @@ struct TargetDim {
   size_t row_bytes = 0;
   std::string table;
   KeyPool pool;
-  std::vector<float> grads;  // of one batch, for every push
+  std::vector<float> grads;              // of one batch, for every push
   std::vector<std::vector<float>> outs;  // per thread
   grpc::ByteBuffer pull_request;         // a shard's part
   grpc::ByteBuffer push_request;         // a shard's part
@@ -133,9 +131,9 @@ absl::Status Populate(const PsBenchOptions& o, ps::GrpcPsClient* client, TargetD
   for (int64_t k0 = 0; k0 < d->rows; k0 += o.batch) {
     const int n = static_cast<int>(std::min<int64_t>(o.batch, d->rows - k0));
     for (int i = 0; i < n; ++i) keys[i] = static_cast<uint64_t>(k0 + i);
-    RETURN_IF_ERROR(client->Push(d->table, absl::MakeConstSpan(keys.data(), n),
-                                 absl::MakeConstSpan(d->grads.data(), static_cast<size_t>(n) * d->dim),
-                                 0));
+    RETURN_IF_ERROR(
+        client->Push(d->table, absl::MakeConstSpan(keys.data(), n),
+                     absl::MakeConstSpan(d->grads.data(), static_cast<size_t>(n) * d->dim), 0));
   }
   d->populate_s = std::chrono::duration<double>(Clock::now() - t0).count();
   return absl::OkStatus();
@@ -160,20 +158,23 @@ absl::StatusOr<TargetFigures> MeasureTargetFigures(const PsBenchOptions& o, int 
   const int shards = static_cast<int>(o.targets.size());
   auto keys_for = [&](int t, int64_t i) { return d->pool.Batch(d->pool.Start(t, threads) + i); };
   TargetFigures f;
-  ASSIGN_OR_RETURN(
-      f.pull,
-      MeasurePair(
-          o, threads,
-          [&](int t, int64_t i) {
-            return client->Pull(d->table, keys_for(t, i), absl::MakeSpan(d->outs[t]));
-          },
-          [&](int, int64_t) { return bare->CallFanOut(kBarePullMethod, d->pull_request, shards); }));
-  ASSIGN_OR_RETURN(
-      f.push,
-      MeasurePair(
-          o, threads,
-          [&](int t, int64_t i) { return client->Push(d->table, keys_for(t, i), d->grads, 0); },
-          [&](int, int64_t) { return bare->CallFanOut(kBarePushMethod, d->push_request, shards); }));
+  ASSIGN_OR_RETURN(f.pull, MeasurePair(
+                               o, threads,
+                               [&](int t, int64_t i) {
+                                 return client->Pull(d->table, keys_for(t, i),
+                                                     absl::MakeSpan(d->outs[t]));
+                               },
+                               [&](int, int64_t) {
+                                 return bare->CallFanOut(kBarePullMethod, d->pull_request, shards);
+                               }));
+  ASSIGN_OR_RETURN(f.push, MeasurePair(
+                               o, threads,
+                               [&](int t, int64_t i) {
+                                 return client->Push(d->table, keys_for(t, i), d->grads, 0);
+                               },
+                               [&](int, int64_t) {
+                                 return bare->CallFanOut(kBarePushMethod, d->push_request, shards);
+                               }));
   return f;
 }
 
@@ -212,8 +213,8 @@ nlohmann::json TargetFiguresJson(const PsBenchOptions& o, const TargetDim& d, in
                         {"grpc_push_gb_s", f.push.figure.mrows * gb},
                         {"grpc_pull_goal_vs_bare", kPullGoal},
                         {"grpc_push_goal_vs_bare", kPushGoal}};
-  for (const auto& [key, pair] : {std::pair<const char*, const FigurePair&>{"grpc_pull", f.pull},
-                                  {"grpc_push", f.push}}) {
+  for (const auto& [key, pair] :
+       {std::pair<const char*, const FigurePair&>{"grpc_pull", f.pull}, {"grpc_push", f.push}}) {
     const std::string ratio = absl::StrCat(key, "_vs_bare");
     run[ratio] = pair.ratio.median;
     run[ratio + "_low"] = pair.ratio.low;
@@ -302,8 +303,7 @@ absl::Status RunTargetDim(const PsBenchOptions& o, int dim, int max_threads,
 
 std::string TargetBenchTableName(int dim) { return absl::StrCat("bench-", getpid(), "-", dim); }
 
-absl::Status RunPsTargetBench(const PsBenchOptions& o, std::ostream& out,
-                              nlohmann::json* result) {
+absl::Status RunPsTargetBench(const PsBenchOptions& o, std::ostream& out, nlohmann::json* result) {
   RETURN_IF_ERROR(ValidateTargetOptions(o));
   const int max_threads = *std::max_element(o.threads.begin(), o.threads.end());
   const int shards = static_cast<int>(o.targets.size());
