@@ -5,15 +5,21 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "bench/bare_grpc.h"
 #include "bench/bench_util.h"
@@ -38,12 +44,115 @@ constexpr absl::Duration kConnectTimeout = absl::Seconds(5);
 
 const char* Pass(bool ok) { return ok ? "PASS" : "MISS"; }
 
-// One figure: M rows/s and the cores this (the client) process kept busy.
+// One figure: M rows/s, the cores this (the client) process kept busy, and
+// the cores busy on the whole machine (every process and the kernel: the
+// PS or ceiling when they run here, and whatever else does).
 struct Figure {
   double mrows = 0;
   double cores = 0;
+  double machine_cores = 0;
+  // The server side's process (the PS shards, or the ceiling) when it runs
+  // on this machine; -1 when it does not (not measured).
+  double server_cores = -1;
   double CpuNanosPerRow() const { return mrows > 0 ? cores * 1e3 / mrows : 0; }
+  double ServerCpuNanosPerRow() const {
+    return mrows > 0 && server_cores >= 0 ? server_cores * 1e3 / mrows : -1;
+  }
 };
+
+// The process on this machine (this network namespace) that listens on
+// `address`'s port: the socket's inode from /proc/net/tcp{,6}, then the
+// process holding it. nullopt when there is none here (a remote target) or
+// /proc does not say (another user's process).
+std::optional<pid_t> LocalPidListeningOn(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
+    return std::nullopt;
+  }
+  std::string inode;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (inode.empty() && std::getline(in, line)) {
+      // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+      std::vector<std::string> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+      if (f.size() < 10 || f[3] != "0A") continue;  // 0A: LISTEN
+      const size_t c = f[1].rfind(':');
+      if (c == std::string::npos) continue;
+      if (std::strtol(f[1].substr(c + 1).c_str(), nullptr, 16) == port) inode = f[9];
+    }
+  }
+  if (inode.empty()) return std::nullopt;
+  const std::string target = absl::StrCat("socket:[", inode, "]");
+  std::error_code ec;
+  for (const auto& proc : std::filesystem::directory_iterator("/proc", ec)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(proc.path().filename().string(), &pid)) continue;
+    std::error_code fd_ec;
+    for (const auto& fd : std::filesystem::directory_iterator(proc.path() / "fd", fd_ec)) {
+      std::error_code link_ec;
+      if (std::filesystem::read_symlink(fd.path(), link_ec).string() == target) return pid;
+    }
+  }
+  return std::nullopt;
+}
+
+// CPU seconds (user + system) process `pid` has used; 0 if unreadable.
+double CpuSecondsOf(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');  // the name may hold spaces
+  if (paren == std::string::npos) return 0;
+  std::vector<std::string> f = absl::StrSplit(stat.substr(paren + 2), ' ', absl::SkipEmpty());
+  // After the name: state is field 3 of stat(5), utime 14 and stime 15.
+  uint64_t utime = 0, stime = 0;
+  if (f.size() < 13 || !absl::SimpleAtoi(f[11], &utime) || !absl::SimpleAtoi(f[12], &stime)) {
+    return 0;
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double CpuSecondsOf(const std::vector<pid_t>& pids) {
+  double sum = 0;
+  for (pid_t pid : pids) sum += CpuSecondsOf(pid);
+  return sum;
+}
+
+// The server processes found on this machine: every target's and the
+// ceiling's, or empty lists when one is elsewhere (then not counted).
+struct LocalServers {
+  std::vector<pid_t> ps;
+  std::vector<pid_t> ceiling;
+};
+
+LocalServers FindLocalServers(const PsBenchOptions& o) {
+  LocalServers servers;
+  for (const std::string& t : o.targets) {
+    std::optional<pid_t> pid = LocalPidListeningOn(t);
+    if (!pid.has_value()) return LocalServers{{}, servers.ceiling};
+    servers.ps.push_back(*pid);
+  }
+  if (std::optional<pid_t> pid = LocalPidListeningOn(o.ceiling_target)) {
+    servers.ceiling.push_back(*pid);
+  }
+  return servers;
+}
+
+// CPU seconds the whole machine has been busy (user, nice, system, irq,
+// softirq of /proc/stat's "cpu" line); 0 if it cannot be read.
+double MachineBusyCpuSeconds() {
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  uint64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
+  if (!(stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq) ||
+      cpu != "cpu") {
+    return 0;
+  }
+  return static_cast<double>(user + nice + system + irq + softirq) /
+         static_cast<double>(sysconf(_SC_CLK_TCK));
+}
 
 struct FigurePair {
   Figure figure;
@@ -139,12 +248,44 @@ absl::Status Populate(const PsBenchOptions& o, ps::GrpcPsClient* client, TargetD
   return absl::OkStatus();
 }
 
-absl::StatusOr<FigurePair> MeasurePair(const PsBenchOptions& o, int threads, auto figure_fn,
-                                       auto ceiling_fn) {
-  ASSIGN_OR_RETURN(PairedRates p,
-                   MeasurePairedCallRates(threads, o.seconds, o.slices, figure_fn, ceiling_fn));
-  return FigurePair{Figure{p.a.calls_per_second * o.batch / 1e6, p.a.cores_busy},
-                    Figure{p.b.calls_per_second * o.batch / 1e6, p.b.cores_busy}, p.ratio};
+// MeasurePairedCallRates (bench/paired_rate.h), slice by slice here so each
+// slice also reads how busy the whole machine was: with the PS and the
+// ceiling in other processes, this process's CPU alone does not say whether
+// the cores ran out.
+absl::StatusOr<FigurePair> MeasurePair(const PsBenchOptions& o, const LocalServers& servers,
+                                       int threads, auto figure_fn, auto ceiling_fn) {
+  const double slice_seconds = o.seconds / o.slices;
+  struct Side {
+    const std::vector<pid_t>* servers;
+    std::vector<double> rate, cores, machine, server;
+  } sides[2] = {{&servers.ps, {}, {}, {}, {}}, {&servers.ceiling, {}, {}, {}, {}}};
+  for (int i = 0; i < o.slices; ++i) {
+    for (int half = 0; half < 2; ++half) {
+      const bool run_a = (half == 0) == PairRunsAFirst(i);
+      Side& side = sides[run_a ? 0 : 1];
+      const double busy0 = MachineBusyCpuSeconds();
+      const double server0 = CpuSecondsOf(*side.servers);
+      const auto t0 = Clock::now();
+      absl::StatusOr<MeasuredRate> r = run_a ? MeasureCallRate(threads, slice_seconds, figure_fn)
+                                             : MeasureCallRate(threads, slice_seconds, ceiling_fn);
+      if (!r.ok()) return r.status();
+      const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+      side.rate.push_back(r->calls_per_second);
+      side.cores.push_back(r->cores_busy);
+      side.machine.push_back((MachineBusyCpuSeconds() - busy0) / wall);
+      side.server.push_back((CpuSecondsOf(*side.servers) - server0) / wall);
+    }
+  }
+  auto mean = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return sum / static_cast<double>(v.size());
+  };
+  auto figure = [&](const Side& side) {
+    return Figure{mean(side.rate) * o.batch / 1e6, mean(side.cores), mean(side.machine),
+                  side.servers->empty() ? -1.0 : mean(side.server)};
+  };
+  return FigurePair{figure(sides[0]), figure(sides[1]), SliceRatios(sides[0].rate, sides[1].rate)};
 }
 
 struct TargetFigures {
@@ -152,14 +293,15 @@ struct TargetFigures {
   FigurePair push;
 };
 
-absl::StatusOr<TargetFigures> MeasureTargetFigures(const PsBenchOptions& o, int threads,
+absl::StatusOr<TargetFigures> MeasureTargetFigures(const PsBenchOptions& o,
+                                                   const LocalServers& servers, int threads,
                                                    ps::GrpcPsClient* client, BareGrpcClient* bare,
                                                    TargetDim* d) {
   const int shards = static_cast<int>(o.targets.size());
   auto keys_for = [&](int t, int64_t i) { return d->pool.Batch(d->pool.Start(t, threads) + i); };
   TargetFigures f;
   ASSIGN_OR_RETURN(f.pull, MeasurePair(
-                               o, threads,
+                               o, servers, threads,
                                [&](int t, int64_t i) {
                                  return client->Pull(d->table, keys_for(t, i),
                                                      absl::MakeSpan(d->outs[t]));
@@ -168,7 +310,7 @@ absl::StatusOr<TargetFigures> MeasureTargetFigures(const PsBenchOptions& o, int 
                                  return bare->CallFanOut(kBarePullMethod, d->pull_request, shards);
                                }));
   ASSIGN_OR_RETURN(f.push, MeasurePair(
-                               o, threads,
+                               o, servers, threads,
                                [&](int t, int64_t i) {
                                  return client->Push(d->table, keys_for(t, i), d->grads, 0);
                                },
@@ -181,19 +323,36 @@ absl::StatusOr<TargetFigures> MeasureTargetFigures(const PsBenchOptions& o, int 
 void PrintTargetFigures(const TargetDim& d, int threads, const TargetFigures& f,
                         std::ostream& out) {
   const double gb = static_cast<double>(d.row_bytes) / 1e3;  // M rows/s -> GB/s
-  out << absl::StrFormat("  dim %d, %d thread%s %38s %9s %7s %6s   %s\n", d.dim, threads,
-                         threads == 1 ? " " : "s", "", "M rows/s", "GB/s", "cores", "vs ceiling");
+  out << absl::StrFormat("  dim %d, %d thread%s %38s %9s %7s %6s %6s %6s   %s\n", d.dim, threads,
+                         threads == 1 ? " " : "s", "", "M rows/s", "GB/s", "client", "server",
+                         "host", "vs ceiling");
   auto line = [&](const std::string& name, const Figure& fig, const std::string& note) {
-    out << absl::StrFormat("    %-56s %9.2f %7.2f %6.2f   %s\n", name, fig.mrows, fig.mrows * gb,
-                           fig.cores, note);
+    const std::string server =
+        fig.server_cores >= 0 ? absl::StrFormat("%.2f", fig.server_cores) : "-";
+    out << absl::StrFormat("    %-56s %9.2f %7.2f %6.2f %6s %6.2f   %s\n", name, fig.mrows,
+                           fig.mrows * gb, fig.cores, server, fig.machine_cores, note);
+  };
+  // CPU per row of each process: what the cores went to, once the host
+  // column says they ran out.
+  auto cpu_line = [&](const FigurePair& p) {
+    if (p.figure.server_cores < 0 || p.ceiling.server_cores < 0) return;
+    out << absl::StrFormat(
+        "        CPU per row: client %.0f + PS %.0f = %.0f ns; bare: client %.0f + ceiling %.0f = "
+        "%.0f ns\n",
+        p.figure.CpuNanosPerRow(), p.figure.ServerCpuNanosPerRow(),
+        p.figure.CpuNanosPerRow() + p.figure.ServerCpuNanosPerRow(), p.ceiling.CpuNanosPerRow(),
+        p.ceiling.ServerCpuNanosPerRow(),
+        p.ceiling.CpuNanosPerRow() + p.ceiling.ServerCpuNanosPerRow());
   };
   auto pair_lines = [&](const char* name, const FigurePair& p, double goal) {
     const RatioSpread& r = p.ratio;
+    // One decimal: a median just under the goal must not print as the goal.
     line(name, p.figure,
-         absl::StrFormat("%.0f%% of bare gRPC [goal >= %.0f%%] %s; pairs %.0f-%.0f%%",
+         absl::StrFormat("%.1f%% of bare gRPC [goal >= %.0f%%] %s; pairs %.0f-%.0f%%",
                          100 * r.median, 100 * goal, Pass(r.median >= goal), 100 * r.low,
                          100 * r.high));
     line("    bare gRPC, own process, same bytes (ceiling)", p.ceiling, "ceiling");
+    cpu_line(p);
   };
   pair_lines("two processes: GrpcPsClient::Pull -> brook ps", f.pull, kPullGoal);
   pair_lines("two processes: GrpcPsClient::Push (SGD) -> brook ps", f.push, kPushGoal);
@@ -226,6 +385,12 @@ nlohmann::json TargetFiguresJson(const PsBenchOptions& o, const TargetDim& d, in
       run[name + "_mrows_s"] = fig.mrows;
       run[name + "_client_cores"] = fig.cores;
       run[name + "_client_cpu_ns_per_row"] = fig.CpuNanosPerRow();
+      run[name + "_machine_cores"] = fig.machine_cores;
+      // The PS's (or the ceiling's) process, when it runs on this machine.
+      if (fig.server_cores >= 0) {
+        run[name + "_server_cores"] = fig.server_cores;
+        run[name + "_server_cpu_ns_per_row"] = fig.ServerCpuNanosPerRow();
+      }
     }
   }
   return run;
@@ -233,9 +398,9 @@ nlohmann::json TargetFiguresJson(const PsBenchOptions& o, const TargetDim& d, in
 
 // Sets up `dim` on the targets, measures every thread count, drops the
 // table (also when a step fails: the error is then the step's).
-absl::Status RunTargetDim(const PsBenchOptions& o, int dim, int max_threads,
-                          ps::GrpcPsClient* client, BareGrpcClient* bare, std::ostream& out,
-                          nlohmann::json* runs) {
+absl::Status RunTargetDim(const PsBenchOptions& o, const LocalServers& servers, int dim,
+                          int max_threads, ps::GrpcPsClient* client, BareGrpcClient* bare,
+                          std::ostream& out, nlohmann::json* runs) {
   const int shards = static_cast<int>(o.targets.size());
   TargetDim d;
   d.dim = dim;
@@ -286,7 +451,8 @@ absl::Status RunTargetDim(const PsBenchOptions& o, int dim, int max_threads,
       static_cast<double>(part) * d.row_bytes / 1e6,
       static_cast<double>(part) * (8 + d.row_bytes) / 1e6);
   for (int threads : o.threads) {
-    ASSIGN_OR_RETURN(const TargetFigures f, MeasureTargetFigures(o, threads, client, bare, &d));
+    ASSIGN_OR_RETURN(const TargetFigures f,
+                     MeasureTargetFigures(o, servers, threads, client, bare, &d));
     PrintTargetFigures(d, threads, f, out);
     runs->push_back(TargetFiguresJson(o, d, threads, f));
   }
@@ -313,6 +479,7 @@ absl::Status RunPsTargetBench(const PsBenchOptions& o, std::ostream& out, nlohma
                    BareGrpcClient::Create(o.ceiling_target, kChannelsPerShard * shards));
   RETURN_IF_ERROR(bare->WaitForReady(kConnectTimeout));
 
+  const LocalServers servers = FindLocalServers(o);
   const std::string targets = absl::StrJoin(o.targets, ",");
   out << absl::StrFormat(
       "brook bench ps --target: two processes, batches of %d distinct keys drawn uniformly at "
@@ -333,15 +500,22 @@ absl::Status RunPsTargetBench(const PsBenchOptions& o, std::ostream& out, nlohma
   out << absl::StrFormat(
       "  each figure and its ceiling alternate in %d slice pairs (A B, B A, ...); a ratio is the "
       "median pair's, with the lowest and highest pair after it\n"
-      "  cores: this (client) process's CPU seconds per wall second; the PS and the ceiling are "
-      "other processes\n"
+      "  cores: client = this process's CPU seconds per wall second (the PS and the ceiling are "
+      "other processes); host = the whole machine's busy CPU seconds per wall second (every "
+      "process, kernel included: the PS or ceiling when they run here, and any other load); "
+      "server = the PS's processes (or the ceiling's) when they run on this machine: %s\n"
       "  (a), (c), (d) and Redis are in-process figures: run without --target for them\n",
-      o.slices);
+      o.slices,
+      servers.ps.empty() || servers.ceiling.empty()
+          ? "not found here, not measured"
+          : absl::StrCat("PS pid ", absl::StrJoin(servers.ps, ","), ", ceiling pid ",
+                         servers.ceiling[0]));
 
   nlohmann::json runs = nlohmann::json::array();
   std::vector<std::string> tables;
   for (int dim : o.dims) {
-    RETURN_IF_ERROR(RunTargetDim(o, dim, max_threads, client.get(), bare.get(), out, &runs));
+    RETURN_IF_ERROR(
+        RunTargetDim(o, servers, dim, max_threads, client.get(), bare.get(), out, &runs));
     tables.push_back(TargetBenchTableName(dim));
   }
   const double wall = std::chrono::duration<double>(Clock::now() - wall0).count();

@@ -27,8 +27,8 @@
 namespace brook {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::BrookBinary;
+using ::testing::HasSubstr;
 using testing::RunCommand;
 
 constexpr char kBenchTargetToken[] = "bench-target-test-token-5d2a9e71";
@@ -54,13 +54,14 @@ class BenchPsTargetTest : public ::testing::Test {
 
 TEST_F(BenchPsTargetTest, MeasuresARunningPsBesideItsOwnCeilingAndDropsItsTable) {
   std::string error;
-  auto ps = testing::StartBrookPs(0, 1, {"--auth-token-file", token_file_}, std::chrono::seconds(30), &error);
+  auto ps = testing::StartBrookPs(0, 1, {"--auth-token-file", token_file_},
+                                  std::chrono::seconds(30), &error);
   ASSERT_TRUE(ps.has_value()) << error;
 
   const std::vector<std::string> argv = {
-      BrookBinary(), "bench",     "ps",         "--target",        ps->address, "--seconds",
-      "0.2",         "--slices",  "2",          "--dims",          "8",         "--threads",
-      "1",           "--rows",    "20000",      "--ps-token-file", token_file_, "--json"};
+      BrookBinary(), "bench",    "ps",    "--target",        ps->address, "--seconds",
+      "0.2",         "--slices", "2",     "--dims",          "8",         "--threads",
+      "1",           "--rows",   "20000", "--ps-token-file", token_file_, "--json"};
   auto r = RunCommand(argv, 120);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("[goal >= 60%]"));
@@ -132,9 +133,8 @@ TEST_F(BenchPsTargetTest, AWrongAddressIsAnErrorNamingItWithinSeconds) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr(address));
   // Not a host:port at all: a usage error.
-  r = RunCommand({BrookBinary(), "bench", "ps", "--target", "nowhere", "--ceiling-target",
-                  "127.0.0.1:1"},
-                 60);
+  r = RunCommand(
+      {BrookBinary(), "bench", "ps", "--target", "nowhere", "--ceiling-target", "127.0.0.1:1"}, 60);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("'nowhere'"));
 }
@@ -144,7 +144,8 @@ TEST(BenchGrpcCeiling, AnswersAPullWithTheBytesItAsksForUntilSigterm) {
   auto child = testing::ChildProcess::Start(
       {BrookBinary(), "bench", "grpc-ceiling", "--listen", "127.0.0.1:0"}, &error);
   ASSERT_NE(child, nullptr) << error;
-  auto line = child->WaitForLine("brook bench grpc-ceiling listening on ", std::chrono::seconds(20));
+  auto line =
+      child->WaitForLine("brook bench grpc-ceiling listening on ", std::chrono::seconds(20));
   ASSERT_TRUE(line.has_value()) << child->stdout_text();
   const std::string address = line->substr(line->rfind(' ') + 1);
   EXPECT_TRUE(absl::StartsWith(address, "127.0.0.1:")) << *line;

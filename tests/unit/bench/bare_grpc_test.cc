@@ -34,13 +34,12 @@ grpc::Status RawPull(const std::string& address, const grpc::ByteBuffer& request
   std::condition_variable cv;
   bool done = false;
   grpc::Status status;
-  stub.UnaryCall(&ctx, kBarePullMethod, grpc::StubOptions(), &request, reply,
-                 [&](grpc::Status s) {
-                   std::lock_guard<std::mutex> lock(mu);
-                   status = std::move(s);
-                   done = true;
-                   cv.notify_one();
-                 });
+  stub.UnaryCall(&ctx, kBarePullMethod, grpc::StubOptions(), &request, reply, [&](grpc::Status s) {
+    std::lock_guard<std::mutex> lock(mu);
+    status = std::move(s);
+    done = true;
+    cv.notify_one();
+  });
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return done; });
   return status;
