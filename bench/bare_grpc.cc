@@ -4,6 +4,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -11,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 
 namespace brook::bench {
@@ -107,6 +109,9 @@ class BareGrpcServer::Service final : public grpc::CallbackGenericService {
  public:
   Service() : push_reply_(MakePayload(0)) {}
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override {
+    if (ctx->method() == kBarePullMethod || ctx->method() == kBarePushMethod) {
+      calls_.fetch_add(1, std::memory_order_relaxed);
+    }
     if (ctx->method() == kBarePullMethod) {
       return NewReactor([this](const grpc::ByteBuffer& request, grpc::ByteBuffer* reply) {
         return PullReply(request, reply);
@@ -120,6 +125,9 @@ class BareGrpcServer::Service final : public grpc::CallbackGenericService {
     }
     return new Unimplemented();
   }
+
+ public:
+  uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
 
  private:
   grpc::Status PullReply(const grpc::ByteBuffer& request, grpc::ByteBuffer* reply) {
@@ -149,6 +157,7 @@ class BareGrpcServer::Service final : public grpc::CallbackGenericService {
   }
 
   const grpc::ByteBuffer push_reply_;
+  std::atomic<uint64_t> calls_{0};
   absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, grpc::ByteBuffer> pull_replies_ ABSL_GUARDED_BY(mu_);
 };
@@ -168,16 +177,22 @@ absl::StatusOr<std::unique_ptr<BareGrpcServer>> BareGrpcServer::Start(const std:
   return s;
 }
 
+uint64_t BareGrpcServer::calls() const { return service_->calls(); }
+
 BareGrpcServer::~BareGrpcServer() {
   if (server_) server_->Shutdown(std::chrono::system_clock::now());
 }
 
-absl::StatusOr<std::unique_ptr<BareGrpcClient>> BareGrpcClient::Create(const std::string& address,
-                                                                       int channels) {
+absl::StatusOr<std::unique_ptr<BareGrpcClient>> BareGrpcClient::Create(
+    const std::vector<std::string>& addresses, int channels) {
   if (channels < 1) return absl::InvalidArgumentError("channels must be >= 1");
+  if (addresses.empty()) return absl::InvalidArgumentError("no address");
   std::unique_ptr<BareGrpcClient> c(new BareGrpcClient());
-  c->address_ = address;
-  for (int i = 0; i < channels; ++i) {
+  c->address_ = absl::StrJoin(addresses, ",");
+  // Stub k talks to addresses[k % n]: consecutive stubs cycle the addresses.
+  for (int k = 0; k < channels * static_cast<int>(addresses.size()); ++k) {
+    const std::string& address = addresses[k % addresses.size()];
+    const int i = k / static_cast<int>(addresses.size());
     // The same channel arguments as GrpcPsClient: one TCP connection each.
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(kMaxMessageBytes);

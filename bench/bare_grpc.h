@@ -64,6 +64,8 @@ class BareGrpcServer {
   int port() const { return port_; }
   // The listen host with the bound port, e.g. "127.0.0.1:40123".
   const std::string& address() const { return address_; }
+  // Pull and Push calls answered so far.
+  uint64_t calls() const;
 
  private:
   class Service;
@@ -79,7 +81,13 @@ class BareGrpcClient {
   // `channels` TCP connections to `address` (host:port), requests
   // round-robin. Connections are made lazily; WaitForReady makes them.
   static absl::StatusOr<std::unique_ptr<BareGrpcClient>> Create(const std::string& address,
-                                                                int channels);
+                                                                int channels) {
+    return Create(std::vector<std::string>{address}, channels);
+  }
+  // `channels` connections to each of `addresses`, interleaved: a fan-out of
+  // addresses.size() copies sends one to each (as a call to every shard).
+  static absl::StatusOr<std::unique_ptr<BareGrpcClient>> Create(
+      const std::vector<std::string>& addresses, int channels);
   ~BareGrpcClient();
   // One Push call that waits for the connection up to `timeout`: UNAVAILABLE
   // naming the address when nothing answers by then, or when what answers
@@ -90,8 +98,10 @@ class BareGrpcClient {
   absl::Status Call(const char* method, const grpc::ByteBuffer& request) {
     return CallFanOut(method, request, 1);
   }
-  // `copies` calls of the same request at once, on consecutive connections,
-  // as GrpcPsClient fans a call out to its shards; blocks until all complete.
+  // `copies` calls of the same request at once, on consecutive connections
+  // (with several addresses, a multiple of their count sends each the same
+  // share), as GrpcPsClient fans a call out to its shards; blocks until all
+  // complete.
   absl::Status CallFanOut(const char* method, const grpc::ByteBuffer& request, int copies);
   const std::string& address() const { return address_; }
 

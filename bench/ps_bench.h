@@ -56,10 +56,11 @@ struct PsBenchOptions {
 
   // Two processes (or machines): host:port of running `brook ps` shards
   // 0..N-1. Set, only (b) runs, against them, beside the bare gRPC ceiling
-  // at ceiling_target (`brook bench grpc-ceiling`; required then); (a), (c),
-  // (d), Redis and `helpers` are in-process matters and do not apply.
+  // at ceiling_targets (`brook bench grpc-ceiling`: one for all shards, or
+  // one per shard; required then); (a), (c), (d), Redis and `helpers` are
+  // in-process matters and do not apply.
   std::vector<std::string> targets;
-  std::string ceiling_target;
+  std::vector<std::string> ceiling_targets;
   // How the client reaches the targets (brook ps --auth-token-file, TLS).
   security::TlsOptions tls;
   security::ClientToken token;

@@ -134,7 +134,9 @@ LocalServers FindLocalServers(const PsBenchOptions& o) {
     if (!pid.has_value()) return LocalServers{{}, servers.ceiling};
     servers.ps.push_back(*pid);
   }
-  if (std::optional<pid_t> pid = LocalPidListeningOn(o.ceiling_target)) {
+  for (const std::string& c : o.ceiling_targets) {
+    std::optional<pid_t> pid = LocalPidListeningOn(c);
+    if (!pid.has_value()) return LocalServers{servers.ps, {}};
     servers.ceiling.push_back(*pid);
   }
   return servers;
@@ -161,15 +163,23 @@ struct FigurePair {
 };
 
 absl::Status ValidateTargetOptions(const PsBenchOptions& o) {
-  if (o.ceiling_target.empty()) {
+  if (o.ceiling_targets.empty()) {
     return absl::InvalidArgumentError(
         "--target needs the bare gRPC ceiling's address (--ceiling-target HOST:PORT of a "
         "`brook bench grpc-ceiling`)");
   }
-  for (const std::string& t : o.targets) {
-    if (t.empty() || t.rfind(':') == std::string::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--target '", t, "' is not HOST:PORT (one address per PS shard)"));
+  if (o.ceiling_targets.size() != 1 && o.ceiling_targets.size() != o.targets.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ceiling-target has ", o.ceiling_targets.size(), " addresses for ",
+                     o.targets.size(), " --target shards: give one for all, or one per shard"));
+  }
+  for (const auto& [flag, list] :
+       {std::pair<const char*, const std::vector<std::string>&>{"--target", o.targets},
+        {"--ceiling-target", o.ceiling_targets}}) {
+    for (const std::string& t : list) {
+      if (t.empty() || t.rfind(':') == std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrCat(flag, " '", t, "' is not HOST:PORT"));
+      }
     }
   }
   if (o.rows <= 0 || o.batch <= 0 || o.seconds <= 0 || o.dims.empty() || o.threads.empty() ||
@@ -475,8 +485,10 @@ absl::Status RunPsTargetBench(const PsBenchOptions& o, std::ostream& out, nlohma
   const int shards = static_cast<int>(o.targets.size());
   const auto wall0 = Clock::now();
   ASSIGN_OR_RETURN(std::unique_ptr<ps::GrpcPsClient> client, ConnectTargets(o));
-  ASSIGN_OR_RETURN(std::unique_ptr<BareGrpcClient> bare,
-                   BareGrpcClient::Create(o.ceiling_target, kChannelsPerShard * shards));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<BareGrpcClient> bare,
+      BareGrpcClient::Create(o.ceiling_targets, kChannelsPerShard * shards /
+                                                    static_cast<int>(o.ceiling_targets.size())));
   RETURN_IF_ERROR(bare->WaitForReady(kConnectTimeout));
 
   const LocalServers servers = FindLocalServers(o);
@@ -493,9 +505,11 @@ absl::Status RunPsTargetBench(const PsBenchOptions& o, std::ostream& out, nlohma
       o.tls.enabled() ? "TLS" : "plaintext",
       o.token.token.empty() ? "" : absl::StrCat(", token from ", o.token.source));
   out << absl::StrFormat(
-      "  ceiling: brook bench grpc-ceiling at %s, a process of its own answering pre-built "
-      "payloads of the same bytes, GenericStub over %d connections, one call per shard at once%s\n",
-      o.ceiling_target, kChannelsPerShard * shards,
+      "  ceiling: brook bench grpc-ceiling at %s (%s), answering pre-built payloads of the same "
+      "bytes, GenericStub over %d connections, one call per shard at once%s\n",
+      absl::StrJoin(o.ceiling_targets, ","),
+      o.ceiling_targets.size() == 1 ? "one process of its own" : "a process per shard",
+      kChannelsPerShard * shards,
       o.tls.enabled() ? " (plaintext: the PS's TLS costs count against it)" : "");
   out << absl::StrFormat(
       "  each figure and its ceiling alternate in %d slice pairs (A B, B A, ...); a ratio is the "
@@ -523,7 +537,7 @@ absl::Status RunPsTargetBench(const PsBenchOptions& o, std::ostream& out, nlohma
   if (result != nullptr) {
     *result = {{"mode", "target"},
                {"targets", o.targets},
-               {"ceiling_target", o.ceiling_target},
+               {"ceiling_targets", o.ceiling_targets},
                {"allocator", MallocDescription()},
                {"cores", UsableCpus()},
                {"batch", o.batch},

@@ -19,7 +19,7 @@
 namespace brook::bench {
 
 // REQUIRES: !options.targets.empty(). INVALID_ARGUMENT for bad options (no
-// ceiling_target among them); UNAVAILABLE naming the address when a target
+// ceiling_targets among them); UNAVAILABLE naming the address when a target
 // or the ceiling does not answer.
 absl::Status RunPsTargetBench(const PsBenchOptions& options, std::ostream& out,
                               nlohmann::json* result);

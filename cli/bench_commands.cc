@@ -158,9 +158,11 @@ void RegisterBenchPs(CLI::App& bench, int* exit_code) {
                   "order; only (b) runs, against them, on a table bench-<pid>-<dim> it drops at "
                   "the end")
       ->delimiter(',');
-  cmd->add_option("--ceiling-target", opts->ceiling_target,
-                  "With --target: a running `brook bench grpc-ceiling` (HOST:PORT); default: "
-                  "one started here on 127.0.0.1");
+  cmd->add_option("--ceiling-target", opts->ceiling_targets,
+                  "With --target: running `brook bench grpc-ceiling` processes, HOST:PORT, one "
+                  "for all shards or one per shard (comma-separated); default: one per shard "
+                  "started here on 127.0.0.1")
+      ->delimiter(',');
   AddTlsFlags(cmd, &opts->tls, TlsRole::kClient);
   ps_token->env_var = "BROOK_PS_TOKEN";
   ps_token->flag = "--ps-token-file";
@@ -178,7 +180,7 @@ void RegisterBenchPs(CLI::App& bench, int* exit_code) {
       std::cerr << "brook bench ps: " << st.message() << "\n";
       *exit_code = absl::IsInvalidArgument(st) ? kExitUsage : kExitFailed;
     };
-    std::unique_ptr<CeilingChild> ceiling;  // outlives the run
+    std::vector<std::unique_ptr<CeilingChild>> ceilings;  // outlive the run
     if (!opts->targets.empty()) {
       absl::StatusOr<std::string> token = ps_token->Resolve();
       if (!token.ok()) return fail(token.status());
@@ -187,19 +189,20 @@ void RegisterBenchPs(CLI::App& bench, int* exit_code) {
         opts->token.token = *token;
         opts->token.source = ps_token->Source();
       }
-      if (opts->ceiling_target.empty()) {
+      // One ceiling process per PS shard, as the shards are a process each.
+      for (size_t s = 0; opts->ceiling_targets.empty() && s < opts->targets.size(); ++s) {
         absl::StatusOr<std::unique_ptr<CeilingChild>> child = SpawnCeiling();
         if (!child.ok()) return fail(child.status());
-        ceiling = std::move(*child);
-        opts->ceiling_target = ceiling->address;
+        ceilings.push_back(std::move(*child));
       }
-    } else if (!opts->ceiling_target.empty()) {
+      for (const auto& child : ceilings) opts->ceiling_targets.push_back(child->address);
+    } else if (!opts->ceiling_targets.empty()) {
       return fail(absl::InvalidArgumentError("--ceiling-target goes with --target"));
     }
     nlohmann::json result;
     absl::Status st = bench::RunPsBench(*opts, std::cout, &result);
     if (!st.ok()) return fail(st);
-    if (!opts->targets.empty()) result["ceiling_started_here"] = ceiling != nullptr;
+    if (!opts->targets.empty()) result["ceilings_started_here"] = ceilings.size();
     if (*json_out) std::cout << result.dump(2) << "\n";
     *exit_code = kExitOk;
   });

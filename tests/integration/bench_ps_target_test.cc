@@ -16,6 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "bench/bare_grpc.h"
 #include "gmock/gmock.h"
@@ -52,16 +53,35 @@ class BenchPsTargetTest : public ::testing::Test {
   std::string token_file_;
 };
 
-TEST_F(BenchPsTargetTest, MeasuresARunningPsBesideItsOwnCeilingAndDropsItsTable) {
+TEST_F(BenchPsTargetTest, MeasuresRunningShardsBesideTheirOwnCeilingsAndDropsItsTable) {
   std::string error;
-  auto ps = testing::StartBrookPs(0, 1, {"--auth-token-file", token_file_},
-                                  std::chrono::seconds(30), &error);
-  ASSERT_TRUE(ps.has_value()) << error;
+  std::vector<testing::PsProcess> shards;
+  for (int s = 0; s < 2; ++s) {
+    auto ps = testing::StartBrookPs(s, 2, {"--auth-token-file", token_file_},
+                                    std::chrono::seconds(30), &error);
+    ASSERT_TRUE(ps.has_value()) << error;
+    shards.push_back(std::move(*ps));
+  }
+  const std::vector<std::string> addresses = {shards[0].address, shards[1].address};
 
-  const std::vector<std::string> argv = {
-      BrookBinary(), "bench",    "ps",    "--target",        ps->address, "--seconds",
-      "0.2",         "--slices", "2",     "--dims",          "8",         "--threads",
-      "1",           "--rows",   "20000", "--ps-token-file", token_file_, "--json"};
+  const std::vector<std::string> argv = {BrookBinary(),
+                                         "bench",
+                                         "ps",
+                                         "--target",
+                                         absl::StrJoin(addresses, ","),
+                                         "--seconds",
+                                         "0.2",
+                                         "--slices",
+                                         "2",
+                                         "--dims",
+                                         "8",
+                                         "--threads",
+                                         "1",
+                                         "--rows",
+                                         "20000",
+                                         "--ps-token-file",
+                                         token_file_,
+                                         "--json"};
   auto r = RunCommand(argv, 120);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("[goal >= 60%]"));
@@ -70,40 +90,52 @@ TEST_F(BenchPsTargetTest, MeasuresARunningPsBesideItsOwnCeilingAndDropsItsTable)
   const nlohmann::json json = BenchTargetJson(r.output);
   ASSERT_TRUE(json.is_object()) << r.output;
   EXPECT_EQ(json["mode"], "target");
-  EXPECT_EQ(json["targets"], nlohmann::json::array({ps->address}));
-  EXPECT_EQ(json["ceiling_started_here"], true);
+  EXPECT_EQ(json["targets"], nlohmann::json(addresses));
+  // One ceiling process per shard, started by the bench.
+  EXPECT_EQ(json["ceilings_started_here"], 2);
+  ASSERT_EQ(json["ceiling_targets"].size(), 2u) << json.dump(2);
   ASSERT_EQ(json["runs"].size(), 1u) << json.dump(2);
   const auto& run = json["runs"][0];
   EXPECT_EQ(run["dim"], 8);
   EXPECT_EQ(run["threads"], 1);
+  EXPECT_EQ(run["shards"], 2);
   EXPECT_EQ(run["slice_pairs"], 2);
   for (const char* key :
        {"grpc_pull_mrows_s", "bare_grpc_pull_mrows_s", "grpc_push_mrows_s",
         "bare_grpc_push_mrows_s", "grpc_pull_vs_bare", "grpc_push_vs_bare", "grpc_pull_vs_bare_low",
-        "grpc_push_vs_bare_low", "grpc_pull_client_cores", "bare_grpc_push_client_cores"}) {
+        "grpc_push_vs_bare_low", "grpc_pull_client_cores", "bare_grpc_push_client_cores",
+        "grpc_pull_machine_cores"}) {
     ASSERT_TRUE(run.contains(key)) << key << " " << json.dump(2);
     EXPECT_GT(run[key].get<double>(), 0.0) << key;
+  }
+  // The shards and ceilings run here: their processes' CPU is measured.
+  for (const char* key : {"grpc_push_server_cores", "bare_grpc_push_server_cores"}) {
+    ASSERT_TRUE(run.contains(key)) << key << " " << json.dump(2);
+    EXPECT_GE(run[key].get<double>(), 0.0) << key;
   }
   const std::string table = run["table"];
   EXPECT_TRUE(absl::StartsWith(table, "bench-")) << table;
   EXPECT_THAT(r.output, HasSubstr(absl::StrCat("table ", table, " dropped")));
 
-  // The PS holds no table of the run any more.
+  // No shard holds a table of the run any more.
   ps::GrpcPsClientOptions co;
-  co.addresses = {ps->address};
+  co.addresses = addresses;
   co.token = {.token = kBenchTargetToken, .source = "test"};
   auto client = ps::GrpcPsClient::Create(co);
   ASSERT_TRUE(client.ok()) << client.status();
   auto stats = (*client)->Stats();
   ASSERT_TRUE(stats.ok()) << stats.status();
-  ASSERT_EQ(stats->size(), 1u);
-  for (const auto& t : (*stats)[0].tables) EXPECT_NE(t.name, table);
+  ASSERT_EQ(stats->size(), 2u);
+  for (const auto& shard : *stats) {
+    for (const auto& t : shard.tables) EXPECT_NE(t.name, table);
+  }
 
-  // The ceiling it started is gone with it.
-  const std::string ceiling = json["ceiling_target"];
-  auto bare = bench::BareGrpcClient::Create(ceiling, 1);
-  ASSERT_TRUE(bare.ok());
-  EXPECT_FALSE((*bare)->WaitForReady(absl::Milliseconds(300)).ok()) << ceiling;
+  // The ceilings it started are gone with it.
+  for (const std::string ceiling : json["ceiling_targets"]) {
+    auto bare = bench::BareGrpcClient::Create(ceiling, 1);
+    ASSERT_TRUE(bare.ok());
+    EXPECT_FALSE((*bare)->WaitForReady(absl::Milliseconds(300)).ok()) << ceiling;
+  }
 
   // Without the token: the PS's refusal, naming where the token goes.
   std::vector<std::string> no_token;
@@ -137,6 +169,12 @@ TEST_F(BenchPsTargetTest, AWrongAddressIsAnErrorNamingItWithinSeconds) {
       {BrookBinary(), "bench", "ps", "--target", "nowhere", "--ceiling-target", "127.0.0.1:1"}, 60);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("'nowhere'"));
+  // Three ceilings for two shards: neither one for all nor one each.
+  r = RunCommand({BrookBinary(), "bench", "ps", "--target", "127.0.0.1:1,127.0.0.1:2",
+                  "--ceiling-target", "127.0.0.1:3,127.0.0.1:4,127.0.0.1:5"},
+                 60);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--ceiling-target has 3 addresses for 2"));
 }
 
 TEST(BenchGrpcCeiling, AnswersAPullWithTheBytesItAsksForUntilSigterm) {

@@ -91,6 +91,22 @@ TEST(BareGrpcTest, ClientFansOutAndChecksTheReplySize) {
   EXPECT_FALSE(unknown.ok());
 }
 
+TEST(BareGrpcTest, AFanOutOverSeveralAddressesSendsEachOneCall) {
+  auto a = BareGrpcServer::Start();
+  auto b = BareGrpcServer::Start();
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto client = BareGrpcClient::Create({(*a)->address(), (*b)->address()}, 2);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->WaitForReady(absl::Seconds(10)).ok());
+  const uint64_t a0 = (*a)->calls(), b0 = (*b)->calls();
+  EXPECT_EQ(a0, b0);  // WaitForReady: one call on every connection
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE((*client)->CallFanOut(kBarePullMethod, MakePullRequest(16, 100), 2).ok());
+  }
+  EXPECT_EQ((*a)->calls() - a0, 5u);
+  EXPECT_EQ((*b)->calls() - b0, 5u);
+}
+
 TEST(BareGrpcTest, WaitForReadyNamesAnAddressWhereNothingAnswers) {
   // A port that was free a moment ago: bind a server, note it, stop it.
   std::string address;
