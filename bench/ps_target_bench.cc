@@ -364,8 +364,8 @@ void PrintTargetFigures(const TargetDim& d, int threads, const TargetFigures& f,
     line("    bare gRPC, own process, same bytes (ceiling)", p.ceiling, "ceiling");
     cpu_line(p);
   };
-  pair_lines("two processes: GrpcPsClient::Pull -> brook ps", f.pull, kPullGoal);
-  pair_lines("two processes: GrpcPsClient::Push (SGD) -> brook ps", f.push, kPushGoal);
+  pair_lines("GrpcPsClient::Pull -> brook ps (own process)", f.pull, kPullGoal);
+  pair_lines("GrpcPsClient::Push (SGD) -> brook ps (own process)", f.push, kPushGoal);
 }
 
 nlohmann::json TargetFiguresJson(const PsBenchOptions& o, const TargetDim& d, int threads,
@@ -494,7 +494,8 @@ absl::Status RunPsTargetBench(const PsBenchOptions& o, std::ostream& out, nlohma
   const LocalServers servers = FindLocalServers(o);
   const std::string targets = absl::StrJoin(o.targets, ",");
   out << absl::StrFormat(
-      "brook bench ps --target: two processes, batches of %d distinct keys drawn uniformly at "
+      "brook bench ps --target: the PS and the ceiling in processes of their own, batches of %d "
+      "distinct keys drawn uniformly at "
       "random from the populated rows (%d pre-drawn batches max), %.1f s per figure, %d cores "
       "here, allocator: %s\n",
       o.batch, kMaxPoolBatches, o.seconds, UsableCpus(), MallocDescription());
@@ -523,7 +524,7 @@ absl::Status RunPsTargetBench(const PsBenchOptions& o, std::ostream& out, nlohma
       servers.ps.empty() || servers.ceiling.empty()
           ? "not found here, not measured"
           : absl::StrCat("PS pid ", absl::StrJoin(servers.ps, ","), ", ceiling pid ",
-                         servers.ceiling[0]));
+                         absl::StrJoin(servers.ceiling, ",")));
 
   nlohmann::json runs = nlohmann::json::array();
   std::vector<std::string> tables;
