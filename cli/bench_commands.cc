@@ -57,8 +57,8 @@ void RegisterBenchGrpcCeiling(CLI::App& bench, int* exit_code) {
       "SIGTERM)");
   cmd->add_option("--listen", *listen,
                   "HOST:PORT to serve on (port 0 picks one); printed as \"brook bench "
-                  "grpc-ceiling listening on HOST:PORT\". No authentication: it only echoes "
-                  "bytes")
+                  "grpc-ceiling listening on HOST:PORT\". No authentication: it answers "
+                  "filler bytes of the size asked, nothing else")
       ->capture_default_str();
   cmd->callback([listen, exit_code] { *exit_code = RunGrpcCeiling(*listen); });
 }
@@ -130,7 +130,9 @@ void RegisterBenchPs(CLI::App& bench, int* exit_code) {
   auto no_redis = std::make_shared<bool>(false);
   auto ps_token = std::make_shared<TokenFlags>();
   CLI::App* cmd = bench.add_subcommand(
-      "ps", "PS pull/push rows/s in process and over gRPC vs gather, bare gRPC and Redis");
+      "ps",
+      "PS pull/push rows/s in process and over gRPC vs gather, bare gRPC and Redis; "
+      "--target: running brook ps shards vs a bare gRPC process");
   cmd->add_option("--rows", opts->rows,
                   "Table rows (capped at 512 MiB of weights per dim), all pushed once first")
       ->envname("BROOK_BENCH_ROWS");
