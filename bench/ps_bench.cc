@@ -23,6 +23,7 @@
 #include "bench/bare_grpc.h"
 #include "bench/bench_util.h"
 #include "bench/paired_rate.h"
+#include "bench/ps_target_bench.h"
 #include "bench/ps_tier_bench.h"
 #include "bench/redis_resp.h"
 #include "common/malloc_tuning.h"
@@ -428,10 +429,10 @@ absl::Status StartDimCeilings(const PsBenchOptions& options, DimBench* d) {
   const int batch = options.batch;
   d->plain.emplace(d->rows, d->dim);
   if (!d->plain->ok()) return absl::ResourceExhaustedError("cannot map the plain table");
-  ASSIGN_OR_RETURN(d->bare_server,
-                   BareGrpcServer::Start(static_cast<size_t>(batch) * d->row_bytes));
-  ASSIGN_OR_RETURN(d->bare_client, BareGrpcClient::Create(d->bare_server->port(), kPsChannels));
-  d->pull_request = MakePayload(static_cast<size_t>(batch) * 8);
+  ASSIGN_OR_RETURN(d->bare_server, BareGrpcServer::Start());
+  ASSIGN_OR_RETURN(d->bare_client, BareGrpcClient::Create(d->bare_server->address(), kPsChannels));
+  d->pull_request =
+      MakePullRequest(static_cast<size_t>(batch) * 8, static_cast<uint64_t>(batch) * d->row_bytes);
   d->push_request = MakePayload(static_cast<size_t>(batch) * (8 + d->row_bytes));
   return absl::OkStatus();
 }
@@ -701,6 +702,7 @@ absl::Status RunDim(const PsBenchOptions& options, int dim, int max_threads, Red
 }  // namespace
 
 absl::Status RunPsBench(const PsBenchOptions& options, std::ostream& out, nlohmann::json* result) {
+  if (!options.targets.empty()) return RunPsTargetBench(options, out, result);
   RETURN_IF_ERROR(ValidatePsBenchOptions(options));
   const int max_threads = *std::max_element(options.threads.begin(), options.threads.end());
   const auto wall0 = Clock::now();

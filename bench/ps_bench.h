@@ -7,15 +7,22 @@
 // as the baseline when redis-server is installed; (d) a whole training step's
 // tables over gRPC, per-table calls vs the batch RPCs; then (c),
 // bench/ps_tier_bench.h.
+//
+// With `targets` it measures (b) across processes instead
+// (bench/ps_target_bench.h): running `brook ps` shards beside a bare gRPC
+// ceiling that is a process of its own.
 #pragma once
 
 #include <cstdint>
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 #include "absl/status/status.h"
 #include "bench/ps_tier_bench.h"
+#include "security/bearer_token.h"
+#include "security/tls.h"
 
 namespace brook::bench {
 
@@ -46,6 +53,17 @@ struct PsBenchOptions {
   int64_t step_rows = 20000;
   // (c) the RocksDB tier, WAL cost, checkpoint/restore; rows == 0 skips it.
   PsTierBenchOptions tier;
+
+  // Two processes (or machines): host:port of running `brook ps` shards
+  // 0..N-1. Set, only (b) runs, against them, beside the bare gRPC ceiling
+  // at ceiling_targets (`brook bench grpc-ceiling`: one for all shards, or
+  // one per shard; required then); (a), (c), (d), Redis and `helpers` are
+  // in-process matters and do not apply.
+  std::vector<std::string> targets;
+  std::vector<std::string> ceiling_targets;
+  // How the client reaches the targets (brook ps --auth-token-file, TLS).
+  security::TlsOptions tls;
+  security::ClientToken token;
 };
 
 // Runs the benchmark, prints the table to `out`, fills `result` (JSON).

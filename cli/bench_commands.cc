@@ -1,16 +1,104 @@
 // `brook bench ...`: benchmarks that print each figure beside the ceiling it
 // chases, measured in the same run (see BENCHMARKS.md).
+#include <pthread.h>
+#include <signal.h>
+
+#include <filesystem>
 #include <iostream>
 #include <memory>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "bench/bare_grpc.h"
+#include "bench/bench_util.h"
 #include "bench/ps_bench.h"
 #include "bench/tfrecord_bench.h"
 #include "bench/trainer_bench.h"
+#include "cli/child_process.h"
 #include "cli/commands.h"
+#include "cli/security_flags.h"
 
 namespace brook::cli {
+namespace {
+
+constexpr char kCeilingListening[] = "brook bench grpc-ceiling listening on ";
+
+// `brook bench grpc-ceiling`: the bare gRPC ceiling (bench/bare_grpc.h) as a
+// process of its own, for `brook bench ps --target`. Prints its address,
+// serves until SIGTERM or SIGINT.
+int RunGrpcCeiling(const std::string& listen) {
+  // Blocked before gRPC starts its threads, so only sigwait() sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  absl::StatusOr<std::unique_ptr<bench::BareGrpcServer>> server =
+      bench::BareGrpcServer::Start(listen);
+  if (!server.ok()) {
+    std::cerr << "brook bench grpc-ceiling: " << server.status().message() << "\n";
+    return kExitFailed;
+  }
+  std::cout << kCeilingListening << (*server)->address() << std::endl;
+  int sig = 0;
+  sigwait(&signals, &sig);
+  server->reset();
+  return kExitOk;
+}
+
+void RegisterBenchGrpcCeiling(CLI::App& bench, int* exit_code) {
+  auto listen = std::make_shared<std::string>("127.0.0.1:0");
+  CLI::App* cmd = bench.add_subcommand(
+      "grpc-ceiling",
+      "The bare gRPC ceiling of `brook bench ps --target` as a process of its own (serves until "
+      "SIGTERM)");
+  cmd->add_option("--listen", *listen,
+                  "HOST:PORT to serve on (port 0 picks one); printed as \"brook bench "
+                  "grpc-ceiling listening on HOST:PORT\". No authentication: it answers "
+                  "filler bytes of the size asked, nothing else")
+      ->capture_default_str();
+  cmd->callback([listen, exit_code] { *exit_code = RunGrpcCeiling(*listen); });
+}
+
+// A `brook bench grpc-ceiling` child on 127.0.0.1:0 (this binary), for a
+// `brook bench ps --target` given no --ceiling-target. Its logs go to a
+// scratch dir that lives as long as it does.
+struct CeilingChild {
+  explicit CeilingChild(bench::ScratchDir dir) : logs(std::move(dir)) {}
+  bench::ScratchDir logs;
+  std::unique_ptr<ChildProcess> process;
+  std::string address;
+  ~CeilingChild() {
+    if (process) process->Stop(absl::Seconds(2));
+  }
+};
+
+absl::StatusOr<std::unique_ptr<CeilingChild>> SpawnCeiling() {
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) return absl::InternalError(absl::StrCat("cannot read /proc/self/exe: ", ec.message()));
+  absl::StatusOr<bench::ScratchDir> logs = bench::ScratchDir::Make("", "brook-bench-ceiling");
+  if (!logs.ok()) return logs.status();
+  auto child = std::make_unique<CeilingChild>(std::move(*logs));
+  absl::StatusOr<std::unique_ptr<ChildProcess>> process = ChildProcess::Start(
+      "grpc-ceiling", {self, "bench", "grpc-ceiling", "--listen", "127.0.0.1:0"},
+      child->logs.path() + "/grpc-ceiling");
+  if (!process.ok()) return process.status();
+  child->process = std::move(*process);
+  absl::StatusOr<std::string> line =
+      child->process->WaitForLine(kCeilingListening, absl::Seconds(10));
+  if (!line.ok()) {
+    return absl::Status(line.status().code(), absl::StrCat("starting brook bench grpc-ceiling: ",
+                                                           line.status().message()));
+  }
+  child->address = line->substr(sizeof(kCeilingListening) - 1);
+  return child;
+}
+
+}  // namespace
 
 void RegisterBenchTfrecord(CLI::App& bench, int* exit_code) {
   auto opts = std::make_shared<bench::TfrecordBenchOptions>();
@@ -40,8 +128,11 @@ void RegisterBenchPs(CLI::App& bench, int* exit_code) {
   auto opts = std::make_shared<bench::PsBenchOptions>();
   auto json_out = std::make_shared<bool>(false);
   auto no_redis = std::make_shared<bool>(false);
+  auto ps_token = std::make_shared<TokenFlags>();
   CLI::App* cmd = bench.add_subcommand(
-      "ps", "PS pull/push rows/s in process and over gRPC vs gather, bare gRPC and Redis");
+      "ps",
+      "PS pull/push rows/s in process and over gRPC vs gather, bare gRPC and Redis; "
+      "--target: running brook ps shards vs a bare gRPC process");
   cmd->add_option("--rows", opts->rows,
                   "Table rows (capped at 512 MiB of weights per dim), all pushed once first")
       ->envname("BROOK_BENCH_ROWS");
@@ -64,22 +155,61 @@ void RegisterBenchPs(CLI::App& bench, int* exit_code) {
   cmd->add_option("--work-dir", opts->tier.work_dir,
                   "(c) where the data dirs are made (and removed)");
   cmd->add_flag("--no-redis", *no_redis, "Skip the Redis baseline even if redis-server exists");
+  cmd->add_option("--target", opts->targets,
+                  "Two processes: running `brook ps` shards, HOST:PORT comma-separated in shard "
+                  "order; only (b) runs, against them, on a table bench-<pid>-<dim> it drops at "
+                  "the end")
+      ->delimiter(',');
+  cmd->add_option("--ceiling-target", opts->ceiling_targets,
+                  "With --target: running `brook bench grpc-ceiling` processes, HOST:PORT, one "
+                  "for all shards or one per shard (comma-separated); default: one per shard "
+                  "started here on 127.0.0.1")
+      ->delimiter(',');
+  AddTlsFlags(cmd, &opts->tls, TlsRole::kClient);
+  ps_token->env_var = "BROOK_PS_TOKEN";
+  ps_token->flag = "--ps-token-file";
+  cmd->add_option("--ps-token-file", ps_token->file,
+                  "With --target: file holding the PS nodes' bearer token (or set "
+                  "$BROOK_PS_TOKEN)")
+      ->envname("BROOK_PS_TOKEN_FILE");
   cmd->add_flag("--json", *json_out, "Also print the figures as JSON");
-  cmd->callback([opts, json_out, no_redis, exit_code] {
+  cmd->callback([opts, json_out, no_redis, ps_token, exit_code] {
     opts->redis = !*no_redis;
     opts->tier.batch = opts->batch;
     opts->tier.seconds = opts->seconds;
     opts->tier.seed = opts->seed;
-    nlohmann::json result;
-    absl::Status st = bench::RunPsBench(*opts, std::cout, &result);
-    if (!st.ok()) {
+    auto fail = [&](const absl::Status& st) {
       std::cerr << "brook bench ps: " << st.message() << "\n";
       *exit_code = absl::IsInvalidArgument(st) ? kExitUsage : kExitFailed;
-      return;
+    };
+    std::vector<std::unique_ptr<CeilingChild>> ceilings;  // outlive the run
+    if (!opts->targets.empty()) {
+      absl::StatusOr<std::string> token = ps_token->Resolve();
+      if (!token.ok()) return fail(token.status());
+      opts->token = {};
+      if (!token->empty()) {
+        opts->token.token = *token;
+        opts->token.source = ps_token->Source();
+      }
+      // One ceiling process per PS shard, as the shards are a process each.
+      for (size_t s = 0; opts->ceiling_targets.empty() && s < opts->targets.size(); ++s) {
+        absl::StatusOr<std::unique_ptr<CeilingChild>> child = SpawnCeiling();
+        if (!child.ok()) return fail(child.status());
+        ceilings.push_back(std::move(*child));
+      }
+      for (const auto& child : ceilings) opts->ceiling_targets.push_back(child->address);
+    } else if (!opts->ceiling_targets.empty()) {
+      return fail(absl::InvalidArgumentError("--ceiling-target goes with --target"));
     }
+    nlohmann::json result;
+    absl::Status st = bench::RunPsBench(*opts, std::cout, &result);
+    if (!st.ok()) return fail(st);
+    if (!opts->targets.empty()) result["ceilings_started_here"] = ceilings.size();
     if (*json_out) std::cout << result.dump(2) << "\n";
     *exit_code = kExitOk;
   });
+  // The ceiling process of `bench ps --target` is registered with it.
+  RegisterBenchGrpcCeiling(bench, exit_code);
 }
 
 void RegisterBenchTrainer(CLI::App& bench, int* exit_code) {
