@@ -420,7 +420,9 @@ absl::Status StartDimPs(const PsBenchOptions& options, DimBench* d) {
   co.addresses = {d->server->address()};
   co.channels_per_shard = kPsChannels;
   ASSIGN_OR_RETURN(d->client, ps::GrpcPsClient::Create(co));
-  return d->client->WaitForReady(absl::Seconds(10));
+  RETURN_IF_ERROR(d->client->WaitForReady(absl::Seconds(10)));
+  to.wire = options.wire;  // the client's side of the table: its requests' precision
+  return d->client->CreateTable(to);
 }
 
 // The ceilings: a plain array of the same rows for (a), a bare gRPC service
@@ -473,10 +475,11 @@ absl::Status SetUpDim(const PsBenchOptions& options, int dim, int max_threads, R
   const size_t row_bytes = d->row_bytes;
   out << absl::StrFormat(
       "\ndim %d: %d rows (%.0f MB of weights), %d B per row, pull reply %.2f MB, push request "
-      "%.2f MB; (b) PS helper threads: %d\n",
+      "%.2f MB (fp32); (b) PS helper threads: %d, wire %s\n",
       dim, d->rows, static_cast<double>(d->rows) * row_bytes / 1e6, row_bytes,
       static_cast<double>(batch) * row_bytes / 1e6,
-      static_cast<double>(batch) * (8 + row_bytes) / 1e6, d->server->helpers());
+      static_cast<double>(batch) * (8 + row_bytes) / 1e6, d->server->helpers(),
+      std::string(ps::WirePrecisionName(options.wire)));
 
   d->outs.assign(max_threads, std::vector<float>(static_cast<size_t>(batch) * dim));
   d->redis_outs.assign(redis->ran() ? max_threads : 0,

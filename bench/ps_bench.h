@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include "absl/status/status.h"
 #include "bench/ps_tier_bench.h"
+#include "ps/options.h"
 #include "security/bearer_token.h"
 #include "security/tls.h"
 
@@ -39,6 +40,10 @@ struct PsBenchOptions {
   int batch = 4096;  // distinct keys per pull / push
   // (b): PsServerOptions::helpers of the PS under test (-1: its default).
   int helpers = -1;
+  // (b) and --target: the table's wire precision (rows and gradients in
+  // bf16 / fp16 halve their bytes); the bare ceiling still moves the fp32
+  // bytes, so a ratio past 100% is what the halving bought.
+  ps::WirePrecision wire = ps::WirePrecision::kFp32;
   uint64_t seed = 1;
   bool redis = true;  // run the Redis baseline when redis-server is on PATH
   // (d) one training step over gRPC: step_tables tables of step_keys keys

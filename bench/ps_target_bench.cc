@@ -436,6 +436,7 @@ absl::Status RunTargetDim(const PsBenchOptions& o, const LocalServers& servers, 
   to.optimizer.kind = ps::OptimizerKind::kSgd;
   to.optimizer.learning_rate = kLearningRate;
   to.memory_budget_bytes = 8ull << 30;
+  to.wire = o.wire;
   absl::Status st = client->CreateTable(to);
   if (!st.ok()) {
     return absl::Status(st.code(), absl::StrCat("creating table ", d.table, ": ", st.message()));
@@ -453,13 +454,14 @@ absl::Status RunTargetDim(const PsBenchOptions& o, const LocalServers& servers, 
   out << absl::StrFormat(
       "\ndim %d: table %s, %d rows (%.0f MB of weights) on %d shard%s, populated in %.1f s; %d B "
       "per row, pull reply %.2f MB, push request %.2f MB (a ceiling call per shard: %.2f / %.2f "
-      "MB)\n",
+      "MB, fp32); the PS calls' wire: %s\n",
       dim, d.table, d.rows, static_cast<double>(d.rows) * d.row_bytes / 1e6, shards,
       shards == 1 ? "" : "s", d.populate_s, d.row_bytes,
       static_cast<double>(o.batch) * d.row_bytes / 1e6,
       static_cast<double>(o.batch) * (8 + d.row_bytes) / 1e6,
       static_cast<double>(part) * d.row_bytes / 1e6,
-      static_cast<double>(part) * (8 + d.row_bytes) / 1e6);
+      static_cast<double>(part) * (8 + d.row_bytes) / 1e6,
+      std::string(ps::WirePrecisionName(o.wire)));
   for (int threads : o.threads) {
     ASSIGN_OR_RETURN(const TargetFigures f,
                      MeasureTargetFigures(o, servers, threads, client, bare, &d));

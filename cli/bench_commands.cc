@@ -129,6 +129,7 @@ void RegisterBenchPs(CLI::App& bench, int* exit_code) {
   auto json_out = std::make_shared<bool>(false);
   auto no_redis = std::make_shared<bool>(false);
   auto ps_token = std::make_shared<TokenFlags>();
+  auto wire = std::make_shared<std::string>("fp32");
   CLI::App* cmd = bench.add_subcommand(
       "ps",
       "PS pull/push rows/s in process and over gRPC vs gather, bare gRPC and Redis; "
@@ -155,6 +156,11 @@ void RegisterBenchPs(CLI::App& bench, int* exit_code) {
   cmd->add_option("--work-dir", opts->tier.work_dir,
                   "(c) where the data dirs are made (and removed)");
   cmd->add_flag("--no-redis", *no_redis, "Skip the Redis baseline even if redis-server exists");
+  cmd->add_option("--wire", *wire,
+                  "(b) and --target: the table's wire precision; the bare ceiling still moves "
+                  "fp32 bytes, so past 100% is what the halved payload bought")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
   cmd->add_option("--target", opts->targets,
                   "Two processes: running `brook ps` shards, HOST:PORT comma-separated in shard "
                   "order; only (b) runs, against them, on a table bench-<pid>-<dim> it drops at "
@@ -173,8 +179,9 @@ void RegisterBenchPs(CLI::App& bench, int* exit_code) {
                   "$BROOK_PS_TOKEN)")
       ->envname("BROOK_PS_TOKEN_FILE");
   cmd->add_flag("--json", *json_out, "Also print the figures as JSON");
-  cmd->callback([opts, json_out, no_redis, ps_token, exit_code] {
+  cmd->callback([opts, json_out, no_redis, ps_token, wire, exit_code] {
     opts->redis = !*no_redis;
+    opts->wire = *ps::WirePrecisionFromName(*wire);
     opts->tier.batch = opts->batch;
     opts->tier.seconds = opts->seconds;
     opts->tier.seed = opts->seed;

@@ -77,6 +77,28 @@ class GatherScratch {
   absl::Span<float> span_;
 };
 
+// Per-thread buffers for bf16 / fp16 gradients decoded to float32, `parts`
+// of them, reused by the thread's next push (an allocation and zero fill of
+// a megabyte per push cost more than the decode); one past kKeep floats is
+// released after use.
+class GradScratch {
+ public:
+  explicit GradScratch(size_t parts) {
+    if (pool_.size() < parts) pool_.resize(parts);
+  }
+  ~GradScratch() {
+    for (std::vector<float>& v : pool_) {
+      if (v.capacity() > kKeep) std::vector<float>().swap(v);
+    }
+  }
+  std::vector<float>* at(size_t i) { return &pool_[i]; }
+
+ private:
+  static constexpr size_t kKeep = size_t{4} << 20;
+  static thread_local std::vector<std::vector<float>> pool_;
+};
+thread_local std::vector<std::vector<float>> GradScratch::pool_;
+
 // A push part's gradients, decoded from its precision into float32.
 absl::StatusOr<absl::Span<const float>> DecodeGrads(const v1::PushRequest& part,
                                                     std::vector<float>* scratch,
@@ -194,9 +216,9 @@ absl::Status PsHandlers::PullRaw(const grpc::ByteBuffer& request, grpc::ByteBuff
 absl::Status PsHandlers::Push(const v1::PushRequest& req, v1::PushResponse* resp) {
   RETURN_IF_ERROR(CheckRoute(req.route()));
   std::vector<uint64_t> key_scratch;
-  std::vector<float> grad_scratch;
+  GradScratch grad_scratch(1);
   ASSIGN_OR_RETURN(absl::Span<const uint64_t> keys, wire::DecodeKeys(req.keys(), &key_scratch));
-  ASSIGN_OR_RETURN(absl::Span<const float> grads, DecodeGrads(req, &grad_scratch, "grads"));
+  ASSIGN_OR_RETURN(absl::Span<const float> grads, DecodeGrads(req, grad_scratch.at(0), "grads"));
   if (keys.empty() ? !grads.empty() : grads.size() % keys.size() != 0) {
     return absl::InvalidArgumentError(absl::StrCat("push to '", req.table(), "': ", grads.size(),
                                                    " gradient floats for ", keys.size(),
@@ -327,7 +349,7 @@ absl::Status PsHandlers::PushBatch(const v1::PushBatchRequest& req, v1::PushBatc
   ctx.stream_id = req.stream_id();
   ctx.helpers = helpers_;
   std::vector<std::vector<uint64_t>> key_scratch(req.tables_size());
-  std::vector<std::vector<float>> grad_scratch(req.tables_size() + req.dense_size());
+  GradScratch grad_scratch(static_cast<size_t>(req.tables_size() + req.dense_size()));
   std::vector<TablePushPart> tables(req.tables_size());
   for (int i = 0; i < req.tables_size(); ++i) {
     const v1::PushRequest& part = req.tables(i);
@@ -339,7 +361,7 @@ absl::Status PsHandlers::PushBatch(const v1::PushBatchRequest& req, v1::PushBatc
     TablePushPart& t = tables[i];
     ASSIGN_OR_RETURN(t.keys, wire::DecodeKeys(part.keys(), &key_scratch[i],
                                               absl::StrCat("keys of table '", part.table(), "'")));
-    ASSIGN_OR_RETURN(t.grads, DecodeGrads(part, &grad_scratch[i],
+    ASSIGN_OR_RETURN(t.grads, DecodeGrads(part, grad_scratch.at(i),
                                           absl::StrCat("grads of table '", part.table(), "'")));
     if (t.keys.empty() ? !t.grads.empty() : t.grads.size() % t.keys.size() != 0) {
       return absl::InvalidArgumentError(absl::StrCat("push to '", part.table(),
@@ -359,7 +381,7 @@ absl::Status PsHandlers::PushBatch(const v1::PushBatchRequest& req, v1::PushBatc
                                 "learning_rate_scale", part.name()));
     ASSIGN_OR_RETURN(
         dense[i].grads,
-        wire::DecodeFloats(part.grads(), &grad_scratch[req.tables_size() + i],
+        wire::DecodeFloats(part.grads(), grad_scratch.at(req.tables_size() + i),
                            absl::StrCat("grads of dense variable '", part.name(), "'")));
     dense[i].name = part.name();
     dense[i].sequence = part.sequence();

@@ -28,37 +28,90 @@ float Bits(uint32_t u) { return std::bit_cast<float>(u); }
 uint32_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
 
 #if defined(__x86_64__)
-// F16C converts 8 values an instruction, rounding as FloatToFp16 does
-// (_MM_FROUND_TO_NEAREST_INT is ties-to-even).
-__attribute__((target("avx,f16c"))) void EncodeFp16F16c(const float* src, size_t n, float scale,
-                                                        uint16_t* dst) {
+// 8 values an instruction, rounding exactly as the one-value functions do:
+// F16C's _MM_FROUND_TO_NEAREST_INT is ties-to-even, and the AVX2 bf16 code
+// is FloatToBf16's arithmetic on 8 lanes. Unaligned loads and stores: a
+// payload sits at any byte of a message.
+__attribute__((target("avx,f16c"))) void EncodeFp16Simd(const float* src, size_t n, float scale,
+                                                        char* dst) {
   const __m256 s = _mm256_set1_ps(scale);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(src + i), s);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i),
                      _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
   }
-  for (; i < n; ++i) dst[i] = FloatToFp16(src[i] * scale);
+  for (; i < n; ++i) {
+    const uint16_t h = FloatToFp16(src[i] * scale);
+    std::memcpy(dst + 2 * i, &h, 2);
+  }
 }
 
-__attribute__((target("avx,f16c"))) void DecodeFp16F16c(const uint16_t* src, size_t n,
-                                                        float inv_scale, float* dst) {
+__attribute__((target("avx,f16c"))) void DecodeFp16Simd(const char* src, size_t n, float inv_scale,
+                                                        float* dst) {
   const __m256 s = _mm256_set1_ps(inv_scale);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i));
     _mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_cvtph_ps(h), s));
   }
-  for (; i < n; ++i) dst[i] = Fp16ToFloat(src[i]) * inv_scale;
+  for (; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);
+    dst[i] = Fp16ToFloat(h) * inv_scale;
+  }
+}
+
+__attribute__((target("avx2"))) void EncodeBf16Simd(const float* src, size_t n, char* dst) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i infinity = _mm256_set1_epi32(static_cast<int>(kF32Infinity));
+  const __m256i round = _mm256_set1_epi32(0x7fff);
+  const __m256i one = _mm256_set1_epi32(1);
+  const __m256i quiet = _mm256_set1_epi32(0x40);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
+    const __m256i rounded =
+        _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, round), odd), 16);
+    const __m256i nan_bits = _mm256_or_si256(_mm256_srli_epi32(u, 16), quiet);
+    // |u| > Inf as signed ints: the sign is masked off, so both are >= 0.
+    const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), infinity);
+    const __m256i out = _mm256_blendv_epi8(rounded, nan_bits, is_nan);
+    // 8 x 32 -> 8 x 16 bits: packus works per 128-bit lane, then the lanes' low
+    // halves are put side by side. Values are < 2^16, so packus keeps them.
+    const __m256i packed = _mm256_packus_epi32(out, out);
+    const __m256i ordered = _mm256_permute4x64_epi64(packed, 0x08);  // qwords 0, 2
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i), _mm256_castsi256_si128(ordered));
+  }
+  for (; i < n; ++i) {
+    const uint16_t h = FloatToBf16(src[i]);
+    std::memcpy(dst + 2 * i, &h, 2);
+  }
+}
+
+__attribute__((target("avx2"))) void DecodeBf16Simd(const char* src, size_t n, float* dst) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i));
+    const __m256i u = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), u);
+  }
+  for (; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);
+    dst[i] = Bf16ToFloat(h);
+  }
 }
 
 bool HasF16c() {
   static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
   return has;
 }
-#else
-bool HasF16c() { return false; }
+bool HasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
 #endif
 
 }  // namespace
@@ -124,36 +177,29 @@ float Fp16Scale(absl::Span<const float> values) {
 
 void EncodeValues(WirePrecision precision, absl::Span<const float> values, float scale, char* dst) {
   const size_t n = values.size();
+  const float* src = values.data();
   switch (precision) {
     case WirePrecision::kFp32:
-      std::memcpy(dst, values.data(), n * sizeof(float));
+      std::memcpy(dst, src, n * sizeof(float));
       return;
-    case WirePrecision::kBf16: {
-      // Through a small aligned buffer: dst may sit at any byte.
-      uint16_t buf[256];
-      for (size_t i = 0; i < n; i += 256) {
-        const size_t m = std::min<size_t>(256, n - i);
-        for (size_t j = 0; j < m; ++j) buf[j] = FloatToBf16(values[i + j]);
-        std::memcpy(dst + 2 * i, buf, 2 * m);
-      }
-      return;
-    }
-    case WirePrecision::kFp16: {
-      uint16_t buf[256];
-      for (size_t i = 0; i < n; i += 256) {
-        const size_t m = std::min<size_t>(256, n - i);
+    case WirePrecision::kBf16:
 #if defined(__x86_64__)
-        if (HasF16c()) {
-          EncodeFp16F16c(values.data() + i, m, scale, buf);
-        } else
+      if (HasAvx2()) return EncodeBf16Simd(src, n, dst);
 #endif
-        {
-          for (size_t j = 0; j < m; ++j) buf[j] = FloatToFp16(values[i + j] * scale);
-        }
-        std::memcpy(dst + 2 * i, buf, 2 * m);
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t h = FloatToBf16(src[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
       }
       return;
-    }
+    case WirePrecision::kFp16:
+#if defined(__x86_64__)
+      if (HasF16c()) return EncodeFp16Simd(src, n, scale, dst);
+#endif
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t h = FloatToFp16(src[i] * scale);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      return;
   }
 }
 
@@ -162,28 +208,25 @@ void DecodeValues(WirePrecision precision, const char* src, size_t n, float scal
     case WirePrecision::kFp32:
       std::memcpy(dst, src, n * sizeof(float));
       return;
-    case WirePrecision::kBf16: {
-      uint16_t buf[256];
-      for (size_t i = 0; i < n; i += 256) {
-        const size_t m = std::min<size_t>(256, n - i);
-        std::memcpy(buf, src + 2 * i, 2 * m);
-        for (size_t j = 0; j < m; ++j) dst[i + j] = Bf16ToFloat(buf[j]);
+    case WirePrecision::kBf16:
+#if defined(__x86_64__)
+      if (HasAvx2()) return DecodeBf16Simd(src, n, dst);
+#endif
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        dst[i] = Bf16ToFloat(h);
       }
       return;
-    }
     case WirePrecision::kFp16: {
       const float inv = 1.0f / scale;  // exact: scale is a power of two
-      uint16_t buf[256];
-      for (size_t i = 0; i < n; i += 256) {
-        const size_t m = std::min<size_t>(256, n - i);
-        std::memcpy(buf, src + 2 * i, 2 * m);
 #if defined(__x86_64__)
-        if (HasF16c()) {
-          DecodeFp16F16c(buf, m, inv, dst + i);
-          continue;
-        }
+      if (HasF16c()) return DecodeFp16Simd(src, n, inv, dst);
 #endif
-        for (size_t j = 0; j < m; ++j) dst[i + j] = Fp16ToFloat(buf[j]) * inv;
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        dst[i] = Fp16ToFloat(h) * inv;
       }
       return;
     }
@@ -224,9 +267,9 @@ absl::StatusOr<absl::Span<const float>> DecodeFloatsAs(WirePrecision precision,
                                                    std::string(WirePrecisionName(precision)), ")"));
   }
   const size_t n = bytes.size() / size;
-  scratch->resize(n);
+  if (scratch->size() < n) scratch->resize(n);  // grows only: a reused one costs nothing
   DecodeValues(precision, bytes.data(), n, scale, scratch->data());
-  return absl::Span<const float>(*scratch);
+  return absl::Span<const float>(scratch->data(), n);
 }
 
 void RoundTrip(WirePrecision precision, absl::Span<float> values) {

@@ -59,8 +59,8 @@ absl::StatusOr<WirePrecision> WirePrecisionFromNumber(int number, std::string_vi
 float EncodeFloatsAs(WirePrecision precision, absl::Span<const float> values, std::string* out);
 // The float32 values of a payload in `precision` (scale as read, see
 // CheckScale): fp32 views `bytes` (wire.h DecodeFloats), the others decode
-// into *scratch. INVALID_ARGUMENT (naming `what`) when the length is not a
-// multiple of the value size or the scale is bad.
+// into *scratch, which only grows (keep one per thread to allocate nothing). INVALID_ARGUMENT
+// (naming `what`) when the length is not a multiple of the value size or the scale is bad.
 absl::StatusOr<absl::Span<const float>> DecodeFloatsAs(WirePrecision precision,
                                                        std::string_view bytes, float scale,
                                                        std::vector<float>* scratch,

@@ -209,6 +209,17 @@ inline absl::Status ReadPullReply(grpc::ByteBuffer* reply, uint32_t dim, size_t 
           }
           continue;
         }
+        while (si < slices.size() && off == slices[si].size()) {
+          ++si;
+          off = 0;
+        }
+        if (si < slices.size() && slices[si].size() - off >= encoded.size()) {
+          // The row lies in one slice (the usual case): decode it in place.
+          DecodeValues(precision, reinterpret_cast<const char*>(slices[si].begin()) + off, dim,
+                       decode_scale, dst);
+          off += encoded.size();
+          continue;
+        }
         if (!bytes(encoded.data(), encoded.size())) {
           return absl::InvalidArgumentError("pull reply: truncated rows");
         }

@@ -32,8 +32,8 @@ TEST(RowCacheTest, NeverServesARowOlderThanRefreshStepsMinusOne) {
         EXPECT_TRUE(missing.empty()) << "refresh " << refresh << " step " << step;
         EXPECT_EQ(out, Rows(keys, kDim, 0.5f));
       } else {
-        EXPECT_EQ(missing, (std::vector<uint32_t>{0, 1})) << "refresh " << refresh << " step "
-                                                          << step;
+        EXPECT_EQ(missing, (std::vector<uint32_t>{0, 1}))
+            << "refresh " << refresh << " step " << step;
         EXPECT_EQ(out, std::vector<float>(keys.size() * kDim, -1));  // untouched
       }
     }
