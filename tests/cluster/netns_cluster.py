@@ -42,7 +42,7 @@ SUBNET = "10.77.0"
 PORT = 7000          # every node's gRPC port (its own namespace: no clashes)
 METRICS_PORT = 9100  # every node's /metrics port
 DEFAULT_BROOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build",
-                             "chief", "brook")
+                             "bin", "brook")
 
 
 def run(*args, check=True, input=None):
