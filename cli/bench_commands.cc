@@ -17,6 +17,7 @@
 #include "bench/ps_bench.h"
 #include "bench/tfrecord_bench.h"
 #include "bench/trainer_bench.h"
+#include "cli/address_flags.h"
 #include "cli/child_process.h"
 #include "cli/commands.h"
 #include "cli/security_flags.h"
@@ -59,6 +60,7 @@ void RegisterBenchGrpcCeiling(CLI::App& bench, int* exit_code) {
                   "HOST:PORT to serve on (port 0 picks one); printed as \"brook bench "
                   "grpc-ceiling listening on HOST:PORT\". No authentication: it answers "
                   "filler bytes of the size asked, nothing else")
+      ->check(ListenAddress())
       ->capture_default_str();
   cmd->callback([listen, exit_code] { *exit_code = RunGrpcCeiling(*listen); });
 }

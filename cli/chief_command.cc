@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "chief/client/cluster_spec.h"
 #include "chief/service/chief_server.h"
+#include "cli/address_flags.h"
 #include "cli/commands.h"
 #include "cli/security_flags.h"
 #include "common/status_macros.h"
@@ -130,10 +131,12 @@ void RegisterChief(CLI::App& app, int* exit_code) {
   CLI::Option* listen =
       cmd->add_option("--listen", flags->server.listen, "gRPC host:port (port 0: pick a free one)")
           ->envname("BROOK_CHIEF_LISTEN")
+          ->check(ListenAddress())
           ->capture_default_str();
   cmd->add_option("--metrics-listen", flags->server.metrics_listen,
                   "Prometheus /metrics host:port; empty turns it off")
       ->envname("BROOK_CHIEF_METRICS_LISTEN")
+      ->check(ListenAddressOrEmpty())
       ->capture_default_str();
   cmd->add_option("--state-dir", flags->server.chief.state_dir,
                   "RocksDB directory of the job queue; a restart over it resumes every job")

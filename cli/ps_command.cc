@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "chief/client/cluster_spec.h"
+#include "cli/address_flags.h"
 #include "cli/commands.h"
 #include "cli/security_flags.h"
 #include "common/status_macros.h"
@@ -153,10 +154,12 @@ void RegisterPs(CLI::App& app, int* exit_code) {
                       "gRPC host:port (port 0: pick a free one; printed on stdout); default "
                       "under TF_CONFIG: 0.0.0.0 and the port of cluster.ps[task.index]")
           ->envname("BROOK_PS_LISTEN")
+          ->check(ListenAddress())
           ->capture_default_str();
   cmd->add_option("--metrics-listen", flags->server.metrics_listen,
                   "Prometheus /metrics host:port; empty turns it off")
       ->envname("BROOK_PS_METRICS_LISTEN")
+      ->check(ListenAddressOrEmpty())
       ->capture_default_str();
   CLI::Option* shard_index =
       cmd->add_option("--shard-index", flags->server.ps.shard_index,

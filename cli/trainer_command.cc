@@ -39,6 +39,7 @@
 #include "chief/core/job_queue.h"
 #include "chief/export/model_export.h"
 #include "chief/job/job_spec.h"
+#include "cli/address_flags.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/security_flags.h"
@@ -810,7 +811,8 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
       ->capture_default_str()
       ->envname("BROOK_TRAINER_DEVICE");
   cmd->add_option("--metrics-listen", f->metrics_listen, "Prometheus /metrics host:port")
-      ->envname("BROOK_TRAINER_METRICS_LISTEN");
+      ->envname("BROOK_TRAINER_METRICS_LISTEN")
+      ->check(ListenAddressOrEmpty());
   AddTlsFlags(cmd, &f->tls, TlsRole::kClient);
   AddClientTokenFlags(cmd, &f->token);
   AddPsClientTokenFlags(cmd, &f->ps_token);
