@@ -280,17 +280,16 @@ uint64_t ParameterServer::State::ApplyDensePush(internal::DenseVariable& v, std:
                                                 const PushContext& ctx) {
   const float scale = ctx.learning_rate_scale;
   if (wal == nullptr) return v.Apply(grads, nonfinite, scale);
+  const internal::DensePushRecord record{.name = name,
+                                         .step = ctx.step,
+                                         .client_id = ctx.client_id,
+                                         .sequence = ctx.sequence,
+                                         .stream_id = ctx.stream_id,
+                                         .learning_rate_scale = scale,
+                                         .grads = grads};
   return v.Apply(grads, nonfinite, scale, [&] {
-    return Log([&](v1::WalEntry* e) {
-      v1::WalDensePush* d = e->mutable_dense_push();
-      d->set_name(std::string(name));
-      d->set_step(ctx.step);
-      d->set_client_id(ctx.client_id);
-      d->set_sequence(ctx.sequence);
-      if (ctx.stream_id != 0) d->set_stream_id(ctx.stream_id);
-      if (scale != 1.0f) d->set_learning_rate_scale(scale);
-      d->set_grads(reinterpret_cast<const char*>(grads.data()), grads.size() * sizeof(float));
-    });
+    return wal->AddInPlace(internal::WalDensePushBytes(record),
+                           [&](char* dst) { internal::EncodeWalDensePush(record, dst); });
   });
 }
 

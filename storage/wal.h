@@ -11,7 +11,8 @@
 // sequence has no gap and that each segment holds what its name says.
 //
 // WalWriter is safe for concurrent access from multiple threads without
-// external synchronization. ReplayWal reads a directory that no writer is
+// external synchronization. Under Sync::kNone it runs one thread of its own,
+// the early writer (WalOptions::early_write_bytes). ReplayWal reads a directory that no writer is
 // changing (at start-up, before or after WalWriter::Open).
 #pragma once
 
@@ -78,7 +79,8 @@ class WalWriter {
   // an error the LSN is still assigned but the record is dropped; Sync reports
   // the error. A record above kWalMaxRecordBytes is such an error
   // (INVALID_ARGUMENT, sticky): the log refuses to write what replay rejects.
-  // Pending records use memory until some thread calls Sync.
+  // Pending records use memory until some thread calls Sync (or, under
+  // kNone, until the early writer writes them).
   uint64_t Add(std::string_view record);
 
   // Add for a record of `size` bytes that `fill` writes straight into the

@@ -58,7 +58,46 @@ size_t PushPartBodyBytes(const PushPart& part) {
          VarintFieldBytes(part.stream_id);
 }
 
+// A non-empty bytes field with its n bytes.
+char* PutBytesField(char* dst, int number, const void* data, size_t n) {
+  if (n == 0) return dst;
+  dst = PutBytesHeader(dst, number, n);
+  std::memcpy(dst, data, n);
+  return dst + n;
+}
+
+char* PutScaleField(char* dst, int number, float scale) {
+  if (!LogsScale(scale)) return dst;
+  *dst++ = static_cast<char>(Key(number, kFixed32));
+  std::memcpy(dst, &scale, sizeof(float));
+  return dst + sizeof(float);
+}
+
+// WalDensePush's fields, in field-number order.
+size_t DensePushBodyBytes(const DensePushRecord& push) {
+  return BytesFieldBytes(push.name.size()) + VarintFieldBytes(static_cast<uint64_t>(push.step)) +
+         VarintFieldBytes(push.client_id) + VarintFieldBytes(push.sequence) +
+         BytesFieldBytes(push.grads.size() * sizeof(float)) +
+         (LogsScale(push.learning_rate_scale) ? 5 : 0) + VarintFieldBytes(push.stream_id);
+}
+
 }  // namespace
+
+size_t WalDensePushBytes(const DensePushRecord& push) {
+  const size_t body = DensePushBodyBytes(push);
+  return 1 + VarintBytes(body) + body;  // WalEntry.dense_push = 2
+}
+
+void EncodeWalDensePush(const DensePushRecord& push, char* dst) {
+  dst = PutBytesHeader(dst, 2, DensePushBodyBytes(push));  // WalEntry.dense_push
+  dst = PutBytesField(dst, 1, push.name.data(), push.name.size());
+  dst = PutVarintField(dst, 2, static_cast<uint64_t>(push.step));
+  dst = PutVarintField(dst, 3, push.client_id);
+  dst = PutVarintField(dst, 4, push.sequence);
+  dst = PutBytesField(dst, 5, push.grads.data(), push.grads.size() * sizeof(float));
+  dst = PutScaleField(dst, 6, push.learning_rate_scale);
+  PutVarintField(dst, 7, push.stream_id);
+}
 
 size_t WalPushPartBytes(const PushPart& part) {
   const size_t body = PushPartBodyBytes(part);
@@ -67,25 +106,16 @@ size_t WalPushPartBytes(const PushPart& part) {
 
 void EncodeWalPushPart(const PushPart& part, char* dst) {
   dst = PutBytesHeader(dst, 1, PushPartBodyBytes(part));  // WalEntry.push_part
-  if (!part.table.empty()) {
-    dst = PutBytesHeader(dst, 1, part.table.size());
-    std::memcpy(dst, part.table.data(), part.table.size());
-    dst += part.table.size();
-  }
+  dst = PutBytesField(dst, 1, part.table.data(), part.table.size());
   dst = PutVarintField(dst, 2, part.push_id);
   dst = PutVarintField(dst, 3, part.part);
   dst = PutVarintField(dst, 4, part.parts);
   dst = PutVarintField(dst, 5, static_cast<uint64_t>(part.step));  // int64: two's complement
   dst = PutVarintField(dst, 6, part.client_id);
   dst = PutVarintField(dst, 7, part.sequence);
-  if (!part.keys.empty()) {
-    // Packed little-endian uint64, as the host stores them (x86, ARM).
-    static_assert(std::endian::native == std::endian::little);
-    const size_t n = part.keys.size() * sizeof(uint64_t);
-    dst = PutBytesHeader(dst, 8, n);
-    std::memcpy(dst, part.keys.data(), n);
-    dst += n;
-  }
+  // Packed little-endian uint64 (and float32 below), as the host stores them.
+  static_assert(std::endian::native == std::endian::little);
+  dst = PutBytesField(dst, 8, part.keys.data(), part.keys.size() * sizeof(uint64_t));
   if (const size_t n = GradBytes(part); n > 0) {
     // The part's gradients, in the part's key order: row j is the request's
     // row original[j].
@@ -97,11 +127,7 @@ void EncodeWalPushPart(const PushPart& part, char* dst) {
       dst += row;
     }
   }
-  if (LogsScale(part.learning_rate_scale)) {
-    *dst++ = static_cast<char>(Key(10, kFixed32));
-    std::memcpy(dst, &part.learning_rate_scale, sizeof(float));
-    dst += sizeof(float);
-  }
+  dst = PutScaleField(dst, 10, part.learning_rate_scale);
   PutVarintField(dst, 11, part.stream_id);
 }
 

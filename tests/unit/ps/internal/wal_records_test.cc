@@ -148,5 +148,62 @@ TEST(WalRecordsTest, ReplayParsesWhatWasLogged) {
                                        r.grads[1]}));
 }
 
+std::string ProtobufBytes(const DensePushRecord& push) {
+  v1::WalEntry entry;
+  v1::WalDensePush* d = entry.mutable_dense_push();
+  d->set_name(std::string(push.name));
+  d->set_step(push.step);
+  d->set_client_id(push.client_id);
+  d->set_sequence(push.sequence);
+  if (push.stream_id != 0) d->set_stream_id(push.stream_id);
+  if (push.learning_rate_scale != 1.0f) d->set_learning_rate_scale(push.learning_rate_scale);
+  d->set_grads(reinterpret_cast<const char*>(push.grads.data()), push.grads.size() * sizeof(float));
+  return entry.SerializeAsString();
+}
+
+std::string Encoded(const DensePushRecord& push) {
+  std::string out(WalDensePushBytes(push) + 8, '\xee');
+  EncodeWalDensePush(push, out.data());
+  EXPECT_EQ(out.substr(out.size() - 8), std::string(8, '\xee')) << "wrote past its size";
+  out.resize(out.size() - 8);
+  return out;
+}
+
+TEST(WalRecordsTest, DensePushIsTheBytesProtobufWrites) {
+  std::vector<float> grads(5000);
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = 0.001f * static_cast<float>(i) - 1.0f;
+  DensePushRecord push{
+      .name = "job/mlp/w0", .step = 77, .client_id = 3, .sequence = 999, .grads = grads};
+  for (int variant = 0; variant < 5; ++variant) {
+    SCOPED_TRACE(variant);
+    switch (variant) {
+      case 1:
+        push.step = -1;
+        push.learning_rate_scale = 0.25f;
+        push.stream_id = 12345678901ull;
+        break;
+      case 2:
+        push.client_id = push.sequence = 0;
+        push.step = 0;
+        push.stream_id = 0;
+        push.learning_rate_scale = 1.0f;
+        break;
+      case 3:
+        push.grads = {};
+        break;
+      case 4:
+        push.name = "";
+        break;
+    }
+    EXPECT_EQ(Encoded(push), ProtobufBytes(push));
+  }
+  v1::WalEntry entry;
+  push = {.name = "d", .step = 5, .client_id = 1, .sequence = 2, .grads = grads};
+  ASSERT_TRUE(entry.ParseFromString(Encoded(push)));
+  ASSERT_TRUE(entry.has_dense_push());
+  EXPECT_EQ(entry.dense_push().name(), "d");
+  EXPECT_EQ(entry.dense_push().grads().size(), grads.size() * sizeof(float));
+}
+
 }  // namespace
 }  // namespace brook::ps::internal
