@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -27,17 +28,25 @@
 
 namespace brook::bench {
 
-// A fresh directory under `parent` (the system temp dir when empty), removed
-// with everything in it however the benchmark ends. Move-only.
+// A fresh directory under `parent` (the system temp dir when empty; made,
+// with its parents, if missing), removed with everything in it however the
+// benchmark ends. Move-only.
 class ScratchDir {
  public:
   static absl::StatusOr<ScratchDir> Make(const std::string& parent, const std::string& prefix) {
     std::error_code ec;
     const std::string base =
         parent.empty() ? std::filesystem::temp_directory_path(ec).string() : parent;
+    std::filesystem::create_directories(base, ec);
+    if (ec) {
+      return absl::InternalError(
+          absl::StrCat("cannot create the work directory ", base, ": ", ec.message()));
+    }
     std::string tmpl = absl::StrCat(base, "/", prefix, "-XXXXXX");
     if (mkdtemp(tmpl.data()) == nullptr) {
-      return absl::InternalError(absl::StrCat("cannot create a directory under ", base));
+      return absl::InternalError(
+          absl::StrCat("cannot create a directory under ", base, ": ",
+                       std::error_code(errno, std::generic_category()).message()));
     }
     ScratchDir dir;
     dir.path_ = std::move(tmpl);

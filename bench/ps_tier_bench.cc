@@ -1,5 +1,7 @@
 #include "bench/ps_tier_bench.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -14,15 +16,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/bench_util.h"
+#include "bench/paired_rate.h"
 #include "bench/rocks_ceiling.h"
 #include "common/status_macros.h"
 #include "ps/parameter_server.h"
+#include "storage/file.h"
 
 namespace brook::bench {
 namespace {
 
 namespace fs = std::filesystem;
 constexpr char kTable[] = "tier";
+using storage::ErrnoError;
 
 double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -66,6 +71,36 @@ absl::Status Populate(ps::ParameterServer& ps, int64_t rows, int dim, int batch)
 }
 
 const char* Pass(bool ok) { return ok ? "PASS" : "MISS"; }
+
+// A bare log: appends of `bytes`, each followed by fdatasync, to a fresh
+// file. What the disk allows a log that syncs every `bytes`.
+class BareSyncedLog {
+ public:
+  static absl::StatusOr<std::unique_ptr<BareSyncedLog>> Create(const std::string& path,
+                                                               size_t bytes) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return ErrnoError(errno, "create", path);
+    return std::unique_ptr<BareSyncedLog>(new BareSyncedLog(path, fd, bytes));
+  }
+  ~BareSyncedLog() {
+    ::close(fd_);
+    ::unlink(path_.c_str());
+  }
+  absl::Status Append() {
+    if (::write(fd_, data_.data(), data_.size()) != static_cast<ssize_t>(data_.size())) {
+      return ErrnoError(errno, "write", path_);
+    }
+    if (::fdatasync(fd_) != 0) return ErrnoError(errno, "fdatasync", path_);
+    return absl::OkStatus();
+  }
+
+ private:
+  BareSyncedLog(std::string path, int fd, size_t bytes)
+      : path_(std::move(path)), fd_(fd), data_(bytes, 'w') {}
+  const std::string path_;
+  const int fd_;
+  const std::string data_;
+};
 
 double RssBytes() {
   long pages = 0, resident = 0;
@@ -130,6 +165,11 @@ absl::Status RunPsTierBench(const PsTierBenchOptions& options, std::ostream& out
   if (options.churn_tables < 200) {
     return absl::InvalidArgumentError(
         absl::StrCat("tier bench: churn_tables must be at least 200, not ", options.churn_tables));
+  }
+  if (options.slices < 1 || options.wal_threads < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("tier bench: slices (", options.slices,
+                                                   ") and wal_threads (", options.wal_threads,
+                                                   ") must be at least 1"));
   }
   if (options.rows < 10 * static_cast<int64_t>(options.batch) || options.dim <= 0 ||
       options.batch <= 0 || options.seconds <= 0) {
@@ -209,37 +249,100 @@ absl::Status RunPsTierBench(const PsTierBenchOptions& options, std::ostream& out
   out << absl::StrFormat("    populate: PS %.1f s (pushes + evictions + compaction), bare %.1f s\n",
                          populate_s, ceiling.populate_seconds);
 
-  // The WAL's cost on pushes: a table that fits in memory, pushed in place.
+  // The WAL's cost on pushes: a table that fits in memory, pushed in place,
+  // on three PSes open at once (WAL off, on, on with fdatasync) so that each
+  // WAL figure alternates with WAL off in paired slices.
   const int64_t wal_rows = std::min<int64_t>(rows, 200000);
   const KeyPool wal_pool = MakeKeyPool(wal_rows, batch, options.seed + 1);
-  struct Mode {
-    const char* name;
-    bool wal, fsync;
-    double rate = 0;
+  std::unique_ptr<ps::ParameterServer> wal_ps[3];  // off, on (write), on + fdatasync
+  for (int m = 0; m < 3; ++m) {
+    ASSIGN_OR_RETURN(wal_ps[m],
+                     OpenPs(work.path() + "/wal-" + std::to_string(m), m > 0, m == 2, rocks));
+    RETURN_IF_ERROR(wal_ps[m]->CreateTable(SgdTable(dim, 4 * wal_rows)));
+    RETURN_IF_ERROR(Populate(*wal_ps[m], wal_rows, dim, batch));
+  }
+  // Pushes with exactly-once identities, as a trainer's: a client per
+  // thread, its own sequence.
+  const int max_threads = std::max(1, options.wal_threads);
+  std::vector<uint64_t> sequences(3 * static_cast<size_t>(max_threads));
+  auto pusher = [&](int m, int threads) {
+    return [&, m, threads](int t, int64_t i) {
+      ps::PushContext ctx{.client_id = 42 + static_cast<uint64_t>(t),
+                          .sequence = ++sequences[static_cast<size_t>(m * max_threads + t)],
+                          .step = i};
+      return wal_ps[m]
+          ->Push(kTable, wal_pool.Batch(wal_pool.Start(t, threads) + i), grads, ctx)
+          .status();
+    };
   };
-  Mode modes[] = {{"push, WAL off", false, false},
-                  {"push, WAL on (write)", true, false},
-                  {"push, WAL on + fdatasync", true, true}};
-  std::unique_ptr<ps::ParameterServer> kept;  // the WAL-off PS, for the checkpoint below
-  for (Mode& m : modes) {
-    ASSIGN_OR_RETURN(
-        std::unique_ptr<ps::ParameterServer> p,
-        OpenPs(work.path() + "/wal-" + std::to_string(m.wal + m.fsync), m.wal, m.fsync, rocks));
-    RETURN_IF_ERROR(p->CreateTable(SgdTable(dim, 4 * wal_rows)));
-    RETURN_IF_ERROR(Populate(*p, wal_rows, dim, batch));
-    uint64_t sequence = 0;
-    ASSIGN_OR_RETURN(m.rate, rate([&](int, int64_t i) {
-                       ps::PushContext ctx{.client_id = 42, .sequence = ++sequence, .step = i};
-                       return p->Push(kTable, wal_pool.Batch(i), grads, ctx).status();
-                     }));
-    if (!m.wal) kept = std::move(p);
-  }
-  out << absl::StrFormat("  WAL cost, dim %d, %d rows in memory, 1 thread %14s %9s\n", dim,
-                         wal_rows, "", "M rows/s");
-  for (const Mode& m : modes) {
-    line(std::string("    ") + m.name, m.rate,
-         absl::StrFormat("%.0f%% of WAL off", 100 * m.rate / modes[0].rate));
-  }
+  auto paired = [&](int m, int threads) {
+    return MeasurePairedCallRates(threads, options.seconds, options.slices, pusher(m, threads),
+                                  pusher(0, threads));
+  };
+  // A push's log bytes: its keys and gradients (the record's other fields
+  // and the frames are a few bytes a stripe).
+  const size_t push_log_bytes = static_cast<size_t>(batch) * (8 + dim * sizeof(float));
+  // The fdatasync figures' ceiling: a bare log syncing every push's bytes
+  // (one thread: a push waits for its own sync), or every `threads` pushes'
+  // (group commit at its best).
+  ASSIGN_OR_RETURN(std::unique_ptr<BareSyncedLog> bare_one,
+                   BareSyncedLog::Create(work.path() + "/bare-1", push_log_bytes));
+  ASSIGN_OR_RETURN(std::unique_ptr<BareSyncedLog> bare_group,
+                   BareSyncedLog::Create(work.path() + "/bare-n", max_threads * push_log_bytes));
+  ASSIGN_OR_RETURN(PairedRates wal_write, paired(1, 1));
+  // That log's GBs are dirty pages the kernel would write back during the
+  // fdatasync figures (and slow them): deleted, they never reach the disk.
+  wal_ps[1].reset();
+  std::error_code removed;
+  fs::remove_all(work.path() + "/wal-1", removed);
+  ASSIGN_OR_RETURN(PairedRates wal_fsync, paired(2, 1));
+  ASSIGN_OR_RETURN(PairedRates fsync_vs_bare,
+                   MeasurePairedCallRates(1, options.seconds, options.slices, pusher(2, 1),
+                                          [&](int, int64_t) { return bare_one->Append(); }));
+  ASSIGN_OR_RETURN(PairedRates wal_group, paired(2, max_threads));
+  // Not paired: its calls (each max_threads pushes' bytes) on one thread.
+  ASSIGN_OR_RETURN(
+      const double bare_group_syncs_per_s,
+      CallsPerSecond(1, options.seconds, [&](int, int64_t) { return bare_group->Append(); }));
+  bare_one.reset();
+  bare_group.reset();
+  std::unique_ptr<ps::ParameterServer> kept = std::move(wal_ps[0]);  // for the checkpoint below
+  wal_ps[2].reset();
+  fs::remove_all(work.path() + "/wal-2", removed);
+  auto mrows = [&](double calls_per_s) { return calls_per_s * batch / 1e6; };
+  auto spread = [](const PairedRates& r) {
+    return absl::StrFormat("%.0f%% (pairs %.0f-%.0f%%)", 100 * r.ratio.median, 100 * r.ratio.low,
+                           100 * r.ratio.high);
+  };
+  const double bare_group_mrows = mrows(bare_group_syncs_per_s * max_threads);
+  out << absl::StrFormat(
+      "  WAL cost, dim %d, %d rows in memory; each WAL figure alternates with its partner in %d "
+      "slice pairs %s\n",
+      dim, wal_rows, options.slices, "M rows/s");
+  line("    push, WAL off, 1 thread", mrows(wal_write.b.calls_per_second), "");
+  line("    push, WAL on (write), 1 thread", mrows(wal_write.a.calls_per_second),
+       absl::StrFormat("%s of WAL off [goal >= 60%%] %s", spread(wal_write),
+                       Pass(wal_write.ratio.median >= 0.6)));
+  line("    push, WAL on + fdatasync, 1 thread", mrows(wal_fsync.a.calls_per_second),
+       absl::StrFormat("%s of WAL off; %s of the bare synced log", spread(wal_fsync),
+                       spread(fsync_vs_bare)));
+  line(absl::StrFormat("      bare write + fdatasync of each push's %.2f MB (ceiling)",
+                       push_log_bytes / 1e6),
+       mrows(fsync_vs_bare.b.calls_per_second),
+       absl::StrFormat("ceiling: a push waits for its own sync, %.1f ms each here",
+                       1e3 / fsync_vs_bare.b.calls_per_second));
+  line(absl::StrFormat("    push, WAL off, %d threads", max_threads),
+       mrows(wal_group.b.calls_per_second), "");
+  line(absl::StrFormat("    push, WAL on + fdatasync, %d threads", max_threads),
+       mrows(wal_group.a.calls_per_second),
+       absl::StrFormat("%s of WAL off [goal >= 40%%] %s; %.0f%% of the bare group log",
+                       spread(wal_group), Pass(wal_group.ratio.median >= 0.4),
+                       100 * mrows(wal_group.a.calls_per_second) / bare_group_mrows));
+  line(absl::StrFormat("      bare write + fdatasync of %d pushes' %.1f MB (ceiling, unpaired)",
+                       max_threads, max_threads * push_log_bytes / 1e6),
+       bare_group_mrows,
+       absl::StrFormat("ceiling: group commit at its best; the disk takes %.0f MB/s synced",
+                       bare_group_syncs_per_s * max_threads * push_log_bytes / 1e6));
 
   // Checkpoint and restore per GB (rows in memory).
   ps::CheckpointOptions mem_ckpt;
@@ -297,9 +400,18 @@ absl::Status RunPsTierBench(const PsTierBenchOptions& options, std::ostream& out
                {"bare_writebatch_mrows_s", writebatch},
                {"tier_pull_vs_multiget", c_pull / multiget},
                {"memory_hit_ratio", hit_ratio},
-               {"push_wal_off_mrows_s", modes[0].rate},
-               {"push_wal_on_mrows_s", modes[1].rate},
-               {"push_wal_fsync_mrows_s", modes[2].rate},
+               {"push_wal_off_mrows_s", mrows(wal_write.b.calls_per_second)},
+               {"push_wal_on_mrows_s", mrows(wal_write.a.calls_per_second)},
+               {"push_wal_on_vs_off", wal_write.ratio.median},
+               {"push_wal_fsync_mrows_s", mrows(wal_fsync.a.calls_per_second)},
+               {"push_wal_fsync_vs_off", wal_fsync.ratio.median},
+               {"push_wal_fsync_vs_bare_synced_log", fsync_vs_bare.ratio.median},
+               {"bare_synced_log_mrows_s", mrows(fsync_vs_bare.b.calls_per_second)},
+               {"bare_group_synced_log_mrows_s", bare_group_mrows},
+               {"wal_threads", max_threads},
+               {"push_wal_off_threads_mrows_s", mrows(wal_group.b.calls_per_second)},
+               {"push_wal_fsync_threads_mrows_s", mrows(wal_group.a.calls_per_second)},
+               {"push_wal_fsync_threads_vs_off", wal_group.ratio.median},
                {"checkpoint_gb_s", mem_gb / mem_info.seconds},
                {"restore_gb_s", mem_gb / restore_s},
                {"tiered_checkpoint_s", tiered_info.seconds},

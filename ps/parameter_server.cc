@@ -19,6 +19,7 @@
 #include "ps/internal/mutex.h"
 #include "ps/internal/ps_state.h"
 #include "ps/internal/push_dedup.h"
+#include "ps/internal/wal_records.h"
 #include "ps/table.h"
 
 namespace brook::ps {
@@ -71,27 +72,7 @@ absl::Status ParameterServer::State::LogAndSync(absl::FunctionRef<void(v1::WalEn
 namespace internal {
 
 uint64_t WalPushLog::LogPart(const PushPart& part) {
-  v1::WalEntry entry;
-  v1::WalPushPart* p = entry.mutable_push_part();
-  p->set_table(std::string(part.table));
-  p->set_push_id(part.push_id);
-  p->set_part(part.part);
-  p->set_parts(part.parts);
-  p->set_step(part.step);
-  p->set_client_id(part.client_id);
-  p->set_sequence(part.sequence);
-  if (part.stream_id != 0) p->set_stream_id(part.stream_id);
-  // Not written when 1: an unscaled push logs the bytes it always did.
-  if (part.learning_rate_scale != 1.0f) p->set_learning_rate_scale(part.learning_rate_scale);
-  p->set_keys(reinterpret_cast<const char*>(part.keys.data()), part.keys.size() * sizeof(uint64_t));
-  // The part's gradients, in the part's key order.
-  const size_t row = static_cast<size_t>(part.dim) * sizeof(float);
-  std::string* g = p->mutable_grads();
-  g->resize(part.keys.size() * row);
-  for (size_t j = 0; j < part.original.size(); ++j) {
-    std::memcpy(g->data() + j * row, part.grads.data() + size_t{part.original[j]} * part.dim, row);
-  }
-  return wal_->Add(entry.SerializeAsString());
+  return wal_->AddInPlace(WalPushPartBytes(part), [&](char* dst) { EncodeWalPushPart(part, dst); });
 }
 
 }  // namespace internal
@@ -303,17 +284,16 @@ uint64_t ParameterServer::State::ApplyDensePush(internal::DenseVariable& v, std:
                                                 const PushContext& ctx) {
   const float scale = ctx.learning_rate_scale;
   if (wal == nullptr) return v.Apply(grads, nonfinite, scale);
+  const internal::DensePushRecord record{.name = name,
+                                         .step = ctx.step,
+                                         .client_id = ctx.client_id,
+                                         .sequence = ctx.sequence,
+                                         .stream_id = ctx.stream_id,
+                                         .learning_rate_scale = scale,
+                                         .grads = grads};
   return v.Apply(grads, nonfinite, scale, [&] {
-    return Log([&](v1::WalEntry* e) {
-      v1::WalDensePush* d = e->mutable_dense_push();
-      d->set_name(std::string(name));
-      d->set_step(ctx.step);
-      d->set_client_id(ctx.client_id);
-      d->set_sequence(ctx.sequence);
-      if (ctx.stream_id != 0) d->set_stream_id(ctx.stream_id);
-      if (scale != 1.0f) d->set_learning_rate_scale(scale);
-      d->set_grads(reinterpret_cast<const char*>(grads.data()), grads.size() * sizeof(float));
-    });
+    return wal->AddInPlace(internal::WalDensePushBytes(record),
+                           [&](char* dst) { internal::EncodeWalDensePush(record, dst); });
   });
 }
 

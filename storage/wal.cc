@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 #include <utility>
@@ -82,6 +83,15 @@ size_t FindIntactFrame(std::string_view data, size_t from, uint64_t min_lsn) {
     if (IntactFrameAt(data, p, &length)) return p;
   }
   return kNotFound;
+}
+
+// Allocates a segment's blocks up front, past its end (the size stays that
+// of what was written, so replay and a torn-tail check see only records).
+// Appending into allocated blocks skips ext4's per-page block reservation:
+// a write(2) of 1 MB took 0.23 ms instead of 0.36. Best effort: a file
+// system without fallocate, or without the space, appends as before.
+void Preallocate(int fd, uint64_t bytes) {
+  if (bytes > 0) ::fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(bytes));
 }
 
 struct SegmentFile {
@@ -222,6 +232,7 @@ absl::StatusOr<std::unique_ptr<WalWriter>> WalWriter::Open(const std::string& di
       if (!path.has_filename()) path = path.parent_path();
       RETURN_IF_ERROR(SyncDirectory(path.parent_path().string()));
     }
+    writer->StartEarlyWriter();
     return writer;
   }
 
@@ -237,10 +248,18 @@ absl::StatusOr<std::unique_ptr<WalWriter>> WalWriter::Open(const std::string& di
     if (data_sync && ::fdatasync(writer->fd_) != 0)
       return ErrnoError(errno, "fdatasync", tail.path);
   }
+  Preallocate(writer->fd_, options.segment_bytes);
   writer->segment_path_ = tail.path;
   writer->segment_size_ = end.valid_bytes;
   for (const SegmentFile& s : segments) writer->segments_.push_back({s.first_lsn, s.path});
+  writer->StartEarlyWriter();
   return writer;
+}
+
+void WalWriter::StartEarlyWriter() {
+  if (options_.sync != WalOptions::Sync::kNone || options_.early_write_bytes == 0) return;
+  early_ = true;
+  early_writer_ = std::thread([this] { WriteEarly(); });
 }
 
 WalWriter::~WalWriter() {
@@ -248,29 +267,79 @@ WalWriter::~WalWriter() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     last = next_lsn_ - 1;
+    stopping_ = true;
   }
+  early_cv_.notify_all();
+  if (early_writer_.joinable()) early_writer_.join();
   Sync(last).IgnoreError();  // best effort: nobody is left to report to
   if (fd_ >= 0) ::close(fd_);
 }
 
 uint64_t WalWriter::Add(std::string_view record) {
-  // The CRC stays 0 here; the writing thread fills it in, so that this
-  // critical section is only a copy.
-  char header[kWalHeaderBytes];
-  EncodeFixed32(header, static_cast<uint32_t>(record.size()));
-  EncodeFixed32(header + 4, 0);
+  return AddInPlace(record.size(),
+                    [&](char* dst) { std::memcpy(dst, record.data(), record.size()); });
+}
+
+uint64_t WalWriter::AddInPlace(size_t size, absl::FunctionRef<void(char* dst)> fill) {
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t lsn = next_lsn_++;
-  if (record.size() > kWalMaxRecordBytes && error_.ok()) {
+  if (size > kWalMaxRecordBytes && error_.ok()) {
     error_ = absl::InvalidArgumentError(
-        absl::StrCat("WAL record ", lsn, " has ", record.size(), " bytes, above the limit of ",
+        absl::StrCat("WAL record ", lsn, " has ", size, " bytes, above the limit of ",
                      kWalMaxRecordBytes, "; the log in ", dir_, " refuses further writes"));
   }
   if (!error_.ok()) return lsn;  // nothing will be written again: hold no memory
-  EncodeFixed64(header + 8, lsn);
-  pending_.append(header, sizeof(header));
-  pending_.append(record.data(), record.size());
+  char* frame = pending_.Grow(kWalHeaderBytes + size);
+  // The CRC stays 0 here; the writing thread fills it in, outside this lock.
+  EncodeFixed32(frame, static_cast<uint32_t>(size));
+  EncodeFixed32(frame + 4, 0);
+  EncodeFixed64(frame + 8, lsn);
+  fill(frame + kWalHeaderBytes);
+  if (EarlyWriteDue()) early_cv_.notify_one();
   return lsn;
+}
+
+bool WalWriter::EarlyWriteDue() const {
+  // Not while a failed write waits for space: Syncs retry it, paced by
+  // their callers; this thread would spin.
+  return early_ && !writing_ && error_.ok() && !failing_ &&
+         pending_.size() >= options_.early_write_bytes;
+}
+
+void WalWriter::WriteEarly() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    early_cv_.wait(lock, [&] { return stopping_ || EarlyWriteDue(); });
+    if (stopping_) return;
+    // A failure is the Syncs' to report (they wait on these records).
+    WritePending(lock).IgnoreError();
+  }
+}
+
+char* WalWriter::FrameBuffer::Grow(size_t n) {
+  if (capacity_ - size_ < n) {
+    const size_t capacity = std::max({size_t{4096}, size_ + n, 2 * capacity_});
+    std::unique_ptr<char[]> grown(new char[capacity]);  // uninitialised: filled by the caller
+    if (size_ > 0) std::memcpy(grown.get(), data_.get(), size_);
+    data_ = std::move(grown);
+    capacity_ = capacity;
+  }
+  char* end = data_.get() + size_;
+  size_ += n;
+  return end;
+}
+
+void WalWriter::FrameBuffer::Prepend(const FrameBuffer& front) {
+  const size_t old_size = size_;
+  Grow(front.size_);
+  std::memmove(data_.get() + front.size_, data_.get(), old_size);
+  if (front.size_ > 0) std::memcpy(data_.get(), front.data_.get(), front.size_);
+}
+
+void WalWriter::FrameBuffer::swap(FrameBuffer& other) noexcept {
+  std::swap(data_, other.data_);
+  std::swap(size_, other.size_);
+  std::swap(capacity_, other.capacity_);
 }
 
 absl::Status WalWriter::Sync(uint64_t lsn) {
@@ -287,6 +356,10 @@ absl::Status WalWriter::Sync(uint64_t lsn) {
     written_cv_.wait(lock);
   }
   // This thread writes everything pending, for itself and for whoever waits.
+  return WritePending(lock);
+}
+
+absl::Status WalWriter::WritePending(std::unique_lock<std::mutex>& lock) {
   // Swapping keeps both buffers' capacity, so steady state allocates nothing.
   writing_ = true;
   group_.clear();
@@ -310,7 +383,7 @@ absl::Status WalWriter::Sync(uint64_t lsn) {
     failing_ = false;
   } else if (retryable) {
     // Undone on disk; keep the records, ahead of what was added meanwhile.
-    pending_.insert(0, group_);
+    pending_.Prepend(group_);
     pending_first_lsn_ = first;
     // Marked so a client retries it (common/transient_error.h): space may
     // return, and the same push is then acknowledged once.
@@ -325,6 +398,8 @@ absl::Status WalWriter::Sync(uint64_t lsn) {
     error_ = status;
   }
   written_cv_.notify_all();
+  // Records added during this write may make the next one due already.
+  if (EarlyWriteDue()) early_cv_.notify_one();
   return status;
 }
 
@@ -333,7 +408,7 @@ bool WalWriter::failing() const {
   return failing_;
 }
 
-absl::Status WalWriter::WriteGroup(std::string& group, uint64_t first_lsn, bool* retryable) {
+absl::Status WalWriter::WriteGroup(FrameBuffer& group, uint64_t first_lsn, bool* retryable) {
   *retryable = false;
   if (segment_size_ > 0 && segment_size_ >= options_.segment_bytes) {
     const absl::Status started = StartSegment(first_lsn);
@@ -352,7 +427,7 @@ absl::Status WalWriter::WriteGroup(std::string& group, uint64_t first_lsn, bool*
   // space) so a later write continues a clean log. Otherwise the error is
   // sticky, nothing is appended behind it and reopening truncates it.
   const uint64_t group_start = segment_size_;
-  std::string_view left = group;
+  std::string_view left(group.data(), group.size());
   while (!left.empty()) {
     ssize_t n = ::write(fd_, left.data(), left.size());
     if (n < 0) {
@@ -383,6 +458,7 @@ absl::Status WalWriter::StartSegment(uint64_t first_lsn) {
   // O_EXCL: an existing file of that name would be a bug; refuse to clobber it.
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError(errno, "create WAL segment", path);
+  Preallocate(fd, options_.segment_bytes);
   if (options_.sync == WalOptions::Sync::kData) {
     // Records synced into a file whose directory entry is lost are lost too.
     absl::Status status = SyncDirectory(dir_);

@@ -11,7 +11,8 @@
 // sequence has no gap and that each segment holds what its name says.
 //
 // WalWriter is safe for concurrent access from multiple threads without
-// external synchronization. ReplayWal reads a directory that no writer is
+// external synchronization. Under Sync::kNone it runs one thread of its own,
+// the early writer (WalOptions::early_write_bytes). ReplayWal reads a directory that no writer is
 // changing (at start-up, before or after WalWriter::Open).
 #pragma once
 
@@ -22,6 +23,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -46,6 +48,13 @@ struct WalOptions {
   // Start a new segment file once the current one has reached this size.
   // Rotation happens between groups, so a segment can exceed it by one group.
   uint64_t segment_bytes = 64ull << 20;
+  // Under kNone a background thread writes the pending records once they
+  // reach this many bytes, before any Sync asks: a push's first stripes
+  // reach the file while its last ones are being applied, and the Sync that
+  // acknowledges it writes only the rest. 0: only Sync writes. Not under
+  // kData, where each group write costs an fdatasync (~4 ms on the disk
+  // measured, however little it writes): writing early would add syncs.
+  uint64_t early_write_bytes = 256 << 10;
 };
 
 class WalWriter {
@@ -70,8 +79,17 @@ class WalWriter {
   // an error the LSN is still assigned but the record is dropped; Sync reports
   // the error. A record above kWalMaxRecordBytes is such an error
   // (INVALID_ARGUMENT, sticky): the log refuses to write what replay rejects.
-  // Pending records use memory until some thread calls Sync.
+  // Pending records use memory until some thread calls Sync (or, under
+  // kNone, until the early writer writes them).
   uint64_t Add(std::string_view record);
+
+  // Add for a record of `size` bytes that `fill` writes straight into the
+  // pending buffer (it gets `size` bytes to fill, not zeroed): the record is
+  // encoded once, where it will be written from, with no copy made first.
+  // `fill` runs under the writer's lock, so it must be quick and must not
+  // call this writer; it is not called when the record would be dropped
+  // (after an error, as for Add).
+  uint64_t AddInPlace(size_t size, absl::FunctionRef<void(char* dst)> fill);
 
   // Returns once every record with LSN <= lsn is in the file (and fdatasync'ed
   // under kData). An lsn past the last Add means "everything added so far".
@@ -103,10 +121,35 @@ class WalWriter {
     uint64_t first_lsn;
     std::string path;
   };
+  // Frames waiting to be written. Unlike std::string it does not zero what
+  // it grows by (each byte is written once, by Add's fill) and, cleared,
+  // keeps its memory, so steady state allocates nothing.
+  class FrameBuffer {
+   public:
+    char* data() { return data_.get(); }
+    size_t size() const { return size_; }
+    void clear() { size_ = 0; }
+    // `n` more bytes at the end, for the caller to fill.
+    char* Grow(size_t n);
+    void Prepend(const FrameBuffer& front);
+    void swap(FrameBuffer& other) noexcept;
+
+   private:
+    std::unique_ptr<char[]> data_;
+    size_t size_ = 0;
+    size_t capacity_ = 0;
+  };
   WalWriter(std::string dir, const WalOptions& options, uint64_t next_lsn);
+  // Writes everything pending as one group. Called holding writing_'s right
+  // to write (!writing_ under `lock`); unlocks `lock` around the I/O.
+  absl::Status WritePending(std::unique_lock<std::mutex>& lock);
+  // The early writer thread (WalOptions::early_write_bytes).
+  void WriteEarly();
+  bool EarlyWriteDue() const;  // REQUIRES: mu_ held
+  void StartEarlyWriter();
   // Run by the one thread that holds writing_, outside mu_.
   // *retryable: the failure was for want of space and left no trace on disk.
-  absl::Status WriteGroup(std::string& group, uint64_t first_lsn, bool* retryable);
+  absl::Status WriteGroup(FrameBuffer& group, uint64_t first_lsn, bool* retryable);
   absl::Status StartSegment(uint64_t first_lsn);
 
   const std::string dir_;
@@ -117,7 +160,7 @@ class WalWriter {
   // All guarded by mu_.
   uint64_t next_lsn_;
   uint64_t pending_first_lsn_;  // LSN of the first frame in pending_
-  std::string pending_;         // frames not yet handed to a writing thread
+  FrameBuffer pending_;         // frames not yet handed to a writing thread
   bool writing_ = false;        // a thread is writing a group outside mu_
   uint64_t written_lsn_;        // every LSN <= this is in the file
   absl::Status error_;          // sticky
@@ -129,12 +172,17 @@ class WalWriter {
   bool failing_ = false;
   std::vector<Segment> segments_;  // by first LSN; back() is being written
   WalStats stats_;
+  bool stopping_ = false;             // the early writer is to exit
+  std::condition_variable early_cv_;  // an early write may be due, or stopping_
+
+  bool early_ = false;        // set before early_writer_ starts, constant after
+  std::thread early_writer_;  // started by Open under kNone; joined first by ~WalWriter
 
   // Owned by the thread holding writing_ (and by Open and the destructor).
   int fd_ = -1;
   std::string segment_path_;
   uint64_t segment_size_ = 0;
-  std::string group_;  // the group being written; swapped with pending_ to reuse memory
+  FrameBuffer group_;  // the group being written; swapped with pending_ to reuse memory
 };
 
 struct WalReplayStats {

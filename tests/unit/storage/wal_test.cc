@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -155,7 +156,9 @@ TEST(WalTest, EmptyOrMissingDirectoryReplaysNothing) {
 
 TEST(WalTest, AddDoesNoIoAndOneSyncWritesEverythingPendingAsOneGroup) {
   TempDir dir;
-  auto writer = OpenOrDie(dir.path());
+  WalOptions options;
+  options.early_write_bytes = 0;  // EarlyWriter* below: what it changes
+  auto writer = OpenOrDie(dir.path(), options);
   ASSERT_NE(nullptr, writer);
   const std::string segment = dir.Join(WalSegmentName(1));
   EXPECT_TRUE(writer->Sync(0).ok());  // nothing to do
@@ -487,11 +490,97 @@ TEST(WalTest, ReplayStopsAtTheCallbacksError) {
   EXPECT_EQ(5, calls);
 }
 
-TEST(WalTest, ConcurrentWritersGroupCommitEveryRecordExactlyOnce) {
+TEST(WalTest, AddInPlaceLogsWhatFillWrites) {
+  TempDir dir;
+  std::vector<std::string> added;
+  {
+    auto writer = OpenOrDie(dir.path());
+    ASSERT_NE(nullptr, writer);
+    for (uint64_t i = 1; i <= 200; ++i) {
+      added.push_back(Payload(i));
+      const std::string& record = added.back();
+      ASSERT_EQ(added.size(), writer->AddInPlace(record.size(), [&](char* dst) {
+        std::copy(record.begin(), record.end(), dst);
+      }));
+      if (i % 3 == 0) writer->Add(added.emplace_back(absl::StrCat("plain ", i)));
+    }
+    ASSERT_TRUE(writer->Sync(~uint64_t{0}).ok());
+  }
+  Replayed r = ReplayAll(dir.path());
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.records, added);
+}
+
+TEST(WalTest, AddInPlaceRefusesAnOversizedRecordWithoutFillingIt) {
+  TempDir dir;
+  auto writer = OpenOrDie(dir.path());
+  ASSERT_NE(nullptr, writer);
+  ASSERT_TRUE(writer->Sync(writer->Add("before")).ok());
+  bool filled = false;
+  const uint64_t lsn = writer->AddInPlace(kWalMaxRecordBytes + 1, [&](char*) { filled = true; });
+  EXPECT_EQ(lsn, 2u);
+  EXPECT_FALSE(filled);
+  const absl::Status refused = writer->Sync(lsn);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  // Sticky: nothing after it is filled or written either.
+  writer->AddInPlace(10, [&](char*) { filled = true; });
+  EXPECT_FALSE(filled);
+  EXPECT_EQ(writer->Sync(~uint64_t{0}), refused);
+}
+
+// Under kNone, records past early_write_bytes reach the file with no Sync
+// (the early writer thread), and Sync then writes only what is left.
+TEST(WalTest, EarlyWriterWritesPendingRecordsBeforeAnySync) {
+  TempDir dir;
+  WalOptions options;
+  options.early_write_bytes = 4096;
+  std::vector<std::string> added;
+  {
+    auto writer = OpenOrDie(dir.path(), options);
+    ASSERT_NE(nullptr, writer);
+    for (int i = 0; i < 10; ++i) added.push_back(std::string(1000, static_cast<char>('a' + i)));
+    for (const std::string& record : added) writer->Add(record);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (writer->stats().records < 4 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const WalStats early = writer->stats();
+    EXPECT_GE(early.records, 4u) << "no early write within 20 s";
+    EXPECT_GE(early.group_writes, 1u);
+    EXPECT_EQ(early.bytes, std::filesystem::file_size(dir.Join(WalSegmentName(1))));
+    added.push_back("last");
+    ASSERT_TRUE(writer->Sync(writer->Add(added.back())).ok());
+    EXPECT_EQ(writer->stats().records, 11u);
+  }
+  Replayed r = ReplayAll(dir.path());
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.records, added);
+}
+
+// Under kData each group write costs an fdatasync: only Sync writes.
+TEST(WalTest, NoEarlyWritesUnderDataSync) {
+  TempDir dir;
+  WalOptions options;
+  options.sync = WalOptions::Sync::kData;
+  options.early_write_bytes = 1;
+  auto writer = OpenOrDie(dir.path(), options);
+  ASSERT_NE(nullptr, writer);
+  for (uint64_t i = 1; i <= 100; ++i) writer->Add(Payload(i));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(0u, writer->stats().group_writes);
+  EXPECT_EQ(0u, std::filesystem::file_size(dir.Join(WalSegmentName(1))));
+  ASSERT_TRUE(writer->Sync(100).ok());
+  EXPECT_EQ(1u, writer->stats().syncs);
+}
+
+// 8 threads Add and Sync; with early_write_bytes 1 the early writer also
+// writes whatever is pending whenever it can, racing the Syncs for it.
+void CheckConcurrentWritersGroupCommitEveryRecordExactlyOnce(uint64_t early_write_bytes) {
   TempDir dir;
   constexpr int kThreads = 8;
   constexpr int kPerThread = 2000;
   WalOptions options;
+  options.early_write_bytes = early_write_bytes;
   options.segment_bytes = 64 << 10;  // rotate under concurrency too
   auto writer = OpenOrDie(dir.path(), options);
   ASSERT_NE(nullptr, writer);
@@ -550,6 +639,14 @@ TEST(WalTest, ConcurrentWritersGroupCommitEveryRecordExactlyOnce) {
   std::printf("group commit: %llu records in %llu writes\n",
               static_cast<unsigned long long>(stats.records),
               static_cast<unsigned long long>(stats.group_writes));
+}
+
+TEST(WalTest, ConcurrentWritersGroupCommitEveryRecordExactlyOnce) {
+  CheckConcurrentWritersGroupCommitEveryRecordExactlyOnce(0);
+}
+
+TEST(WalTest, ConcurrentWritersAndTheEarlyWriterLogEveryRecordExactlyOnce) {
+  CheckConcurrentWritersGroupCommitEveryRecordExactlyOnce(1);
 }
 
 // In each round all threads Add, meet, then Sync: whichever Sync comes first
