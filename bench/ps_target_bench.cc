@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "bench/bare_grpc.h"
 #include "bench/bench_util.h"
+#include "bench/interrupt_cleanup.h"
 #include "bench/paired_rate.h"
 #include "common/malloc_tuning.h"
 #include "common/status_macros.h"
@@ -441,8 +442,17 @@ absl::Status RunTargetDim(const PsBenchOptions& o, const LocalServers& servers, 
   if (!st.ok()) {
     return absl::Status(st.code(), absl::StrCat("creating table ", d.table, ": ", st.message()));
   }
+  // Ctrl-C or SIGTERM mid-run drops it too (bench/interrupt_cleanup.h).
+  const std::string table = d.table;
+  const std::string targets = absl::StrJoin(o.targets, ",");
+  const int on_interrupt = InterruptCleanup::Install().Add([client, table, targets] {
+    const absl::Status drop = client->DropTable(table);
+    std::cerr << "brook bench ps: table " << table << " on " << targets
+              << (drop.ok() ? " dropped" : absl::StrCat(" NOT dropped: ", drop.message())) << "\n";
+  });
   bool dropped = false;
   absl::Cleanup drop_on_error = [&] {
+    InterruptCleanup::Install().Remove(on_interrupt);
     if (dropped) return;
     absl::Status drop = client->DropTable(d.table);
     if (!drop.ok()) {
@@ -462,6 +472,7 @@ absl::Status RunTargetDim(const PsBenchOptions& o, const LocalServers& servers, 
       static_cast<double>(part) * d.row_bytes / 1e6,
       static_cast<double>(part) * (8 + d.row_bytes) / 1e6,
       std::string(ps::WirePrecisionName(o.wire)));
+  out.flush();  // a reader of a pipe sees the table's name before the long run
   for (int threads : o.threads) {
     ASSIGN_OR_RETURN(const TargetFigures f,
                      MeasureTargetFigures(o, servers, threads, client, bare, &d));

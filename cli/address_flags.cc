@@ -10,7 +10,8 @@ std::string ListenAddressProblem(const std::string& address) {
     return "want HOST:PORT, e.g. 127.0.0.1:7000 or 0.0.0.0:0 (port 0: any free port)";
   }
   const std::string host = address.substr(0, colon), port = address.substr(colon + 1);
-  if (host.empty() || host == "[]") return "the host before ':' is empty (e.g. 127.0.0.1 or 0.0.0.0)";
+  if (host.empty() || host == "[]")
+    return "the host before ':' is empty (e.g. 127.0.0.1 or 0.0.0.0)";
   if (host.find(':') != std::string::npos && (host.front() != '[' || host.back() != ']')) {
     return "an IPv6 host goes in brackets, e.g. [::1]:7000";
   }

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/bare_grpc.h"
 #include "bench/bench_util.h"
+#include "bench/interrupt_cleanup.h"
 #include "bench/ps_bench.h"
 #include "bench/tfrecord_bench.h"
 #include "bench/trainer_bench.h"
@@ -155,6 +156,10 @@ void RegisterBenchPs(CLI::App& bench, int* exit_code) {
                   "(c) RocksDB tier: table rows (the memory budget holds a tenth); 0 skips (c)")
       ->envname("BROOK_BENCH_TIER_ROWS");
   cmd->add_option("--tier-dim", opts->tier.dim, "(c) RocksDB tier: embedding dim");
+  cmd->add_option("--tier-wal-threads", opts->tier.wal_threads,
+                  "(c) pushing threads of the WAL's group-commit figures")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   cmd->add_option("--work-dir", opts->tier.work_dir,
                   "(c) where the data dirs are made (and removed)");
   cmd->add_flag("--no-redis", *no_redis, "Skip the Redis baseline even if redis-server exists");
@@ -185,6 +190,7 @@ void RegisterBenchPs(CLI::App& bench, int* exit_code) {
     opts->redis = !*no_redis;
     opts->wire = *ps::WirePrecisionFromName(*wire);
     opts->tier.batch = opts->batch;
+    opts->tier.slices = opts->slices;
     opts->tier.seconds = opts->seconds;
     opts->tier.seed = opts->seed;
     auto fail = [&](const absl::Status& st) {
@@ -193,6 +199,8 @@ void RegisterBenchPs(CLI::App& bench, int* exit_code) {
     };
     std::vector<std::unique_ptr<CeilingChild>> ceilings;  // outlive the run
     if (!opts->targets.empty()) {
+      // Before any thread starts: a Ctrl-C then drops the bench's table.
+      bench::InterruptCleanup::Install();
       absl::StatusOr<std::string> token = ps_token->Resolve();
       if (!token.ok()) return fail(token.status());
       opts->token = {};

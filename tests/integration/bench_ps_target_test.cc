@@ -149,6 +149,37 @@ TEST_F(BenchPsTargetTest, MeasuresRunningShardsBesideTheirOwnCeilingsAndDropsIts
   EXPECT_THAT(r.output, HasSubstr("--ps-token-file"));
 }
 
+// Ctrl-C (or SIGTERM) mid-run: the bench drops its table on the way out
+// (exit 130 / 143) instead of leaving it on the user's PS.
+TEST_F(BenchPsTargetTest, AnInterruptedBenchDropsItsTable) {
+  for (int sig : {SIGINT, SIGTERM}) {
+    std::string error;
+    auto ps = testing::StartBrookPs(0, 1, {}, std::chrono::seconds(30), &error);
+    ASSERT_TRUE(ps.has_value()) << error;
+    auto bench = testing::ChildProcess::Start(
+        {BrookBinary(), "bench", "ps", "--target", ps->address, "--seconds", "60", "--slices", "4",
+         "--dims", "8", "--threads", "1", "--rows", "20000"},
+        &error);
+    ASSERT_NE(bench, nullptr) << error;
+    const auto line = bench->WaitForLine("dim 8: table bench-", std::chrono::seconds(60));
+    ASSERT_TRUE(line.has_value()) << bench->stdout_text();
+    ASSERT_TRUE(bench->Signal(sig));
+    const auto code = bench->Wait(std::chrono::seconds(30));
+    ASSERT_TRUE(code.has_value()) << "the bench did not exit after signal " << sig;
+    EXPECT_EQ(*code, 128 + sig);
+
+    ps::GrpcPsClientOptions co;
+    co.addresses = {ps->address};
+    auto client = ps::GrpcPsClient::Create(co);
+    ASSERT_TRUE(client.ok()) << client.status();
+    auto stats = (*client)->Stats();
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    for (const auto& t : (*stats)[0].tables) {
+      EXPECT_FALSE(absl::StartsWith(t.name, "bench-")) << t.name << " left after signal " << sig;
+    }
+  }
+}
+
 TEST_F(BenchPsTargetTest, AWrongAddressIsAnErrorNamingItWithinSeconds) {
   // A port that was free a moment ago.
   std::string address;
