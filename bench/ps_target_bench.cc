@@ -29,6 +29,7 @@
 #include "common/status_macros.h"
 #include "common/usable_cpus.h"
 #include "ps/client/grpc_ps_client.h"
+#include "ps/wire/precision.h"
 
 namespace brook::bench {
 namespace {
@@ -234,7 +235,8 @@ absl::StatusOr<std::unique_ptr<ps::GrpcPsClient>> ConnectTargets(const PsBenchOp
 struct TargetDim {
   int dim = 0;
   int64_t rows = 0;
-  size_t row_bytes = 0;
+  size_t row_bytes = 0;       // fp32: the ceiling's
+  size_t wire_row_bytes = 0;  // in the PS calls' wire precision
   std::string table;
   KeyPool pool;
   std::vector<float> grads;              // of one batch, for every push
@@ -333,15 +335,18 @@ absl::StatusOr<TargetFigures> MeasureTargetFigures(const PsBenchOptions& o,
 
 void PrintTargetFigures(const TargetDim& d, int threads, const TargetFigures& f,
                         std::ostream& out) {
-  const double gb = static_cast<double>(d.row_bytes) / 1e3;  // M rows/s -> GB/s
+  // M rows/s -> GB/s of row bytes: the PS calls' in their wire precision.
+  const double gb = static_cast<double>(d.row_bytes) / 1e3;
+  const double wire_gb = static_cast<double>(d.wire_row_bytes) / 1e3;
   out << absl::StrFormat("  dim %d, %d thread%s %38s %9s %7s %6s %6s %6s   %s\n", d.dim, threads,
                          threads == 1 ? " " : "s", "", "M rows/s", "GB/s", "client", "server",
                          "host", "vs ceiling");
-  auto line = [&](const std::string& name, const Figure& fig, const std::string& note) {
+  auto line = [&](const std::string& name, const Figure& fig, double row_gb,
+                  const std::string& note) {
     const std::string server =
         fig.server_cores >= 0 ? absl::StrFormat("%.2f", fig.server_cores) : "-";
     out << absl::StrFormat("    %-56s %9.2f %7.2f %6.2f %6s %6.2f   %s\n", name, fig.mrows,
-                           fig.mrows * gb, fig.cores, server, fig.machine_cores, note);
+                           fig.mrows * row_gb, fig.cores, server, fig.machine_cores, note);
   };
   // CPU per row of each process: what the cores went to, once the host
   // column says they ran out.
@@ -358,11 +363,11 @@ void PrintTargetFigures(const TargetDim& d, int threads, const TargetFigures& f,
   auto pair_lines = [&](const char* name, const FigurePair& p, double goal) {
     const RatioSpread& r = p.ratio;
     // One decimal: a median just under the goal must not print as the goal.
-    line(name, p.figure,
+    line(name, p.figure, wire_gb,
          absl::StrFormat("%.1f%% of bare gRPC [goal >= %.0f%%] %s; pairs %.0f-%.0f%%",
                          100 * r.median, 100 * goal, Pass(r.median >= goal), 100 * r.low,
                          100 * r.high));
-    line("    bare gRPC, own process, same bytes (ceiling)", p.ceiling, "ceiling");
+    line("    bare gRPC, own process, fp32 bytes (ceiling)", p.ceiling, gb, "ceiling");
     cpu_line(p);
   };
   pair_lines("GrpcPsClient::Pull -> brook ps (own process)", f.pull, kPullGoal);
@@ -371,9 +376,11 @@ void PrintTargetFigures(const TargetDim& d, int threads, const TargetFigures& f,
 
 nlohmann::json TargetFiguresJson(const PsBenchOptions& o, const TargetDim& d, int threads,
                                  const TargetFigures& f) {
-  const double gb = static_cast<double>(d.row_bytes) / 1e3;  // M rows/s -> GB/s
+  // M rows/s -> GB/s of the PS calls' row bytes (their wire precision).
+  const double gb = static_cast<double>(d.wire_row_bytes) / 1e3;
   nlohmann::json run = {{"dim", d.dim},
                         {"threads", threads},
+                        {"wire", std::string(ps::WirePrecisionName(o.wire))},
                         {"rows", d.rows},
                         {"table", d.table},
                         {"shards", o.targets.size()},
@@ -421,6 +428,7 @@ absl::Status RunTargetDim(const PsBenchOptions& o, const LocalServers& servers, 
                                                    dim, ") is below --batch ", o.batch));
   }
   d.row_bytes = static_cast<size_t>(dim) * sizeof(float);
+  d.wire_row_bytes = static_cast<size_t>(dim) * ps::wire::WireValueBytes(o.wire);
   d.table = TargetBenchTableName(dim);
   d.pool = MakeKeyPool(d.rows, o.batch, o.seed + dim);
   d.grads.assign(static_cast<size_t>(o.batch) * dim, 1e-3f);
@@ -463,15 +471,15 @@ absl::Status RunTargetDim(const PsBenchOptions& o, const LocalServers& servers, 
   RETURN_IF_ERROR(Populate(o, client, &d));
   out << absl::StrFormat(
       "\ndim %d: table %s, %d rows (%.0f MB of weights) on %d shard%s, populated in %.1f s; %d B "
-      "per row, pull reply %.2f MB, push request %.2f MB (a ceiling call per shard: %.2f / %.2f "
-      "MB, fp32); the PS calls' wire: %s\n",
+      "per row on the wire (%s), pull reply %.2f MB, push request %.2f MB (a ceiling call per "
+      "shard, fp32: %.2f / %.2f MB)\n",
       dim, d.table, d.rows, static_cast<double>(d.rows) * d.row_bytes / 1e6, shards,
-      shards == 1 ? "" : "s", d.populate_s, d.row_bytes,
-      static_cast<double>(o.batch) * d.row_bytes / 1e6,
-      static_cast<double>(o.batch) * (8 + d.row_bytes) / 1e6,
+      shards == 1 ? "" : "s", d.populate_s, d.wire_row_bytes,
+      std::string(ps::WirePrecisionName(o.wire)),
+      static_cast<double>(o.batch) * d.wire_row_bytes / 1e6,
+      static_cast<double>(o.batch) * (8 + d.wire_row_bytes) / 1e6,
       static_cast<double>(part) * d.row_bytes / 1e6,
-      static_cast<double>(part) * (8 + d.row_bytes) / 1e6,
-      std::string(ps::WirePrecisionName(o.wire)));
+      static_cast<double>(part) * (8 + d.row_bytes) / 1e6);
   out.flush();  // a reader of a pipe sees the table's name before the long run
   for (int threads : o.threads) {
     ASSIGN_OR_RETURN(const TargetFigures f,

@@ -149,6 +149,28 @@ TEST_F(BenchPsTargetTest, MeasuresRunningShardsBesideTheirOwnCeilingsAndDropsIts
   EXPECT_THAT(r.output, HasSubstr("--ps-token-file"));
 }
 
+// --wire bf16: the PS calls move 2-byte rows (the heading and the JSON say
+// so, bytes and GB/s counted in them); the ceiling still moves fp32 bytes.
+TEST_F(BenchPsTargetTest, Bf16OnTheWireIsMeasuredAndNamed) {
+  std::string error;
+  auto ps = testing::StartBrookPs(0, 1, {}, std::chrono::seconds(30), &error);
+  ASSERT_TRUE(ps.has_value()) << error;
+  auto r = RunCommand(
+      {BrookBinary(), "bench", "ps", "--target", ps->address, "--seconds", "0.2", "--slices", "2",
+       "--dims", "16", "--threads", "1", "--rows", "20000", "--wire", "bf16", "--json"},
+      120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("32 B per row on the wire (bf16)"));
+  EXPECT_THAT(r.output, HasSubstr("fp32 bytes (ceiling)"));
+  const nlohmann::json json = BenchTargetJson(r.output);
+  ASSERT_TRUE(json.is_object()) << r.output;
+  const auto& run = json["runs"][0];
+  EXPECT_EQ(run["wire"], "bf16");
+  EXPECT_GT(run["grpc_pull_mrows_s"].get<double>(), 0);
+  EXPECT_NEAR(run["grpc_pull_gb_s"].get<double>(), run["grpc_pull_mrows_s"].get<double>() * 0.032,
+              1e-9);
+}
+
 // Ctrl-C (or SIGTERM) mid-run: the bench drops its table on the way out
 // (exit 130 / 143) instead of leaving it on the user's PS.
 TEST_F(BenchPsTargetTest, AnInterruptedBenchDropsItsTable) {
