@@ -81,7 +81,9 @@ struct TableSettings {
 // pulls (trainer/row_cache.h). rows == 0: off.
 struct RowCacheOptions {
   int64_t rows = 0;           // per table
-  int64_t refresh_steps = 8;  // a cached row is pulled again this many steps after its pull
+  // A cached row is pulled again this many optimizer steps after its pull;
+  // 2 leaves a trainer at most one step behind its own updates (BENCHMARKS.md).
+  int64_t refresh_steps = 2;
 
   bool enabled() const { return rows > 0; }
   friend bool operator==(const RowCacheOptions&, const RowCacheOptions&) = default;

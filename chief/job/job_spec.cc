@@ -714,7 +714,7 @@ absl::StatusOr<JobSpec> FromYamlImpl(const std::string& yaml, const std::string&
   if (root.Has("init_from")) RETURN_IF_ERROR(ReadInitFrom(root, base_dir, &spec.init_from));
   if (root.Has("cache")) {
     MapReader r(root.Get("cache"), "cache");
-    RETURN_IF_ERROR(r.Check({"rows", "refresh_steps"}, "{rows: 1000000, refresh_steps: 8}"));
+    RETURN_IF_ERROR(r.Check({"rows", "refresh_steps"}, "{rows: 1000000, refresh_steps: 2}"));
     if (!r.Has("rows")) return r.Missing("rows", "the rows a trainer caches per table");
     RETURN_IF_ERROR(r.Int("rows", int64_t{1}, int64_t{1} << 32, &spec.cache.rows));
     RETURN_IF_ERROR(

@@ -19,7 +19,7 @@
 //   checkpoint: {dir: PATH, interval_seconds: 600, interval_steps: 0, keep: 3}
 //   export: {dir: PATH}
 //   eval: {every_steps: 0}
-//   cache: {rows: 1000000, refresh_steps: 8}
+//   cache: {rows: 1000000, refresh_steps: 2}
 //   init_from: {path: EXPORT_OR_CHECKPOINT_DIR, tables: [T, ...]}   # or init_from: DIR
 //
 // Errors are InvalidArgument naming the field path (e.g.
