@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "common/rpc/grpc_error.h"
 
 namespace brook::bench {
 namespace {
@@ -213,9 +214,20 @@ absl::Status BareGrpcClient::WaitForReady(absl::Duration timeout) {
   absl::Status st =
       CallWithDeadline(kBarePushMethod, empty, static_cast<int>(stubs_.size()), timeout);
   if (st.ok()) return st;
+  // gRPC says "Deadline Exceeded" for a refused port and nothing at all for
+  // a server without the Bare service: ask the address what it is.
+  rpc::Peer peer;
+  peer.address = address_;
+  const absl::Status what = rpc::DiagnoseEndpoint(peer);
+  std::string why(what.ok() ? st.message() : what.message());
+  if (what.ok()) {
+    absl::StrAppend(&why, why.empty() ? "" : "; ",
+                    "it answers gRPC but not as a ceiling (a brook node? `brook bench "
+                    "grpc-ceiling --listen HOST:PORT` prints the address it serves on)");
+  }
   return absl::UnavailableError(absl::StrCat("no bare gRPC ceiling (brook bench grpc-ceiling) at ",
                                              address_, " within ", absl::FormatDuration(timeout),
-                                             ": ", st.message()));
+                                             ": ", why));
 }
 
 absl::Status BareGrpcClient::CallFanOut(const char* method, const grpc::ByteBuffer& request,

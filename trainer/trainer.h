@@ -80,7 +80,7 @@ struct TableSettings {
 // A job spec's `cache:`: hot embedding rows kept by the trainer between
 // pulls (trainer/row_cache.h). rows == 0: off.
 struct RowCacheOptions {
-  int64_t rows = 0;           // per table
+  int64_t rows = 0;  // per table
   // A cached row is pulled again this many optimizer steps after its pull;
   // 2 leaves a trainer at most one step behind its own updates (BENCHMARKS.md).
   int64_t refresh_steps = 2;
