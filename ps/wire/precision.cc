@@ -12,6 +12,7 @@
 #include "ps/wire/wire.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -105,7 +106,13 @@ __attribute__((target("avx2"))) void DecodeBf16Simd(const char* src, size_t n, f
 }
 
 bool HasF16c() {
-  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  // CPUID.1:ECX.F16C; clang 14 has no "f16c" for __builtin_cpu_supports.
+  // "avx" there also checks that the OS saves the YMM registers.
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+    return (ecx & bit_F16C) != 0 && __builtin_cpu_supports("avx");
+  }();
   return has;
 }
 bool HasAvx2() {
