@@ -125,8 +125,14 @@ tsan_ps='ConcurrencyTest.*:PushDedupTest.*:MemRowStoreTest.*:ParameterServerTest
 tsan_storage='WalTest.*:AtomicFileTest.*'
 tsan_trainer='Pipeline*:ExactlyOnce*:UnitProgress*:BoundedQueue*:Ordered*:TrainerTest.*'
 tsan_chief='ChiefConcurrencyTest.*:ChiefTest.*:WorkLeases*:JobQueue*'
+# The WAL tests that fork a child to kill it mid-log are left out: the child
+# writes through the WAL, whose writer thread TSan cannot start after a
+# multi-threaded fork ("starting new threads after multi-threaded fork is not
+# supported"); they are about crash semantics, and run in the other tiers.
+tsan_skip='CheckpointTest.IncrementalOfATiered*:WalTest.WriteErrorIsStickyForEveryLaterSync'
+tsan_skip+=':WalTest.RecordsAcknowledgedBySyncSurviveSigkill'
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/brook_tsan_tests \
-  --gtest_filter="$tsan_ps:$tsan_storage:$tsan_trainer:$tsan_chief-CheckpointTest.IncrementalOfATiered*"
+  --gtest_filter="$tsan_ps:$tsan_storage:$tsan_trainer:$tsan_chief-$tsan_skip"
 
 step "fuzz smoke: replay the seed corpus, then fuzz each target briefly"
 bash tests/fuzz/run_fuzzers.sh build-asan "${BROOK_FUZZ_SECONDS:-15}"
