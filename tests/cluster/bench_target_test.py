@@ -27,14 +27,10 @@ CEILING_PORT = 7001
 
 
 def metrics_text(cluster, node):
-    code = ("import urllib.request\n"
-            f"print(urllib.request.urlopen('http://{node.metrics}/metrics', timeout=5)"
-            ".read().decode())")
-    r = subprocess.run(["ip", "netns", "exec", cluster.client.ns, sys.executable, "-c", code],
-                       capture_output=True, text=True, timeout=30)
-    if r.returncode != 0:
-        raise RuntimeError(f"{node.name} /metrics: {r.stderr.strip()}")
-    return r.stdout
+    text = cluster.metrics_text(node)
+    if text is None:
+        raise RuntimeError(f"{node.name} /metrics: no answer")
+    return text
 
 
 def run(brook, work):

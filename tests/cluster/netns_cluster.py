@@ -427,18 +427,24 @@ class Cluster:
                            f"{json.dumps(job)[:1500]}\nbrook logs {job_id}:\n"
                            f"{logs.stdout[-3000:]}{logs.stderr[-500:]}")
 
-    def metric_sum(self, node, name):
-        """Sum of every sample of metric `name` on the node's /metrics, read
-        from the client's namespace; None when the node does not answer."""
+    def metrics_text(self, node):
+        """The node's /metrics page, read from the client's namespace; None
+        when the node does not answer."""
         code = ("import sys,urllib.request\n"
                 f"print(urllib.request.urlopen('http://{node.metrics}/metrics', timeout=5)"
                 ".read().decode())")
         r = subprocess.run(["ip", "netns", "exec", self.client.ns, sys.executable, "-c", code],
                            capture_output=True, text=True, timeout=30)
-        if r.returncode != 0:
+        return r.stdout if r.returncode == 0 else None
+
+    def metric_sum(self, node, name):
+        """Sum of every sample of metric `name` on the node's /metrics, read
+        from the client's namespace; None when the node does not answer."""
+        text = self.metrics_text(node)
+        if text is None:
             return None
         total = 0.0
-        for line in r.stdout.splitlines():
+        for line in text.splitlines():
             if line.startswith(name + " ") or line.startswith(name + "{"):
                 total += float(line.rsplit(" ", 1)[1])
         return total
