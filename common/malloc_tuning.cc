@@ -62,6 +62,17 @@ MallocTuning TuneMalloc() {
   return t;
 }
 
+bool TrimMalloc() {
+  // Not SkipReason(): a glibc left at its defaults by the user is still
+  // glibc, and trimming it is as safe.
+  if (const char* preload = std::getenv("LD_PRELOAD");
+      preload != nullptr && std::strstr(preload, "malloc") != nullptr) {
+    return false;
+  }
+  malloc_trim(0);
+  return true;
+}
+
 std::string MallocDescription() {
   std::lock_guard<std::mutex> lock(TuningMutex());
   const MallocTuning& t = LastTuning();

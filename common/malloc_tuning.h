@@ -42,6 +42,15 @@ inline constexpr size_t kMallocTrimThreshold = size_t{512} << 20;
 // Applies the settings unless skipped (see above); idempotent.
 MallocTuning TuneMalloc();
 
+// Hands the free pages inside every malloc heap back to the kernel
+// (malloc_trim(0)): the raised trim threshold keeps freed request buffers
+// mapped, and a burst of large requests (a PS's tiered pushes, a restore)
+// otherwise left a few hundred MiB free but resident for good (docs/sizing.md).
+// Long-lived processes call it every few seconds, off their request path.
+// Holds each heap's lock while it walks it (milliseconds). Does nothing and
+// returns false when another allocator was preloaded.
+bool TrimMalloc();
+
 // What this process's allocator is: the last TuneMalloc() result's
 // description, or the environment's allocator if TuneMalloc was not called.
 std::string MallocDescription();

@@ -43,6 +43,27 @@ class MemoryAccountant {
     const uint64_t after = used_.load(std::memory_order_relaxed) + more;
     return after > limit_ ? after - limit_ : 0;
   }
+  // Keys of rows spilled while changed since the last checkpoint, kept by
+  // the tiered tables for their next incremental checkpoint (8 bytes each),
+  // are charged like rows, but together at most an eighth of the limit, so
+  // they cannot crowd out the rows nor grow past the limit between
+  // checkpoints. False (nothing charged) past that: the caller drops its
+  // lists and takes a full checkpoint next. No limit: always true.
+  bool TryChargeBookkeeping(uint64_t bytes) {
+    uint64_t b = bookkeeping_.load(std::memory_order_relaxed);
+    do {
+      if (limit_ != 0 && b + bytes > limit_ / 8) return false;
+    } while (!bookkeeping_.compare_exchange_weak(b, b + bytes, std::memory_order_relaxed));
+    Charge(bytes);
+    return true;
+  }
+  // REQUIRES: bytes were charged by TryChargeBookkeeping.
+  void ReleaseBookkeeping(uint64_t bytes) {
+    bookkeeping_.fetch_sub(bytes, std::memory_order_relaxed);
+    Release(bytes);
+  }
+  uint64_t bookkeeping() const { return bookkeeping_.load(std::memory_order_relaxed); }
+
   // A push refused for the limit (the tables count, for the metric).
   void CountRejection() { rejections_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -54,6 +75,7 @@ class MemoryAccountant {
   const uint64_t limit_;  // constant after construction
   std::atomic<uint64_t> used_{0};
   std::atomic<uint64_t> rejections_{0};
+  std::atomic<uint64_t> bookkeeping_{0};  // of used_
 };
 
 }  // namespace brook::ps

@@ -406,6 +406,7 @@ ServerStats ParameterServer::Stats() const {
   s.memory_limit_bytes = state_->accountant.limit();
   s.memory_used_bytes = state_->accountant.used();
   s.memory_limit_rejections = state_->accountant.rejections();
+  s.memory_bookkeeping_bytes = state_->accountant.bookkeeping();
   for (const auto& t : tables) s.tables.push_back(t->Stats());
   for (const auto& v : dense) s.dense.push_back(v->Stats());
   std::sort(s.tables.begin(), s.tables.end(),

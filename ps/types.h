@@ -186,6 +186,9 @@ struct ServerStats {
   uint64_t memory_limit_bytes = 0;
   uint64_t memory_used_bytes = 0;
   uint64_t memory_limit_rejections = 0;
+  // Of memory_used_bytes: keys of rows spilled while changed since the last
+  // checkpoint (MemoryAccountant::TryChargeBookkeeping).
+  uint64_t memory_bookkeeping_bytes = 0;
 };
 
 }  // namespace brook::ps

@@ -37,13 +37,37 @@ class Sampler(threading.Thread):
     def __init__(self, period=2.0):
         super().__init__(daemon=True)
         self.period, self.procs, self.rows, self.stop = period, {}, [], threading.Event()
+        self.metrics_urls, self.breakdown = {}, []
         self.t0 = time.time()
 
-    def watch(self, name, pid):
+    def watch(self, name, pid, metrics_url=None):
         self.procs[name] = pid
+        if metrics_url:
+            self.metrics_urls[name] = metrics_url
+
+    def sample_breakdown(self, t):
+        """Where a PS's memory goes: rows (as counted against the limit), the
+        tables' index and headers, RocksDB by kind, and the rest of the RSS."""
+        for name, url in list(self.metrics_urls.items()):
+            try:
+                m = scrape(url)
+            except OSError:
+                continue
+            row = {"t": t, "name": name,
+                   "rss": metric_sum(m, "process_resident_memory_bytes"),
+                   "rows_charged": metric_sum(m, "brook_ps_memory_used_bytes"),
+                   "tables": metric_sum(m, "brook_ps_table_memory_bytes{")}
+            for kind in ("block_cache", "memtables", "table_readers"):
+                row["rocksdb_" + kind] = metric_sum(m, "brook_ps_rocksdb_memory_bytes{",
+                                                    f'kind="{kind}"')
+            self.breakdown.append(row)
 
     def run(self):
+        n = 0
         while not self.stop.wait(self.period):
+            n += 1
+            if n % 5 == 0:
+                self.sample_breakdown(round(time.time() - self.t0, 1))
             for name, pid in list(self.procs.items()):
                 try:
                     with open(f"/proc/{pid}/status") as f:
@@ -57,12 +81,17 @@ class Sampler(threading.Thread):
         for t, name, mib in self.rows:
             by.setdefault(name, []).append((t, mib))
         out = {}
+        for row in self.breakdown:  # the breakdown at each PS's largest RSS
+            best = out.setdefault(row["name"], {}).get("at_max_rss")
+            if best is None or row["rss"] > best["rss"]:
+                out[row["name"]]["at_max_rss"] = {k: (round(v / 2**20, 1) if k not in ("t", "name") else v)
+                                                  for k, v in row.items() if k != "name"}
         for name, series in by.items():
             mibs = [m for _, m in series]
             # RSS at each tenth of the process's life: flat or growing?
             marks = [series[int(i * (len(series) - 1) / 10)][1] for i in range(11)]
-            out[name] = {"max_mib": max(mibs), "last_mib": mibs[-1],
-                         "deciles_mib": [round(m) for m in marks]}
+            out.setdefault(name, {}).update({"max_mib": max(mibs), "last_mib": mibs[-1],
+                                             "deciles_mib": [round(m) for m in marks]})
         return out
 
 
@@ -94,9 +123,10 @@ class Ps:
         offset = logf.tell()  # a restart appends: read only its own lines
         t0 = time.time()
         self.proc = subprocess.Popen(
-            [self.args.brook, "ps", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+            self.args.ps_wrapper.split() + [self.args.brook, "ps", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
              "--shard-index", str(self.index), "--num-shards", "2", "--data-dir",
-             os.path.join(self.dir, "data"), "--memory-limit", self.args.memory_limit],
+             os.path.join(self.dir, "data"), "--memory-limit", self.args.memory_limit]
+            + self.args.ps_flags.split(),
             stdout=logf, stderr=subprocess.STDOUT)
         deadline = time.time() + self.args.start_timeout
         while time.time() < deadline:
@@ -113,7 +143,7 @@ class Ps:
         else:
             sys.exit(f"PS {self.index} did not start in {self.args.start_timeout} s")
         self.started_seconds = time.time() - t0
-        self.sampler.watch(f"ps-{self.index}", self.proc.pid)
+        self.sampler.watch(f"ps-{self.index}", self.proc.pid, f"http://{self.metrics}/metrics")
         return self
 
     def kill(self):
@@ -135,8 +165,10 @@ def main():
     ap.add_argument("--cardinality", default="1e9")
     ap.add_argument("--memory-limit", default="2GiB", help="per PS (brook ps --memory-limit)")
     ap.add_argument("--batch-size", default="2048")
+    ap.add_argument("--ps-flags", default="", help="more `brook ps` flags, e.g. --rocksdb-cache-mib 64")
     ap.add_argument("--small", action="store_true",
                     help="every row in memory: --cardinality-max 1e5, no --memory-limit pressure")
+    ap.add_argument("--ps-wrapper", default="", help="a command `brook ps` runs under, e.g. heaptrack")
     ap.add_argument("--start-timeout", type=float, default=1800)
     ap.add_argument("--json", default="")
     args = ap.parse_args()

@@ -537,6 +537,20 @@ RocksDb::Stats RocksDb::GetStats() const {
     if (db_->GetIntProperty(h.get(), "rocksdb.estimate-pending-compaction-bytes", &bytes)) {
       stats.pending_compaction_bytes += bytes;
     }
+    if (db_->GetIntProperty(h.get(), "rocksdb.cur-size-all-mem-tables", &bytes)) {
+      stats.memtable_bytes += bytes;
+    }
+    if (db_->GetIntProperty(h.get(), "rocksdb.estimate-table-readers-mem", &bytes)) {
+      stats.table_reader_bytes += bytes;
+    }
+  }
+  // One cache shared by every family: read through any of them.
+  uint64_t bytes = 0;
+  if (db_->GetIntProperty(default_family_.get(), "rocksdb.block-cache-usage", &bytes)) {
+    stats.block_cache_bytes = bytes;
+  }
+  if (db_->GetIntProperty(default_family_.get(), "rocksdb.block-cache-pinned-usage", &bytes)) {
+    stats.block_cache_pinned_bytes = bytes;
   }
   return stats;
 }

@@ -17,6 +17,11 @@ struct RocksDbStats {
   // compaction still has to rewrite; RocksDB slows then stops writes as it grows.
   uint64_t pending_compaction_bytes = 0;
   uint64_t stall_micros = 0;  // STALL_MICROS: writes held back by a write stall
+  // Memory RocksDB holds (the PS's stated overhead beside its rows):
+  uint64_t block_cache_bytes = 0;         // "rocksdb.block-cache-usage" (pinned blocks included)
+  uint64_t block_cache_pinned_bytes = 0;  // "rocksdb.block-cache-pinned-usage"
+  uint64_t memtable_bytes = 0;            // "rocksdb.cur-size-all-mem-tables", all families
+  uint64_t table_reader_bytes = 0;        // "rocksdb.estimate-table-readers-mem", all families
 };
 
 struct WalStats {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "ps/memory_accountant.h"
@@ -66,10 +67,16 @@ TieredRowStore::ColdScratch& TieredRowStore::ThreadColdScratch() {
 // checkpoint is taken as a full one instead.
 constexpr size_t kMaxDeltaKeysPerStripe = size_t{1} << 20;
 
+// With a MemoryAccountant the lists are charged there (in steps of this many
+// keys), within its bookkeeping share of the node's limit.
+constexpr size_t kDeltaChargeKeys = 4096;
+
 struct TieredRowStore::StripeTier {
   bool cold_possible = false;
   bool delta_overflow = false;
   uint64_t rng = 0;
+  MemoryAccountant* accountant = nullptr;
+  size_t charged_keys = 0;  // keys charged to the accountant for the lists
   std::vector<uint64_t> evicted_dirty;
   std::vector<uint64_t> erased;
 
@@ -77,13 +84,34 @@ struct TieredRowStore::StripeTier {
   void NoteErased(uint64_t key) { Note(&erased, key); }
   void Note(std::vector<uint64_t>* list, uint64_t key) {
     if (delta_overflow) return;
-    if (evicted_dirty.size() + erased.size() >= kMaxDeltaKeysPerStripe) {
+    const size_t keys = evicted_dirty.size() + erased.size();
+    if (keys >= kMaxDeltaKeysPerStripe || (keys >= charged_keys && !ChargeMore())) {
       delta_overflow = true;
-      std::vector<uint64_t>().swap(evicted_dirty);
-      std::vector<uint64_t>().swap(erased);
+      DropLists();
       return;
     }
     list->push_back(key);
+  }
+  bool ChargeMore() {
+    if (accountant == nullptr) {
+      charged_keys = kMaxDeltaKeysPerStripe;  // nothing to charge: the stripe bound only
+      return true;
+    }
+    if (!accountant->TryChargeBookkeeping(kDeltaChargeKeys * sizeof(uint64_t))) return false;
+    charged_keys += kDeltaChargeKeys;
+    return true;
+  }
+  // Empties the lists (their memory too) and returns their charge.
+  void DropLists() {
+    std::vector<uint64_t>().swap(evicted_dirty);
+    std::vector<uint64_t>().swap(erased);
+    ReleaseCharge();
+  }
+  void ReleaseCharge() {
+    if (accountant != nullptr && charged_keys > 0) {
+      accountant->ReleaseBookkeeping(charged_keys * sizeof(uint64_t));
+    }
+    charged_keys = 0;
   }
 };
 
@@ -231,9 +259,12 @@ class TieredRowStore::TierWriter final : public RowStore::Writer {
     std::vector<uint64_t>& sorted_keep = keep_;
     sorted_keep.assign(keep.begin(), keep.end());
     std::sort(sorted_keep.begin(), sorted_keep.end());
+    // Victims chosen so far are kept out of later samples through a set: a
+    // linear search of them made a large eviction quadratic.
+    victim_set_.clear();
     auto kept = [&](uint64_t key) {
       return std::binary_search(sorted_keep.begin(), sorted_keep.end(), key) ||
-             std::find(victims_.begin(), victims_.end(), key) != victims_.end();
+             victim_set_.contains(key);
     };
     victims_.clear();
     writes_.clear();
@@ -252,6 +283,7 @@ class TieredRowStore::TierWriter final : public RowStore::Writer {
       }
       if (best == nullptr) continue;
       victims_.push_back(best->key);
+      victim_set_.insert(best->key);
       if (!best->synced()) {
         write_keys_.push_back(best->key);
         const size_t at = writes_.size();
@@ -295,6 +327,7 @@ class TieredRowStore::TierWriter final : public RowStore::Writer {
   bool ok_ = true;
   std::vector<uint64_t> deletes_;
   std::vector<uint64_t> keep_, victims_, write_keys_;
+  absl::flat_hash_set<uint64_t> victim_set_;
   std::vector<char> writes_;
 };
 
@@ -309,6 +342,7 @@ TieredRowStore::TieredRowStore(const TieredRowStoreOptions& options)
   for (int s = 0; s < mem_.num_stripes(); ++s) {
     tiers_[s].cold_possible = options.cold_rows_exist;
     tiers_[s].rng = options.seed ^ (0x5bd1e995ULL * static_cast<uint64_t>(s + 1));
+    tiers_[s].accountant = options.accountant;
   }
 }
 
@@ -331,6 +365,7 @@ void TieredRowStore::Retire() {
 }
 
 TieredRowStore::~TieredRowStore() {
+  for (int s = 0; s < mem_.num_stripes(); ++s) tiers_[s].ReleaseCharge();
   if (options_.accountant != nullptr) {
     options_.accountant->Release(mem_.Stats().rows * options_.charged_row_bytes);
   }
@@ -388,8 +423,7 @@ bool TieredRowStore::TakeCheckpointDelta(int stripe, std::vector<uint64_t>* evic
   t.delta_overflow = false;
   evicted_dirty->insert(evicted_dirty->end(), t.evicted_dirty.begin(), t.evicted_dirty.end());
   erased->insert(erased->end(), t.erased.begin(), t.erased.end());
-  t.evicted_dirty.clear();
-  t.erased.clear();
+  t.DropLists();
   return complete;
 }
 

@@ -31,6 +31,11 @@ std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServ
                       "Bytes of rows all tables of this PS hold in memory, as counted against "
                       "--memory-limit (row bytes plus index entry per row)"),
             {}, static_cast<double>(stats.memory_used_bytes));
+    set.Add(set.Gauge("brook_ps_memory_bookkeeping_bytes",
+                      "Of brook_ps_memory_used_bytes: keys of rows moved to RocksDB while "
+                      "changed since the last checkpoint, kept for the next incremental one (at "
+                      "most an eighth of --memory-limit; past it the next checkpoint is full)"),
+            {}, static_cast<double>(stats.memory_bookkeeping_bytes));
     set.Add(set.Counter("brook_ps_memory_limit_rejections_total",
                         "Pushes refused (RESOURCE_EXHAUSTED) because the PS memory limit was full "
                         "and the PS has no RocksDB tier"),
@@ -204,6 +209,17 @@ std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServ
                         "Bytes RocksDB estimates compaction still has to rewrite; writes slow "
                         "down and then stall as it grows"),
               {}, static_cast<double>(r.pending_compaction_bytes));
+      auto* memory = set.Gauge("brook_ps_rocksdb_memory_bytes",
+                               "Memory RocksDB holds beside the rows in memory, by kind: "
+                               "block_cache (data, index and filter blocks; pinned included), "
+                               "memtables, table_readers");
+      set.Add(memory, {{"kind", "block_cache"}}, static_cast<double>(r.block_cache_bytes));
+      set.Add(memory, {{"kind", "memtables"}}, static_cast<double>(r.memtable_bytes));
+      set.Add(memory, {{"kind", "table_readers"}}, static_cast<double>(r.table_reader_bytes));
+      set.Add(set.Gauge("brook_ps_rocksdb_block_cache_pinned_bytes",
+                        "Of the block cache, bytes pinned (index and filter blocks of open "
+                        "files); they stay past the cache's capacity"),
+              {}, static_cast<double>(r.block_cache_pinned_bytes));
       set.Add(set.Counter("brook_ps_rocksdb_stall_seconds_total",
                           "Time writes to RocksDB were held back by write stalls"),
               {}, static_cast<double>(r.stall_micros) * 1e-6);

@@ -7,11 +7,13 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/malloc_tuning.h"
 #include "common/rpc/node_service.h"
 #include "common/status_macros.h"
 #include "common/usable_cpus.h"
 #include "metrics/exposer.h"
 #include "metrics/rpc_metrics.h"
+#include "prometheus/counter.h"
 #include "prometheus/registry.h"
 #include "ps/rpc/ps_metrics.h"
 #include "ps/rpc/ps_service.h"
@@ -125,6 +127,19 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
   if (options.evict_interval > absl::ZeroDuration()) {
     s->evict_thread_ = std::thread([p = s.get()] { p->EvictLoop(); });
   }
+  if (options.malloc_trim_interval > absl::ZeroDuration()) {
+    s->trims_ = &prometheus::BuildCounter()
+                     .Name("brook_ps_malloc_trims_total")
+                     .Help("Times free pages inside malloc's heaps were handed back to the kernel")
+                     .Register(*s->registry_)
+                     .Add({});
+    s->trim_seconds_ = &prometheus::BuildCounter()
+                            .Name("brook_ps_malloc_trim_seconds_total")
+                            .Help("Time spent handing free malloc pages back to the kernel")
+                            .Register(*s->registry_)
+                            .Add({});
+    s->trim_thread_ = std::thread([p = s.get()] { p->TrimLoop(); });
+  }
   return s;
 }
 
@@ -152,6 +167,19 @@ void PsServer::EvictLoop() {
   }
 }
 
+void PsServer::TrimLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.malloc_trim_interval)) {
+    mu_.Unlock();
+    const absl::Time start = absl::Now();
+    if (TrimMalloc()) {
+      trims_->Increment();
+      trim_seconds_->Increment(absl::ToDoubleSeconds(absl::Now() - start));
+    }
+    mu_.Lock();
+  }
+}
+
 void PsServer::Shutdown(absl::Duration drain) {
   {
     absl::MutexLock lock(&mu_);
@@ -160,6 +188,7 @@ void PsServer::Shutdown(absl::Duration drain) {
     stopping_ = true;
   }
   if (evict_thread_.joinable()) evict_thread_.join();
+  if (trim_thread_.joinable()) trim_thread_.join();
   if (server_ == nullptr) return;  // Start() failed half way
   service_->SetServing(false);
   // In-flight requests get `drain` to finish; after that gRPC cancels them

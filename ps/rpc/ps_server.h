@@ -28,6 +28,7 @@ class Server;
 }  // namespace grpc
 namespace prometheus {
 class Collectable;
+class Counter;
 class Registry;
 }  // namespace prometheus
 namespace brook::metrics {
@@ -66,6 +67,9 @@ struct PsServerOptions {
   // How often TTL eviction runs (ParameterServer::Evict with the highest push
   // step seen); zero or negative: never.
   absl::Duration evict_interval = absl::Seconds(10);
+  // How often free pages inside malloc's heaps go back to the kernel
+  // (TrimMalloc, common/malloc_tuning.h); zero or negative: never.
+  absl::Duration malloc_trim_interval = absl::Seconds(5);
   // Certificates for the gRPC port; off by default (security/tls.h). The
   // metrics port stays plain HTTP: it carries counts, never keys or values.
   security::TlsOptions tls;
@@ -114,6 +118,7 @@ class PsServer {
  private:
   explicit PsServer(const PsServerOptions& options);
   void EvictLoop();
+  void TrimLoop();
 
   // Constant after Start(). Declaration order is destruction order reversed:
   // everything that borrows ps_ is destroyed before it.
@@ -130,6 +135,9 @@ class PsServer {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::thread evict_thread_;
+  std::thread trim_thread_;
+  prometheus::Counter* trims_ = nullptr;  // owned by registry_
+  prometheus::Counter* trim_seconds_ = nullptr;
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -2,9 +2,11 @@
 
 #include <malloc.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/testing/test_util.h"
@@ -40,6 +42,47 @@ TEST(MallocTuningTest, RequestSizedBuffersComeFromTheHeapAndStayMappedWhenFreed)
   // kernel past the default 128 KiB trim threshold.
   std::free(reply);
   EXPECT_GE(mallinfo2().keepcost, size_t{4} << 20);
+}
+
+// Resident bytes of this process (/proc/self/statm).
+size_t ResidentBytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long size = 0, resident = 0;
+  const int n = std::fscanf(f, "%lu %lu", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? resident * 4096 : 0;
+}
+
+TEST(MallocTuningTest, TrimHandsFreePagesInsideTheHeapBackToTheKernel) {
+  if (testing::kSanitizedBuild) {
+    GTEST_SKIP() << "SKIPPED: the sanitizer's allocator replaces glibc malloc (malloc_trim does "
+                    "not apply); the optimized tier runs this test";
+  }
+  ScopedEnv tunables("GLIBC_TUNABLES", std::nullopt);
+  ScopedEnv off("BROOK_MALLOC_TUNING", std::nullopt);
+  ScopedEnv preload("LD_PRELOAD", std::nullopt);
+  ASSERT_TRUE(TuneMalloc().applied);
+  // 64 buffers of 1 MiB, every other one freed: the free ones sit between
+  // live ones, where the trim threshold (the heap's top only) never reaches.
+  constexpr size_t kBuffer = size_t{1} << 20;
+  std::vector<void*> buffers;
+  for (int i = 0; i < 64; ++i) {
+    buffers.push_back(std::malloc(kBuffer));
+    ASSERT_NE(buffers.back(), nullptr);
+    std::memset(buffers.back(), 1, kBuffer);
+  }
+  for (size_t i = 0; i < buffers.size(); i += 2) std::free(buffers[i]);
+  const size_t before = ResidentBytes();
+  ASSERT_TRUE(TrimMalloc());
+  const size_t after = ResidentBytes();
+  EXPECT_LT(after + 24 * kBuffer, before) << "RSS " << before << " -> " << after;
+  for (size_t i = 1; i < buffers.size(); i += 2) std::free(buffers[i]);
+}
+
+TEST(MallocTuningTest, TrimLeavesAPreloadedAllocatorAlone) {
+  ScopedEnv preload("LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2");
+  EXPECT_FALSE(TrimMalloc());
 }
 
 TEST(MallocTuningTest, TheUsersOwnSettingsAreLeftAlone) {

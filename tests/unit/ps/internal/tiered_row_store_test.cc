@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "ps/memory_accountant.h"
 #include "storage/rocks_db.h"
 #include "tests/testing/test_util.h"
 
@@ -30,7 +31,8 @@ class TieredFamilyTest : public ::testing::Test {
     db_ = std::move(*db);
   }
 
-  std::unique_ptr<TieredRowStore> MakeStore(int stripe_bits, uint64_t max_hot_rows) {
+  std::unique_ptr<TieredRowStore> MakeStore(int stripe_bits, uint64_t max_hot_rows,
+                                            MemoryAccountant* accountant = nullptr) {
     return std::make_unique<TieredRowStore>(
         TieredRowStoreOptions{.mem = {.row_floats = kTierFloats,
                                       .hot_floats = kTierFloats,
@@ -39,7 +41,18 @@ class TieredFamilyTest : public ::testing::Test {
                               .max_hot_rows = max_hot_rows,
                               .db = db_.get(),
                               .column_family = kTierFamily,
-                              .seed = 5});
+                              .seed = 5,
+                              .accountant = accountant,
+                              .charged_row_bytes = accountant ? uint64_t{32} : 0});
+  }
+
+  // The stripe's checkpoint lists (stripe_bits 0): false if they overflowed.
+  static bool TakeDelta(TieredRowStore& s, std::vector<uint64_t>* evicted_dirty) {
+    bool complete = false;
+    std::vector<uint64_t> erased;
+    s.Write(
+        0, [&](RowStore::Writer&) { complete = s.TakeCheckpointDelta(0, evicted_dirty, &erased); });
+    return complete;
   }
 
   // Writes key's row (every float = key + 0.5), as a push does: FindBatch
@@ -96,6 +109,40 @@ TEST_F(TieredFamilyTest, NoFamilyUntilTheFirstSpillThenRowsComeBackFromIt) {
   cold = 0;
   ASSERT_TRUE(store->ForEachCold([&](const RowHeader&) { ++cold; }).ok());
   EXPECT_GE(cold, 32);
+}
+
+// The keys of rows spilled while changed, kept for the next incremental
+// checkpoint, are charged to the node's accountant, within an eighth of its
+// limit: a long run without checkpoints cannot grow them past it (they grew
+// by 8 bytes per spilled row, without bound, in the 100M-row run).
+TEST_F(TieredFamilyTest, CheckpointKeyListsAreChargedAndBoundedByTheNodeLimit) {
+  // Limit 256 KiB: the lists may hold 32 KiB, 4096 keys (one charge step).
+  MemoryAccountant accountant(256 << 10);
+  {
+    auto store = MakeStore(/*stripe_bits=*/0, /*max_hot_rows=*/64, &accountant);
+    for (uint64_t k = 0; k < 1000; ++k) Put(*store, k);
+    EXPECT_EQ(accountant.bookkeeping(), 32u << 10);
+    EXPECT_GE(accountant.used(), accountant.bookkeeping() + 64 * 32);
+    std::vector<uint64_t> evicted;
+    EXPECT_TRUE(TakeDelta(*store, &evicted));
+    EXPECT_EQ(evicted.size(), store->tier_stats().evictions);
+    EXPECT_EQ(accountant.bookkeeping(), 0u);  // handed back with the lists
+
+    // Past 4096 keys the lists are dropped, their charge returned, and the
+    // next checkpoint must be a full one.
+    for (uint64_t k = 1000; k < 6000; ++k) Put(*store, k);
+    EXPECT_EQ(accountant.bookkeeping(), 0u);
+    evicted.clear();
+    EXPECT_FALSE(TakeDelta(*store, &evicted));
+    EXPECT_TRUE(evicted.empty());
+    // Counting again from there.
+    for (uint64_t k = 6000; k < 6100; ++k) Put(*store, k);
+    EXPECT_EQ(accountant.bookkeeping(), 32u << 10);
+    for (uint64_t k = 0; k < 6100; ++k) ASSERT_EQ(Get(*store, k), k + 0.5f) << "key " << k;
+  }
+  // The store's destruction returns what it held: rows and lists.
+  EXPECT_EQ(accountant.bookkeeping(), 0u);
+  EXPECT_EQ(accountant.used(), 0u);
 }
 
 // Every stripe's first spill races to create the family: all succeed, no
