@@ -190,6 +190,16 @@ def main():
         result["gen_seconds"] = time.time() - t0
     with open(os.path.join(data, "ground_truth.json")) as f:
         result["bayes_auc"] = json.load(f)["test"]["bayes_auc"]
+    # Rows the training creates: every distinct id of a categorical feature
+    # gets a row in its deep table and one in its wide (first-order) table.
+    import glob
+    stats = subprocess.run([args.brook, "data", "stats", "--json"] +
+                           sorted(glob.glob(os.path.join(data, "train-*.tfrecord"))),
+                           check=True, capture_output=True, text=True)
+    distinct = sum(f["distinct_estimate"] for f in json.loads(stats.stdout)["features"]
+                   if f["name"].startswith("C"))
+    result.update({"distinct_ids_estimate": distinct, "rows_created_estimate": 2 * distinct})
+    log(f"{distinct / 1e6:.1f} M distinct ids (estimate): {2 * distinct / 1e6:.1f} M rows to create")
 
     sampler = Sampler()
     sampler.start()

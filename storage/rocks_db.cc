@@ -78,9 +78,19 @@ namespace {
 // - write_buffer_size = write_buffer_bytes per family, and db_write_buffer_size
 //   = write_buffer_bytes across families: a single busy table can use the
 //   whole budget, and many tables cannot multiply it.
-// - memtable whole-key Bloom (memtable_prefix_bloom_size_ratio 0.02 with
+// - memtable whole-key Bloom (memtable_prefix_bloom_size_ratio 0.002 with
 //   memtable_whole_key_filtering): misses skip the memtable skiplist search
-//   (~20 dependent cache misses) for 2% of the memtable size.
+//   (~20 dependent cache misses). The Bloom is allocated whole with each
+//   memtable, empty or not, and counts against db_write_buffer_size: at 2%
+//   (1.3 MiB a family) the 52 families of one Criteo-shaped job took the
+//   whole 64 MiB with their empty Blooms, and RocksDB flushed a memtable of
+//   a few hundred rows every few milliseconds (35 k flushes in 6 minutes,
+//   compaction of the tiny files then took half the PS's CPU). At 0.2%
+//   (134 KiB) it is ~50 bits a row for the memtables such a job flushes
+//   (~1 MiB each) and still ~1 bit a row for one family alone filling 64 MiB.
+// - arena_block_size 64 KiB: a memtable's arena grows by blocks, the first
+//   allocated at its first write; RocksDB's default (1 MiB here) alone made 52
+//   families with a few rows each hold 55 of the 64 MiB.
 //
 // DB options:
 // - max_background_jobs = 2: flushes and compactions run beside the PS's own
@@ -121,7 +131,8 @@ rocksdb::ColumnFamilyOptions MakeColumnFamilyOptions(const RocksDbOptions& optio
   cf.level_compaction_dynamic_level_bytes = true;
   cf.write_buffer_size = options.write_buffer_bytes;
   cf.memtable_whole_key_filtering = true;
-  cf.memtable_prefix_bloom_size_ratio = 0.02;
+  cf.memtable_prefix_bloom_size_ratio = 0.002;
+  cf.arena_block_size = 64 << 10;
   cf.compression = rocksdb::kNoCompression;
   const auto supported = rocksdb::GetSupportedCompressions();
   const bool has_lz4 =
