@@ -99,6 +99,15 @@ class RowStore {
     // never a row of this batch.
     virtual void FindBatch(absl::Span<const uint64_t> keys, absl::Span<const uint64_t> hashes,
                            absl::Span<RowHeader*> rows) = 0;
+    // As FindBatch, but looks in memory only: a tiered store neither reads
+    // nor brings back a stored copy (it still makes room). For a caller that
+    // overwrites every row whole, e.g. a restore: a row in memory wins over
+    // its stored copy, and asking RocksDB for each restored key took half of
+    // a 100 M-row PS's restart.
+    virtual void FindBatchInMemory(absl::Span<const uint64_t> keys,
+                                   absl::Span<const uint64_t> hashes, absl::Span<RowHeader*> rows) {
+      FindBatch(keys, hashes, rows);
+    }
     // Adds a row for `key` and returns it with header.key set; the rest of
     // the header and the floats are unspecified. nullptr if the store cannot
     // hold another row (out of memory, or the stripe's row ids are used up).

@@ -308,15 +308,21 @@ void Table::SetPending(int s, uint64_t key, uint16_t count) {
 bool Table::WriteStripes(
     internal::KeyBatch& b,
     absl::FunctionRef<bool(int stripe, RowStore::Writer& w, uint32_t lo, uint32_t hi)> fn,
-    int first, int end) {
+    int first, int end, bool memory_only) {
   if (end < 0) end = store_->num_stripes();
   bool ok = true;
   for (int s = first; s < end && ok; ++s) {
     const uint32_t lo = b.begin[s], hi = b.begin[s + 1];
     if (lo == hi) continue;
     store_->Write(s, [&](RowStore::Writer& w) {
-      w.FindBatch({b.keys.data() + lo, hi - lo}, {b.hashes.data() + lo, hi - lo},
-                  {b.rows.data() + lo, hi - lo});
+      const absl::Span<const uint64_t> keys(b.keys.data() + lo, hi - lo);
+      const absl::Span<const uint64_t> hashes(b.hashes.data() + lo, hi - lo);
+      const absl::Span<RowHeader*> rows(b.rows.data() + lo, hi - lo);
+      if (memory_only) {
+        w.FindBatchInMemory(keys, hashes, rows);
+      } else {
+        w.FindBatch(keys, hashes, rows);
+      }
       ok = w.ok() && fn(s, w, lo, hi);
     });
   }
@@ -605,28 +611,32 @@ absl::Status Table::WriteCheckpoint(bool incremental, CheckpointSink* sink, bool
       if (tier_ == nullptr) return;
       if (!tier_->TakeCheckpointDelta(s, &evicted_dirty, &erased)) *complete = false;
       if (!incremental || evicted_dirty.empty()) return;
-      // Rows evicted while changed: the copy in memory if a push brought
-      // the row back (it was written above only if changed again), else
-      // the one in RocksDB.
+      // Rows evicted while changed and not written above: their RocksDB
+      // copy is their latest (a row a push brought back and changed again
+      // is dirty in memory, written above; one brought back unchanged
+      // equals its copy). Read from RocksDB, not brought back: bringing
+      // them back would evict as many rows, a write storm and a memory
+      // spike at every incremental checkpoint of a table that spills.
       std::sort(evicted_dirty.begin(), evicted_dirty.end());
       evicted_dirty.erase(std::unique(evicted_dirty.begin(), evicted_dirty.end()),
                           evicted_dirty.end());
-      std::vector<uint64_t> hashes(evicted_dirty.size());
-      std::vector<RowHeader*> found_rows(evicted_dirty.size());
-      for (size_t i = 0; i < hashes.size(); ++i) hashes[i] = RowStore::HashKey(evicted_dirty[i]);
-      w.FindBatch(evicted_dirty, hashes, absl::MakeSpan(found_rows));
-      if (!w.ok()) {
+      std::erase_if(evicted_dirty, [&](uint64_t key) { return written.contains(key); });
+      if (evicted_dirty.empty()) return;
+      const size_t at = rows.size();
+      rows.resize(at + evicted_dirty.size() * row_bytes);
+      std::unique_ptr<bool[]> found(new bool[evicted_dirty.size()]);
+      if (!tier_->ReadCold(evicted_dirty, rows.data() + at, found.get()).ok()) {
         status = TierError(options_.name);
         return;
       }
+      size_t kept = at;  // rows erased since (TTL, listed in `erased`) are not found: closed up
       for (size_t i = 0; i < evicted_dirty.size(); ++i) {
-        RowHeader* r = found_rows[i];
-        if (r == nullptr) continue;                        // erased since (TTL): in `erased`
-        if (written.contains(evicted_dirty[i])) continue;  // written above
-        const size_t at = rows.size();
-        rows.resize(at + row_bytes);
-        std::memcpy(rows.data() + at, r, row_bytes);
+        if (!found[i]) continue;
+        const size_t from = at + i * row_bytes;
+        if (from != kept) std::memmove(rows.data() + kept, rows.data() + from, row_bytes);
+        kept += row_bytes;
       }
+      rows.resize(kept);
     });
     if (!status.ok()) break;
     // Deletes first: a key removed and then created again keeps its row.
@@ -662,21 +672,24 @@ absl::Status Table::ImportRows(const char* rows, size_t count, size_t row_bytes)
   b.Group(*store_, keys);
   b.rows.resize(keys.size());
   uint64_t created = 0;
-  const bool tier_ok = WriteStripes(b, [&](int, RowStore::Writer& w, uint32_t lo, uint32_t hi) {
-    for (uint32_t j = lo; j < hi; ++j) {
-      RowHeader* r = b.rows[j];
-      if (r == nullptr) {
-        r = w.Insert(b.keys[j], b.hashes[j]);
-        if (r == nullptr) return false;
-        ++created;
-      }
-      std::memcpy(static_cast<void*>(r), rows + size_t{source[b.original[j]]} * row_bytes,
-                  row_bytes);
-      // Restored rows count as changed: the next checkpoint must hold them.
-      r->time_flags = (r->time_flags & RowHeader::kTimeMask) | RowHeader::kDirty;
-    }
-    return true;
-  });
+  const bool tier_ok = WriteStripes(
+      b,
+      [&](int, RowStore::Writer& w, uint32_t lo, uint32_t hi) {
+        for (uint32_t j = lo; j < hi; ++j) {
+          RowHeader* r = b.rows[j];
+          if (r == nullptr) {
+            r = w.Insert(b.keys[j], b.hashes[j]);
+            if (r == nullptr) return false;
+            ++created;
+          }
+          std::memcpy(static_cast<void*>(r), rows + size_t{source[b.original[j]]} * row_bytes,
+                      row_bytes);
+          // Restored rows count as changed: the next checkpoint must hold them.
+          r->time_flags = (r->time_flags & RowHeader::kTimeMask) | RowHeader::kDirty;
+        }
+        return true;
+      },
+      /*first=*/0, /*end=*/-1, /*memory_only=*/true);  // each row is overwritten whole
   committed_.fetch_add(created, std::memory_order_relaxed);
   // Restored rows are kept even past the node-wide limit (see
   // memory_accountant.h); pushes then create none until rows go.

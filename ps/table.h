@@ -242,10 +242,12 @@ class Table {
   // lock: looks the stripe's keys up into b.rows[lo, hi), then runs fn.
   // Stops and returns false when a lookup could not read the tier or fn
   // returns false. REQUIRES: b.rows sized b.size(); end -1 means every stripe.
+  // memory_only: look in memory alone (RowStore::Writer::FindBatchInMemory),
+  // for callers that overwrite the rows whole.
   bool WriteStripes(
       internal::KeyBatch& b,
       absl::FunctionRef<bool(int stripe, RowStore::Writer& w, uint32_t lo, uint32_t hi)> fn,
-      int first = 0, int end = -1);
+      int first = 0, int end = -1, bool memory_only = false);
   // Reserves room for `rows` new rows in the table's budget and (no tier)
   // the node's limit; *node_limit (may be null) says which one refused.
   bool TryReserve(uint64_t rows, bool* node_limit = nullptr);

@@ -191,18 +191,7 @@ class TieredRowStore::TierWriter final : public RowStore::Writer {
 
   void FindBatch(absl::Span<const uint64_t> keys, absl::Span<const uint64_t> hashes,
                  absl::Span<RowHeader*> rows) override {
-    const uint64_t want = uint64_t{inner_->size()} + keys.size();
-    uint64_t out = want > store_->stripe_cap_ ? want - store_->stripe_cap_ : 0;
-    if (MemoryAccountant* a = store_->options_.accountant; a != nullptr) {
-      const uint64_t c = store_->options_.charged_row_bytes;
-      const uint64_t excess = a->Excess(keys.size() * c);
-      if (excess > 0) {
-        out = std::max(out,
-                       std::min<uint64_t>((excess + c - 1) / c, keys.size() + kMaxExtraEvictions));
-      }
-    }
-    if (out > 0) MakeRoom(out, keys);
-    inner_->FindBatch(keys, hashes, rows);
+    FindBatchInMemory(keys, hashes, rows);
     TieredRowStore::ColdScratch& s = ThreadColdScratch();
     if (!store_->ReadMisses(*tier_, keys, rows, &s, &ok_)) return;
     const size_t vb = store_->value_bytes_;
@@ -227,6 +216,24 @@ class TieredRowStore::TierWriter final : public RowStore::Writer {
     store_->cold_hits_.fetch_add(hits, std::memory_order_relaxed);
     store_->cold_misses_.fetch_add(s.keys.size() - hits, std::memory_order_relaxed);
     store_->promotions_.fetch_add(hits, std::memory_order_relaxed);
+  }
+
+  // Makes room for the batch (the stripe's row cap, the node's limit), then
+  // finds the rows in memory.
+  void FindBatchInMemory(absl::Span<const uint64_t> keys, absl::Span<const uint64_t> hashes,
+                         absl::Span<RowHeader*> rows) override {
+    const uint64_t want = uint64_t{inner_->size()} + keys.size();
+    uint64_t out = want > store_->stripe_cap_ ? want - store_->stripe_cap_ : 0;
+    if (MemoryAccountant* a = store_->options_.accountant; a != nullptr) {
+      const uint64_t c = store_->options_.charged_row_bytes;
+      const uint64_t excess = a->Excess(keys.size() * c);
+      if (excess > 0) {
+        out = std::max(out,
+                       std::min<uint64_t>((excess + c - 1) / c, keys.size() + kMaxExtraEvictions));
+      }
+    }
+    if (out > 0) MakeRoom(out, keys);
+    inner_->FindBatch(keys, hashes, rows);
   }
 
   // Past the node-wide limit after a write: moves up to n of the stripe's
