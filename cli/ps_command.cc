@@ -36,6 +36,7 @@ struct PsFlags {
   double evict_interval_seconds = 10;
   int max_message_mib = 64;
   int rocksdb_cache_mib = 256;
+  int rocksdb_write_buffer_mib = 64;
   bool no_wal = false;
   std::string memory_limit;  // ParseByteSize; "" or 0: none
   TokenFlags token;
@@ -106,6 +107,8 @@ int RunPs(const PsFlags& flags) {
   options.max_message_bytes = flags.max_message_mib << 20;
   options.evict_interval = absl::Seconds(flags.evict_interval_seconds);
   options.ps.rocksdb.block_cache_bytes = static_cast<uint64_t>(flags.rocksdb_cache_mib) << 20;
+  options.ps.rocksdb.write_buffer_bytes = static_cast<uint64_t>(flags.rocksdb_write_buffer_mib)
+                                          << 20;
   absl::StatusOr<std::unique_ptr<ps::rpc::PsServer>> server = ps::rpc::PsServer::Start(options);
   if (!server.ok()) {
     std::cerr << "brook ps: " << server.status().message() << "\n";
@@ -223,6 +226,12 @@ void RegisterPs(CLI::App& app, int* exit_code) {
                   "RocksDB block cache for rows past the tables' memory budgets")
       ->envname("BROOK_PS_ROCKSDB_CACHE_MIB")
       ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--rocksdb-write-buffer-mib", flags->rocksdb_write_buffer_mib,
+                  "RocksDB memtables of all tables together: rows spilled to RocksDB gather "
+                  "here before they are written out (larger: fewer, larger files to compact)")
+      ->envname("BROOK_PS_ROCKSDB_WRITE_BUFFER_MIB")
+      ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
   cmd->add_option("--drain-seconds", flags->drain_seconds,
                   "On SIGTERM, how long in-flight requests may finish")

@@ -112,8 +112,9 @@ def metric_sum(metrics, prefix, label=""):
 
 
 class Ps:
-    def __init__(self, args, index, sampler):
+    def __init__(self, args, index, sampler, name=""):
         self.args, self.index, self.sampler = args, index, sampler
+        self.name = name or f"ps-{index}"  # what the RSS samples call it
         self.dir = os.path.join(args.work, f"ps-{index}")
         self.proc = None
 
@@ -143,7 +144,7 @@ class Ps:
         else:
             sys.exit(f"PS {self.index} did not start in {self.args.start_timeout} s")
         self.started_seconds = time.time() - t0
-        self.sampler.watch(f"ps-{self.index}", self.proc.pid, f"http://{self.metrics}/metrics")
+        self.sampler.watch(self.name, self.proc.pid, f"http://{self.metrics}/metrics")
         return self
 
     def kill(self):
@@ -165,14 +166,31 @@ def main():
     ap.add_argument("--cardinality", default="1e9")
     ap.add_argument("--memory-limit", default="2GiB", help="per PS (brook ps --memory-limit)")
     ap.add_argument("--batch-size", default="2048")
+    ap.add_argument("--admission", type=int, default=0,
+                    help="tables' admission_min_count: an id gets a row on its Nth push (0: first)")
     ap.add_argument("--ps-flags", default="", help="more `brook ps` flags, e.g. --rocksdb-cache-mib 64")
     ap.add_argument("--small", action="store_true",
                     help="every row in memory: --cardinality-max 1e5, no --memory-limit pressure")
     ap.add_argument("--ps-wrapper", default="", help="a command `brook ps` runs under, e.g. heaptrack")
     ap.add_argument("--start-timeout", type=float, default=1800)
     ap.add_argument("--json", default="")
+    ap.add_argument("--restart-only", action="store_true",
+                    help="only time a restart (both PS killed -9, then started) on --work's data dirs")
     args = ap.parse_args()
     args.brook = os.path.abspath(args.brook)
+    if args.restart_only:
+        sampler = Sampler()
+        ps = [Ps(args, i, sampler).start() for i in range(2)]
+        for p in ps:
+            p.kill()
+        t0 = time.time()
+        restarted = [Ps(args, i, sampler).start() for i in range(2)]
+        seconds = time.time() - t0
+        for p in restarted:
+            p.stop()
+        print(json.dumps({"first_start_seconds": [p.started_seconds for p in ps],
+                          "restart_seconds": seconds}))
+        return
     os.makedirs(args.work, exist_ok=True)
     data = os.path.join(args.work, "data")
     result = {"examples": float(args.examples), "zipf": args.zipf,
@@ -216,7 +234,7 @@ optimizer:
   embedding: {{type: adagrad, learning_rate: 0.05}}
   dense: {{type: adam, learning_rate: 0.003}}
 training: {{batch_size: {args.batch_size}, epochs: 1, staleness: 2, seed: 1}}
-tables: {{default: {{memory_budget: 64GiB}}}}
+tables: {{default: {{memory_budget: 64GiB, admission_min_count: {args.admission}}}}}
 """)
     trainer = subprocess.Popen(
         [args.brook, "trainer", "--job", job, "--ps", ",".join(p.address for p in ps),
@@ -274,7 +292,7 @@ tables: {{default: {{memory_budget: 64GiB}}}}
     for p in ps:
         p.kill()
     t0 = time.time()
-    restarted = [Ps(args, i, sampler).start() for i in range(2)]
+    restarted = [Ps(args, i, sampler, f"ps-{i}-restarted").start() for i in range(2)]
     result["restore_seconds"] = time.time() - t0
     result["restore_gb_per_second"] = (result.get("checkpoint_bytes", 0) / 1e9 /
                                        result["restore_seconds"])
