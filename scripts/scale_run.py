@@ -16,6 +16,7 @@ in memory on a smaller id space, for the examples/s to compare with.
       [--examples 6e6] [--zipf 0.9] [--memory-limit 2GiB] [--json out.json]
 """
 import argparse
+import glob
 import json
 import os
 import re
@@ -210,12 +211,18 @@ def main():
         result["bayes_auc"] = json.load(f)["test"]["bayes_auc"]
     # Rows the training creates: every distinct id of a categorical feature
     # gets a row in its deep table and one in its wide (first-order) table.
-    import glob
-    stats = subprocess.run([args.brook, "data", "stats", "--json"] +
-                           sorted(glob.glob(os.path.join(data, "train-*.tfrecord"))),
-                           check=True, capture_output=True, text=True)
-    distinct = sum(f["distinct_estimate"] for f in json.loads(stats.stdout)["features"]
-                   if f["name"].startswith("C"))
+    cached = os.path.join(data, "scale_run_distinct.json")  # the count takes minutes
+    if os.path.exists(cached):
+        with open(cached) as f:
+            distinct = json.load(f)["distinct_ids_estimate"]
+    else:
+        stats = subprocess.run([args.brook, "data", "stats", "--json"] +
+                               sorted(glob.glob(os.path.join(data, "train-*.tfrecord"))),
+                               check=True, capture_output=True, text=True)
+        distinct = sum(f["distinct_estimate"] for f in json.loads(stats.stdout)["features"]
+                       if f["name"].startswith("C"))
+        with open(cached, "w") as f:
+            json.dump({"distinct_ids_estimate": distinct}, f)
     result.update({"distinct_ids_estimate": distinct, "rows_created_estimate": 2 * distinct})
     log(f"{distinct / 1e6:.1f} M distinct ids (estimate): {2 * distinct / 1e6:.1f} M rows to create")
 

@@ -16,14 +16,22 @@ namespace {
 
 using testing::ScopedEnv;
 
-TEST(MallocTuningTest, RequestSizedBuffersComeFromTheHeapAndStayMappedWhenFreed) {
-  if (testing::kSanitizedBuild) {
-    GTEST_SKIP() << "SKIPPED: the sanitizer's allocator replaces glibc malloc (mallopt and "
-                    "mallinfo2 do not apply); the optimized tier runs this test";
+// Tests of glibc malloc itself, tuned by TuneMalloc with nothing in the
+// environment overriding it.
+class GlibcMallocTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (testing::kSanitizedBuild) {
+      GTEST_SKIP() << "SKIPPED: the sanitizer's allocator replaces glibc malloc (mallopt, "
+                      "mallinfo2 and malloc_trim do not apply); the optimized tier runs this test";
+    }
   }
-  ScopedEnv tunables("GLIBC_TUNABLES", std::nullopt);
-  ScopedEnv off("BROOK_MALLOC_TUNING", std::nullopt);
-  ScopedEnv preload("LD_PRELOAD", std::nullopt);
+  ScopedEnv tunables_{"GLIBC_TUNABLES", std::nullopt};
+  ScopedEnv off_{"BROOK_MALLOC_TUNING", std::nullopt};
+  ScopedEnv preload_{"LD_PRELOAD", std::nullopt};
+};
+
+TEST_F(GlibcMallocTest, RequestSizedBuffersComeFromTheHeapAndStayMappedWhenFreed) {
   const MallocTuning t = TuneMalloc();
   ASSERT_TRUE(t.applied) << t.description;
   EXPECT_EQ(t.mmap_threshold, kMallocMmapThreshold);
@@ -54,14 +62,7 @@ size_t ResidentBytes() {
   return n == 2 ? resident * 4096 : 0;
 }
 
-TEST(MallocTuningTest, TrimHandsFreePagesInsideTheHeapBackToTheKernel) {
-  if (testing::kSanitizedBuild) {
-    GTEST_SKIP() << "SKIPPED: the sanitizer's allocator replaces glibc malloc (malloc_trim does "
-                    "not apply); the optimized tier runs this test";
-  }
-  ScopedEnv tunables("GLIBC_TUNABLES", std::nullopt);
-  ScopedEnv off("BROOK_MALLOC_TUNING", std::nullopt);
-  ScopedEnv preload("LD_PRELOAD", std::nullopt);
+TEST_F(GlibcMallocTest, TrimHandsFreePagesInsideTheHeapBackToTheKernel) {
   ASSERT_TRUE(TuneMalloc().applied);
   // 64 buffers of 1 MiB, every other one freed: the free ones sit between
   // live ones, where the trim threshold (the heap's top only) never reaches.
