@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/varint.h"
+
 namespace brook::ps::internal {
 namespace {
 
@@ -11,17 +13,6 @@ namespace {
 constexpr uint8_t kVarint = 0, kLengthDelimited = 2, kFixed32 = 5;
 constexpr uint8_t Key(int number, uint8_t wire_type) {
   return static_cast<uint8_t>((number << 3) | wire_type);  // numbers here are < 16: one byte
-}
-
-size_t VarintBytes(uint64_t v) { return 1 + (std::bit_width(v | 1) - 1) / 7; }
-
-char* PutVarint(char* dst, uint64_t v) {
-  while (v >= 0x80) {
-    *dst++ = static_cast<char>(v | 0x80);
-    v >>= 7;
-  }
-  *dst++ = static_cast<char>(v);
-  return dst;
 }
 
 // proto3 leaves a scalar at its default (0) out; so does this.

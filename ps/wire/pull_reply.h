@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "common/status_macros.h"
+#include "common/varint.h"
 #include "ps/wire/precision.h"
 
 namespace brook::ps::wire {
@@ -58,26 +59,8 @@ constexpr uint8_t kDimTag = (2 << 3) | 0;        // field 2, varint
 constexpr uint8_t kRowsTag = (1 << 3) | 2;       // field 1, length-delimited
 constexpr uint8_t kPrecisionTag = (3 << 3) | 0;  // field 3, varint
 constexpr uint8_t kScaleTag = (4 << 3) | 5;      // field 4, fixed32
-constexpr size_t kMaxVarint = 10;
+constexpr size_t kMaxVarint = kMaxVarintBytes;
 constexpr size_t kAlign = 8;
-
-inline size_t VarintSize(uint64_t v) {
-  size_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    ++n;
-  }
-  return n;
-}
-
-inline uint8_t* PutVarint(uint8_t* p, uint64_t v) {
-  while (v >= 0x80) {
-    *p++ = static_cast<uint8_t>(v | 0x80);
-    v >>= 7;
-  }
-  *p++ = static_cast<uint8_t>(v);
-  return p;
-}
 
 }  // namespace pull_reply_internal
 
@@ -86,8 +69,8 @@ inline PullReplyWriter::PullReplyWriter(uint32_t dim, size_t values, WirePrecisi
   const bool fp32 = precision == WirePrecision::kFp32;
   const size_t row_bytes = values * WireValueBytes(precision);
   const uint64_t precision_number = static_cast<uint64_t>(WirePrecisionNumber(precision));
-  const size_t extra = fp32 ? 0 : 1 + VarintSize(precision_number) + 5;
-  const size_t header = 2 + VarintSize(dim) + extra + VarintSize(row_bytes);
+  const size_t extra = fp32 ? 0 : 1 + VarintBytes(precision_number) + 5;
+  const size_t header = 2 + VarintBytes(dim) + extra + VarintBytes(row_bytes);
   // Room for the header, the rows, and up to kAlign - 1 bytes of lead-in.
   slice_ = grpc::Slice(kAlign - 1 + 2 + 2 * kMaxVarint + extra + row_bytes);
   auto* base = const_cast<uint8_t*>(slice_.begin());
