@@ -416,6 +416,29 @@ nlohmann::json TargetFiguresJson(const PsBenchOptions& o, const TargetDim& d, in
 
 // Sets up `dim` on the targets, measures every thread count, drops the
 // table (also when a step fails: the error is then the step's).
+// Each shard's incarnation (random per process start): a figure measured
+// across a restart mixes two processes (and the server CPU read the dead
+// one), so the run checks that none changed.
+absl::StatusOr<std::vector<uint64_t>> Incarnations(ps::GrpcPsClient* client) {
+  ASSIGN_OR_RETURN(const std::vector<ps::ServerStats> stats, client->Stats());
+  std::vector<uint64_t> out;
+  for (const ps::ServerStats& s : stats) out.push_back(s.startup.incarnation);
+  return out;
+}
+
+absl::Status CheckNoRestart(const PsBenchOptions& o, ps::GrpcPsClient* client,
+                            const std::vector<uint64_t>& before) {
+  ASSIGN_OR_RETURN(const std::vector<uint64_t> now, Incarnations(client));
+  for (size_t i = 0; i < now.size() && i < before.size(); ++i) {
+    if (now[i] == before[i]) continue;
+    return absl::AbortedError(absl::StrCat(
+        "the PS at ", o.targets[i], " (shard ", i, ") restarted during the run (incarnation ",
+        absl::Hex(before[i]), " -> ", absl::Hex(now[i]),
+        "): its figures would mix two processes, so none are reported; run the bench again"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunTargetDim(const PsBenchOptions& o, const LocalServers& servers, int dim,
                           int max_threads, ps::GrpcPsClient* client, BareGrpcClient* bare,
                           std::ostream& out, nlohmann::json* runs) {
@@ -468,6 +491,7 @@ absl::Status RunTargetDim(const PsBenchOptions& o, const LocalServers& servers, 
                 << absl::StrJoin(o.targets, ",") << ": " << drop.message() << "\n";
     }
   };
+  ASSIGN_OR_RETURN(const std::vector<uint64_t> incarnations, Incarnations(client));
   RETURN_IF_ERROR(Populate(o, client, &d));
   out << absl::StrFormat(
       "\ndim %d: table %s, %d rows (%.0f MB of weights) on %d shard%s, populated in %.1f s; %d B "
@@ -484,6 +508,7 @@ absl::Status RunTargetDim(const PsBenchOptions& o, const LocalServers& servers, 
   for (int threads : o.threads) {
     ASSIGN_OR_RETURN(const TargetFigures f,
                      MeasureTargetFigures(o, servers, threads, client, bare, &d));
+    RETURN_IF_ERROR(CheckNoRestart(o, client, incarnations));
     PrintTargetFigures(d, threads, f, out);
     runs->push_back(TargetFiguresJson(o, d, threads, f));
   }

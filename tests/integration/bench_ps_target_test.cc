@@ -202,6 +202,38 @@ TEST_F(BenchPsTargetTest, AnInterruptedBenchDropsItsTable) {
   }
 }
 
+// A PS killed and restarted on its port mid-run (with its data dir, so the
+// table comes back and the calls succeed again): the figures would mix two
+// processes, so the bench fails naming the shard instead of reporting them
+// (it reported PASS, with the dead process's CPU as the server's).
+TEST_F(BenchPsTargetTest, APsRestartedMidRunFailsTheBenchInsteadOfReportingFigures) {
+  std::string error;
+  const std::string data_dir = dir_.Join("ps-data");
+  auto ps = testing::StartBrookPs(0, 1, {"--data-dir", data_dir}, std::chrono::seconds(30), &error);
+  ASSERT_TRUE(ps.has_value()) << error;
+  // stderr too (the error goes there): through a shell that execs the bench.
+  auto bench = testing::ChildProcess::Start(
+      {"/bin/sh", "-c",
+       absl::StrCat("exec '", BrookBinary(), "' bench ps --target ", ps->address,
+                    " --seconds 8 --slices 2 --dims 8 --threads 1 --rows 20000 2>&1")},
+      &error);
+  ASSERT_NE(bench, nullptr) << error;
+  ASSERT_TRUE(bench->WaitForLine("dim 8: table bench-", std::chrono::seconds(60)).has_value())
+      << bench->stdout_text();
+  ASSERT_TRUE(ps->process->Signal(SIGKILL));
+  ps->process->Wait(std::chrono::seconds(10));
+  auto again = testing::StartBrookPs(0, 1, {"--data-dir", data_dir}, std::chrono::seconds(30),
+                                     &error, ps->address);
+  ASSERT_TRUE(again.has_value()) << error;
+  const auto code = bench->Wait(std::chrono::seconds(120));
+  ASSERT_TRUE(code.has_value()) << "the bench did not finish";
+  EXPECT_EQ(*code, 1) << bench->stdout_text();
+  const auto why = bench->WaitForLine("brook bench ps: the PS at ", std::chrono::seconds(5));
+  ASSERT_TRUE(why.has_value()) << bench->stdout_text();
+  EXPECT_THAT(*why, HasSubstr(absl::StrCat(ps->address, " (shard 0) restarted during the run")));
+  EXPECT_THAT(bench->stdout_text(), ::testing::Not(HasSubstr("PASS")));
+}
+
 TEST_F(BenchPsTargetTest, AWrongAddressIsAnErrorNamingItWithinSeconds) {
   // A port that was free a moment ago.
   std::string address;
