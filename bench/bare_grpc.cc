@@ -219,11 +219,12 @@ absl::Status BareGrpcClient::WaitForReady(absl::Duration timeout) {
   rpc::Peer peer;
   peer.address = address_;
   const absl::Status what = rpc::DiagnoseEndpoint(peer);
-  std::string why(what.ok() ? st.message() : what.message());
-  if (what.ok()) {
-    absl::StrAppend(&why, why.empty() ? "" : "; ",
-                    "it answers gRPC but not as a ceiling (a brook node? `brook bench "
-                    "grpc-ceiling --listen HOST:PORT` prints the address it serves on)");
+  std::string why(what.message());
+  if (what.ok()) {  // gRPC's own message here can be empty: say what it answered
+    why = absl::StrCat("it answers gRPC (", absl::StatusCodeToString(st.code()), " for ",
+                       kBarePushMethod,
+                       ") but not as a ceiling (a brook node? `brook bench grpc-ceiling --listen "
+                       "HOST:PORT` prints the address it serves on)");
   }
   return absl::UnavailableError(absl::StrCat("no bare gRPC ceiling (brook bench grpc-ceiling) at ",
                                              address_, " within ", absl::FormatDuration(timeout),

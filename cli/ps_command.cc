@@ -17,6 +17,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "chief/client/cluster_spec.h"
 #include "cli/address_flags.h"
@@ -30,13 +31,16 @@
 namespace brook::cli {
 namespace {
 
+constexpr int kDefaultRocksDbCacheMib = 256;
+constexpr int kDefaultRocksDbWriteBufferMib = 64;
+
 struct PsFlags {
   ps::rpc::PsServerOptions server;
   double drain_seconds = 10;
   double evict_interval_seconds = 10;
   int max_message_mib = 64;
-  int rocksdb_cache_mib = 256;
-  int rocksdb_write_buffer_mib = 64;
+  int rocksdb_cache_mib = kDefaultRocksDbCacheMib;
+  int rocksdb_write_buffer_mib = kDefaultRocksDbWriteBufferMib;
   bool no_wal = false;
   std::string memory_limit;  // ParseByteSize; "" or 0: none
   TokenFlags token;
@@ -76,7 +80,19 @@ absl::Status ResolvePsFlags(PsFlags* f) {
     if (!limit.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--memory-limit: ", limit.status().message()));
     }
+    if (*limit > 0 && *limit < (uint64_t{1} << 20)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--memory-limit ", f->memory_limit, ": ", *limit,
+          " bytes is below 1 MiB, less than the tables' own first blocks; give e.g. 512MiB, or 0 "
+          "for no limit"));
+    }
     f->server.ps.memory_limit_bytes = *limit;
+  }
+  if (f->server.ps.data_dir.empty() &&
+      (f->rocksdb_cache_mib != kDefaultRocksDbCacheMib ||
+       f->rocksdb_write_buffer_mib != kDefaultRocksDbWriteBufferMib)) {
+    std::cerr << "brook ps: warning: --rocksdb-cache-mib and --rocksdb-write-buffer-mib size the "
+                 "RocksDB tier, which only a --data-dir has: ignored\n";
   }
   ASSIGN_OR_RETURN(f->server.auth_token, f->token.Resolve());
   return absl::OkStatus();
@@ -109,6 +125,14 @@ int RunPs(const PsFlags& flags) {
   options.ps.rocksdb.block_cache_bytes = static_cast<uint64_t>(flags.rocksdb_cache_mib) << 20;
   options.ps.rocksdb.write_buffer_bytes = static_cast<uint64_t>(flags.rocksdb_write_buffer_mib)
                                           << 20;
+  if (!options.ps.data_dir.empty()) {
+    // A large data dir takes a while (rows read back, the log replayed):
+    // say so before the long silence, not only once it listens.
+    std::cerr << "brook ps: opening data dir " << options.ps.data_dir
+              << ": its last checkpoint is restored and its WAL replayed before the PS listens"
+              << std::endl;
+  }
+  const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<ps::rpc::PsServer>> server = ps::rpc::PsServer::Start(options);
   if (!server.ok()) {
     std::cerr << "brook ps: " << server.status().message() << "\n";
@@ -116,8 +140,16 @@ int RunPs(const PsFlags& flags) {
   }
   // What the start worked around (a LATEST naming a checkpoint that is
   // gone or outside the data dir), before anything else is said.
-  for (const std::string& note : (*server)->parameter_server()->startup().notes) {
-    std::cerr << "brook ps: " << note << "\n";
+  const ps::StartupInfo& startup = (*server)->parameter_server()->startup();
+  for (const std::string& note : startup.notes) std::cerr << "brook ps: " << note << "\n";
+  if (startup.data_dir) {
+    std::cerr << "brook ps: data dir opened in "
+              << absl::StrFormat("%.1f", absl::ToDoubleSeconds(absl::Now() - start)) << " s: "
+              << (startup.restored_checkpoint.empty()
+                      ? std::string("no checkpoint")
+                      : absl::StrCat("checkpoint ", startup.restored_checkpoint, " (step ",
+                                     startup.restored_step, ")"))
+              << ", " << startup.wal_records_replayed << " WAL records replayed\n";
   }
   std::cerr << "brook ps: " << AuthLine(options) << "\n";
   std::cout << "brook ps listening on " << (*server)->address() << " metrics on "

@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "brook/v1/storage.pb.h"
 #include "common/absl_compat.h"
@@ -25,7 +26,28 @@
 namespace brook::ps {
 namespace {
 
-// Debian's abseil has its own string_view type.
+// The TableOptions fields in which `held` and `asked` differ, for the error
+// of a CreateTable that names an existing table.
+std::string DifferingFields(const TableOptions& held, const TableOptions& asked) {
+  std::vector<std::string> out;
+  auto note = [&](bool differs, const char* field) {
+    if (differs) out.push_back(field);
+  };
+  note(held.dim != asked.dim, absl::StrCat("dim ", held.dim, " vs ", asked.dim).c_str());
+  note(held.seed != asked.seed, "seed");
+  note(!(held.initializer == asked.initializer), "initializer");
+  note(held.optimizer.kind != asked.optimizer.kind, "optimizer");
+  note(held.optimizer.kind == asked.optimizer.kind && !(held.optimizer == asked.optimizer),
+       "optimizer settings");
+  note(held.memory_budget_bytes != asked.memory_budget_bytes, "memory_budget");
+  note(held.admission_min_count != asked.admission_min_count, "admission_min_count");
+  note(held.max_pending_keys != asked.max_pending_keys, "max_pending_keys");
+  note(held.ttl_steps != asked.ttl_steps, "ttl_steps");
+  note(held.ttl_seconds != asked.ttl_seconds, "ttl_seconds");
+  note(held.bad_gradient != asked.bad_gradient, "bad_gradient");
+  note(held.gradient_clip != asked.gradient_clip, "gradient_clip");
+  return out.empty() ? "its settings" : absl::StrJoin(out, ", ");
+}
 
 }  // namespace
 
@@ -152,8 +174,12 @@ absl::StatusOr<bool> ParameterServer::CreateTableLocked(const TableOptions& opti
   auto it = state_->tables.find(options.name);
   if (it != state_->tables.end()) {
     if (it->second->options() == options) return false;
-    return absl::AlreadyExistsError(
-        absl::StrCat("table '", options.name, "' exists with different options"));
+    return absl::AlreadyExistsError(absl::StrCat(
+        "table '", options.name, "' exists with different options (",
+        DifferingFields(it->second->options(), options),
+        "): it belongs to an earlier run or another job on this PS. Drop it, restart the PS "
+        "without its data dir, or give the table another name (jobs under a chief get their "
+        "own)"));
   }
   TableTier tier;
   if (state_->db != nullptr) {

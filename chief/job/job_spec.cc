@@ -716,7 +716,8 @@ absl::StatusOr<JobSpec> FromYamlImpl(const std::string& yaml, const std::string&
     MapReader r(root.Get("cache"), "cache");
     RETURN_IF_ERROR(r.Check({"rows", "refresh_steps"}, "{rows: 1000000, refresh_steps: 2}"));
     if (!r.Has("rows")) return r.Missing("rows", "the rows a trainer caches per table");
-    RETURN_IF_ERROR(r.Int("rows", int64_t{1}, int64_t{1} << 32, &spec.cache.rows));
+    // 0: off, as `--cache-rows 0` (the same as leaving `cache:` out).
+    RETURN_IF_ERROR(r.Int("rows", int64_t{0}, int64_t{1} << 32, &spec.cache.rows));
     RETURN_IF_ERROR(
         r.Int("refresh_steps", int64_t{1}, int64_t{1} << 20, &spec.cache.refresh_steps));
   }

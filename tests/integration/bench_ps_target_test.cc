@@ -260,6 +260,18 @@ TEST_F(BenchPsTargetTest, AWrongAddressIsAnErrorNamingItWithinSeconds) {
                  60);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("--ceiling-target has 3 addresses for 2"));
+  // A ceiling address that is a PS: what answered, not an empty gRPC message.
+  std::string error;
+  auto ps = testing::StartBrookPs(0, 1, {}, std::chrono::seconds(30), &error);
+  ASSERT_TRUE(ps.has_value()) << error;
+  r = RunCommand(
+      {BrookBinary(), "bench", "ps", "--target", ps->address, "--ceiling-target", ps->address,
+       "--dims", "8", "--threads", "1", "--seconds", "0.2", "--rows", "20000"},
+      60);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("it answers gRPC (UNIMPLEMENTED for /brook.bench.Bare/Push) "
+                                  "but not as a ceiling"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr(": ;")));
 }
 
 TEST(BenchGrpcCeiling, AnswersAPullWithTheBytesItAsksForUntilSigterm) {

@@ -264,5 +264,24 @@ TEST(PsTfConfigTest, ATaskThatIsNotAPsIsAUsageErrorNamingIt) {
       << limit.output;
 }
 
+// Settings that cannot mean what they say: a limit smaller than any table,
+// RocksDB sizes for a PS without the RocksDB tier.
+TEST(PsFlagsTest, NonsenseSizesAreRefusedOrWarnedAbout) {
+  auto tiny = testing::RunCommand({BrookBinary(), "ps", "--memory-limit", "1", "--check-config"});
+  EXPECT_EQ(tiny.exit_code, 2) << tiny.output;
+  EXPECT_NE(tiny.output.find("--memory-limit 1: 1 bytes is below 1 MiB"), std::string::npos)
+      << tiny.output;
+  auto ok = testing::RunCommand({BrookBinary(), "ps", "--memory-limit", "1MiB", "--check-config"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  auto no_tier =
+      testing::RunCommand({BrookBinary(), "ps", "--rocksdb-cache-mib", "16", "--check-config"});
+  EXPECT_EQ(no_tier.exit_code, 0) << no_tier.output;
+  EXPECT_NE(no_tier.output.find("which only a --data-dir has: ignored"), std::string::npos)
+      << no_tier.output;
+  auto tier = testing::RunCommand({BrookBinary(), "ps", "--rocksdb-write-buffer-mib", "16",
+                                   "--data-dir", "/nonexistent/x", "--check-config"});
+  EXPECT_EQ(tier.output.find("ignored"), std::string::npos) << tier.output;
+}
+
 }  // namespace
 }  // namespace brook

@@ -185,9 +185,14 @@ TEST(JobSpecTablesTest, TheCacheSectionReachesTheTrainerOptions) {
   EXPECT_NE(plain->SpecHash(), spec->SpecHash());
   const std::string missing = TablesJob("cache: {refresh_steps: 4}\n");
   EXPECT_THAT(TablesError(missing), AllOf(HasSubstr("cache.rows"), HasSubstr("missing")));
-  const std::string zero = TablesJob("cache:\n  rows: 0\n");
-  EXPECT_THAT(TablesError(zero),
-              HasSubstr(absl::StrCat("cache.rows (line ", LineIn(zero, "rows: 0"), ")")));
+  // rows: 0 is off, as `--cache-rows 0`, and hashes as no cache at all.
+  absl::StatusOr<JobSpec> off = JobSpec::FromYaml(TablesJob("cache: {rows: 0}\n"), "/jobs/x");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->ToTrainerOptions().cache.enabled());
+  EXPECT_EQ(off->SpecHash(), plain->SpecHash());
+  const std::string negative = TablesJob("cache:\n  rows: -1\n");
+  EXPECT_THAT(TablesError(negative),
+              HasSubstr(absl::StrCat("cache.rows (line ", LineIn(negative, "rows: -1"), ")")));
   const std::string refresh = TablesJob("cache: {rows: 10, refresh_steps: 0}\n");
   EXPECT_THAT(TablesError(refresh), HasSubstr("cache.refresh_steps"));
 }

@@ -39,6 +39,15 @@ TEST(ParameterServerTest, CreateTableIsIdempotentAndChecksOptions) {
   TableOptions other = t;
   other.dim = 8;
   PS_EXPECT_CODE(ps.CreateTable(other), absl::StatusCode::kAlreadyExists);
+  // The error names what differs and what to do (a standalone run reusing
+  // an earlier run's table saw only "exists with different options").
+  other = t;
+  other.optimizer.kind = OptimizerKind::kAdagrad;
+  other.admission_min_count = 2;
+  const absl::Status refused = ps.CreateTable(other);
+  EXPECT_NE(refused.message().find("(optimizer, admission_min_count)"), std::string::npos)
+      << refused;
+  EXPECT_NE(refused.message().find("Drop it"), std::string::npos) << refused;
   TableOptions bad = t;
   bad.name = "bad";
   bad.dim = 0;
