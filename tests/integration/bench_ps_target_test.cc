@@ -269,8 +269,8 @@ TEST_F(BenchPsTargetTest, AWrongAddressIsAnErrorNamingItWithinSeconds) {
        "--dims", "8", "--threads", "1", "--seconds", "0.2", "--rows", "20000"},
       60);
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("it answers gRPC (UNIMPLEMENTED for /brook.bench.Bare/Push) "
-                                  "but not as a ceiling"));
+  EXPECT_THAT(r.output, HasSubstr("it answers gRPC ("));
+  EXPECT_THAT(r.output, HasSubstr(" for /brook.bench.Bare/Push) but not as a ceiling"));
   EXPECT_THAT(r.output, ::testing::Not(HasSubstr(": ;")));
 }
 
