@@ -33,7 +33,7 @@ std::string DifferingFields(const TableOptions& held, const TableOptions& asked)
   auto note = [&](bool differs, const char* field) {
     if (differs) out.push_back(field);
   };
-  note(held.dim != asked.dim, absl::StrCat("dim ", held.dim, " vs ", asked.dim).c_str());
+  if (held.dim != asked.dim) out.push_back(absl::StrCat("dim ", held.dim, " vs ", asked.dim));
   note(held.seed != asked.seed, "seed");
   note(!(held.initializer == asked.initializer), "initializer");
   note(held.optimizer.kind != asked.optimizer.kind, "optimizer");

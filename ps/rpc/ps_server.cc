@@ -125,7 +125,10 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
   }
   if (options.evict_interval > absl::ZeroDuration()) {
-    s->evict_thread_ = std::thread([p = s.get()] { p->EvictLoop(); });
+    s->evict_thread_ = std::thread([p = s.get()] {
+      p->Every(p->options_.evict_interval,
+               [p] { p->ps_->Evict(p->service_->handlers().max_step()); });
+    });
   }
   if (options.malloc_trim_interval > absl::ZeroDuration()) {
     s->trims_ = &prometheus::BuildCounter()
@@ -138,7 +141,15 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
                             .Help("Time spent handing free malloc pages back to the kernel")
                             .Register(*s->registry_)
                             .Add({});
-    s->trim_thread_ = std::thread([p = s.get()] { p->TrimLoop(); });
+    s->trim_thread_ = std::thread([p = s.get()] {
+      p->Every(p->options_.malloc_trim_interval, [p] {
+        const absl::Time start = absl::Now();
+        if (TrimMalloc()) {
+          p->trims_->Increment();
+          p->trim_seconds_->Increment(absl::ToDoubleSeconds(absl::Now() - start));
+        }
+      });
+    });
   }
   return s;
 }
@@ -158,24 +169,11 @@ std::shared_ptr<grpc::Channel> PsServer::InProcessChannel() {
   return server_->InProcessChannel(args);
 }
 
-void PsServer::EvictLoop() {
+void PsServer::Every(absl::Duration interval, absl::FunctionRef<void()> fn) {
   absl::MutexLock lock(&mu_);
-  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.evict_interval)) {
+  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval)) {
     mu_.Unlock();
-    ps_->Evict(service_->handlers().max_step());
-    mu_.Lock();
-  }
-}
-
-void PsServer::TrimLoop() {
-  absl::MutexLock lock(&mu_);
-  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.malloc_trim_interval)) {
-    mu_.Unlock();
-    const absl::Time start = absl::Now();
-    if (TrimMalloc()) {
-      trims_->Increment();
-      trim_seconds_->Increment(absl::ToDoubleSeconds(absl::Now() - start));
-    }
+    fn();
     mu_.Lock();
   }
 }

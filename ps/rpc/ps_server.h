@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -117,8 +118,8 @@ class PsServer {
 
  private:
   explicit PsServer(const PsServerOptions& options);
-  void EvictLoop();
-  void TrimLoop();
+  // Runs fn every `interval` until Shutdown (the eviction and trim threads).
+  void Every(absl::Duration interval, absl::FunctionRef<void()> fn);
 
   // Constant after Start(). Declaration order is destruction order reversed:
   // everything that borrows ps_ is destroyed before it.
