@@ -33,5 +33,6 @@ void RegisterLocal(CLI::App& app, int* exit_code);            // local_command.c
 void RegisterJobCommands(CLI::App& app, int* exit_code);  // job_commands.cc
 void RegisterPredict(CLI::App& app, int* exit_code);      // predict_command.cc
 void RegisterEval(CLI::App& app, int* exit_code);         // predict_command.cc
+void RegisterServe(CLI::App& app, int* exit_code);        // serve_command.cc
 
 }  // namespace brook::cli

@@ -34,10 +34,14 @@
 #include "chief/client/chief_client.h"
 #include "chief/client/job_format.h"
 #include "chief/job/job_spec.h"
+#include "cli/address_flags.h"
 #include "cli/child_process.h"
 #include "cli/commands.h"
 #include "cli/local_cluster.h"
 #include "common/status_macros.h"
+#include "serving/json_examples.h"
+#include "serving/server/model_server.h"
+#include "storage/tfrecord.h"
 
 namespace brook::cli {
 namespace {
@@ -53,6 +57,8 @@ struct LocalFlags {
   int cpu_threads = 1;
   double timeout_minutes = 60;
   std::string output = "table";
+  bool serve = false;
+  std::string serve_http = "127.0.0.1:8501";
 };
 
 // The demo's model: DeepFM over the generator's 26 categorical and 13 count
@@ -101,6 +107,48 @@ absl::StatusOr<chief::JobSpec> CheckLocalJob(const std::string& job_path) {
   ASSIGN_OR_RETURN(input::DataCheckResult checked, spec.CheckDataContents(matches));
   for (const std::string& w : checked.warnings) std::cerr << "brook local: warning: " << w << "\n";
   return spec;
+}
+
+// One request body for the served model: the first example of the job's
+// eval data as a TF Serving instance.
+absl::StatusOr<std::string> ExampleRequest(const chief::LoadedExport& e) {
+  if (e.manifest.eval_files.empty()) {
+    return absl::NotFoundError("the export records no eval data to make an example from");
+  }
+  const std::string& path = e.manifest.eval_files[0].path;
+  storage::TFRecordReaderOptions o;
+  o.compression = e.spec.data.compression.value_or(storage::CompressionFromPath(path));
+  ASSIGN_OR_RETURN(std::unique_ptr<storage::TFRecordReader> reader,
+                   storage::TFRecordReader::Open(path, o));
+  std::string_view record;
+  ASSIGN_OR_RETURN(bool got, reader->Next(&record));
+  if (!got) return absl::NotFoundError(absl::StrCat(path, " holds no example"));
+  const std::string one[] = {std::string(record)};
+  return serving::PredictJsonFromExamples(one, e.spec.features);
+}
+
+// `--serve`: the job's export answering requests in this process (as
+// `brook serve --model EXPORT` would) until Ctrl-C.
+absl::Status ServeExport(const LocalFlags& f, const std::string& export_dir) {
+  serving::ModelServerOptions o;
+  o.model_path = export_dir;
+  o.http_listen = f.serve_http;
+  o.grpc_listen = "";
+  o.metrics_listen = "";
+  o.poll_interval = absl::ZeroDuration();
+  o.log = [](const std::string& line) { std::cerr << "brook local: serve: " << line << "\n"; };
+  ASSIGN_OR_RETURN(std::unique_ptr<serving::ModelServer> server, serving::ModelServer::Start(o));
+  const std::shared_ptr<const serving::Servable> s = server->repository().Current();
+  ASSIGN_OR_RETURN(std::string body, ExampleRequest(s->loaded()));
+  const std::string host = f.serve_http.substr(0, f.serve_http.rfind(':'));
+  const std::string url = absl::StrCat("http://", host, ":", server->http_port(), "/v1/models/",
+                                       o.model_name, ":predict");
+  std::cout << "serving: " << url << "   (Ctrl-C stops it; the same as brook serve --model "
+            << export_dir << ")\n"
+            << "  curl -s " << url << " -d '" << body << "'" << std::endl;
+  while (!g_interrupted.load()) absl::SleepFor(absl::Milliseconds(100));
+  std::cerr << "brook local: serve: stopping\n";
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int> RunLocal(const LocalFlags& f) {
@@ -225,10 +273,18 @@ absl::StatusOr<int> RunLocal(const LocalFlags& f) {
     std::cout << "logs: " << work << "/logs (chief, ps-N, trainer-N .err and .out)\n";
     if (!job.export_dir().empty()) {
       std::cout << "export: " << job.export_dir() << "   (score it: brook predict --model "
-                << job.export_dir() << " --data FILES)\n";
+                << job.export_dir() << " --data FILES; serve it: brook serve --model "
+                << job.export_dir() << ")\n";
     }
   }
   cluster.StopAll();
+  if (ok && f.serve) {
+    if (job.export_dir().empty()) {
+      std::cerr << "brook local: --serve: the job wrote no export (its spec has no export.dir)\n";
+      return kExitFailed;
+    }
+    RETURN_IF_ERROR(ServeExport(f, job.export_dir()));
+  }
   return ok ? kExitOk : kExitFailed;
 }
 
@@ -259,6 +315,12 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--timeout-minutes", f->timeout_minutes, "Give up after this long")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_flag("--serve", f->serve,
+                "After the job, serve its export over HTTP (as `brook serve`) and print an "
+                "example request; Ctrl-C stops it");
+  cmd->add_option("--serve-http", f->serve_http, "With --serve: HTTP host:port (0: any free)")
+      ->check(ListenAddress())
       ->capture_default_str();
   cmd->add_option("--output", f->output, "table or json")
       ->check(CLI::IsMember({"table", "json"}))

@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   brook::cli::RegisterLocal(app, &exit_code);
   brook::cli::RegisterPredict(app, &exit_code);
   brook::cli::RegisterEval(app, &exit_code);
+  brook::cli::RegisterServe(app, &exit_code);
   brook::cli::AddLocalPathChecks(app);
 
   // CLI11 alone would print the top-level help for `brook serve --help` and

@@ -120,6 +120,8 @@ const char* NodeKindName(v1::NodeKind kind) {
       return "chief";
     case v1::NODE_KIND_TRAINER:
       return "trainer";
+    case v1::NODE_KIND_SERVER:
+      return "model server (brook serve)";
     default:
       return "node";
   }

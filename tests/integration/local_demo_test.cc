@@ -9,9 +9,12 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tests/testing/http_get.h"
+#include "tests/testing/process.h"
 #include "tests/testing/test_util.h"
 
 namespace brook {
@@ -90,6 +93,36 @@ TEST(LocalDemoTest, AJobFileThatFailsValidationExitsNonZeroNamingTheField) {
       RunCommand({BrookBinary(), "local", dir.Join("nope.yaml"), "--work-dir", dir.Join("w2")});
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
   EXPECT_FALSE(std::filesystem::exists(dir.Join("w2"))) << missing.output;
+}
+
+// `--serve`: after the job, its export answers the example request that
+// `brook local` prints, until Ctrl-C.
+TEST(LocalDemoTest, ServeAnswersThePrintedExampleRequest) {
+  testing::TempDir dir;
+  std::string error;
+  auto child = testing::ChildProcess::Start(
+      {BrookBinary(), "local", "--work-dir", dir.path(), "--demo-train", "20000", "--demo-test",
+       "2000", "--ps", "1", "--trainers", "1", "--serve", "--serve-http", "127.0.0.1:0"},
+      &error);
+  ASSERT_NE(child, nullptr) << error;
+  auto url_line = child->WaitForLine("serving: http://", std::chrono::seconds(300));
+  ASSERT_TRUE(url_line.has_value()) << child->stdout_text();
+  auto curl = child->WaitForLine("  curl -s ", std::chrono::seconds(10));
+  ASSERT_TRUE(curl.has_value()) << child->stdout_text();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      *curl, m,
+      std::regex(R"(curl -s http://127\.0\.0\.1:([0-9]+)(/v1/models/brook:predict) -d '(.*)'$)")))
+      << *curl;
+  auto r = testing::HttpRequest("127.0.0.1", std::stoi(m[1]), "POST", m[2], m[3], 20000, &error);
+  ASSERT_TRUE(r.has_value()) << error;
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto j = nlohmann::json::parse(r->body);
+  ASSERT_EQ(j["predictions"].size(), 1u) << r->body;
+  EXPECT_GT(j["predictions"][0].get<double>(), 0.0);
+  EXPECT_LT(j["predictions"][0].get<double>(), 1.0);
+  child->Signal(SIGINT);
+  EXPECT_EQ(child->Wait(std::chrono::seconds(30)), std::optional<int>(0));
 }
 
 }  // namespace

@@ -76,6 +76,19 @@ LAYERS = [
      ["common", "security", "storage", "sharding", "features", "chief/client", "chief/job",
       "chief/export", "ps/client", "ps/local_client", "ps/types", "trainer", "trainer/backend",
       "proto"], "a worker is a trainer under a chief"),
+    ("serving/http", ["serving/http/*"], ["common"],
+     "the HTTP server (Boost.Beast) knows no API, model or RPC"),
+    ("serving/rpc", ["serving/rpc/*"],
+     ["common", "common/rpc", "metrics", "serving", "proto", "grpc"],
+     "brook.v1.Predict is a thin adapter over the serving core"),
+    ("serving/server", ["serving/server/*"],
+     ["common", "common/rpc", "security", "metrics", "serving", "serving/*", "ps/client",
+      "ps/types", "proto", "grpc", "prometheus"],
+     "`brook serve` assembled: transports, metrics and the follower's PS client"),
+    ("serving", ["serving/*"],
+     ["common", "storage", "features", "chief/job", "chief/export", "trainer", "trainer/backend",
+      "ps", "ps/types", "ps/client", "ps/local_client", "proto"],
+     "the served model, versions, batching and the REST API in process; no network inside"),
     ("bench", ["bench/*"], ["*"], "bench may use anything below cli/ and worker/"),
     ("cli", ["cli/*"], ["*"], "the brook binary may use anything"),
 ]
@@ -89,12 +102,13 @@ EXCEPTIONS = [("trainer/backend/backend_loader.cc", "trainer/backend/cuda/*"),
 # No header in these folders includes a generated .pb.h or prometheus/: headers forward-declare
 # the messages they name. Their .cc files include a .pb.h only if PB_ALLOWED lists them.
 CORE_FOLDERS = ["ps/*", "chief/core/*", "chief/job/*", "trainer/*", "storage/*", "datatools/*",
-                "features/*", "common/*"]
-NOT_CORE = ["ps/rpc/*", "ps/client/*", "ps/wire/*", "common/rpc/*"]
+                "features/*", "common/*", "serving/*"]
+NOT_CORE = ["ps/rpc/*", "ps/client/*", "ps/wire/*", "common/rpc/*", "serving/rpc/*",
+            "serving/server/*"]
 PB_ALLOWED = [  # state stores, checkpoint files, codecs, what reads or writes tf.Example
     "ps/config_codec.cc", "ps/parameter_server.cc", "ps/parameter_server_durability.cc", "ps/internal/checkpoint_files.cc",
     "chief/core/*_state.cc", "chief/core/chief_state_store.cc", "trainer/input/example_parser*.cc",
-    "datatools/csv_convert.cc", "datatools/data_stats.cc",
+    "datatools/csv_convert.cc", "datatools/data_stats.cc", "serving/json_examples.cc",
 ]
 
 # Quoted includes that are third-party: anyone may use them (but see the grpc/prometheus layers).

@@ -18,6 +18,13 @@ namespace brook::testing {
 
 std::optional<HttpResponse> HttpGet(const std::string& host, int port, const std::string& path,
                                     int timeout_ms, std::string* error) {
+  return HttpRequest(host, port, "GET", path, "", timeout_ms, error);
+}
+
+std::optional<HttpResponse> HttpRequest(const std::string& host, int port,
+                                        const std::string& method, const std::string& path,
+                                        const std::string& body, int timeout_ms,
+                                        std::string* error) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   auto remaining_ms = [&] {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -46,8 +53,10 @@ std::optional<HttpResponse> HttpGet(const std::string& host, int port, const std
     *error = std::string("connect: ") + std::strerror(errno);
     return std::nullopt;
   }
-  const std::string request =
-      "GET " + path + " HTTP/1.0\r\nHost: " + host + ":" + std::to_string(port) + "\r\n\r\n";
+  std::string request =
+      method + " " + path + " HTTP/1.0\r\nHost: " + host + ":" + std::to_string(port) + "\r\n";
+  if (method != "GET") request += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  request += "\r\n" + body;
   if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(request.size())) {
     *error = std::string("send: ") + std::strerror(errno);

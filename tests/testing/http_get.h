@@ -1,4 +1,4 @@
-// A minimal HTTP/1.0 GET over a loopback socket, for scraping /metrics in
+// A minimal HTTP/1.0 client over a loopback socket, for scraping /metrics in
 // tests without an HTTP library, and a wrapper around `promtool check
 // metrics`.
 #pragma once
@@ -18,6 +18,12 @@ struct HttpResponse {
 // after `timeout_ms`. host must be a numeric IPv4 address.
 std::optional<HttpResponse> HttpGet(const std::string& host, int port, const std::string& path,
                                     int timeout_ms, std::string* error);
+// Any method with a body (sent with Content-Length unless GET), e.g. a
+// POST of a predict request.
+std::optional<HttpResponse> HttpRequest(const std::string& host, int port,
+                                        const std::string& method, const std::string& path,
+                                        const std::string& body, int timeout_ms,
+                                        std::string* error);
 // Same, with "host:port" in one string.
 std::optional<HttpResponse> HttpGet(const std::string& address, const std::string& path,
                                     int timeout_ms, std::string* error);

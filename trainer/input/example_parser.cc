@@ -677,6 +677,12 @@ absl::StatusOr<ExampleParser> ExampleParser::Create(const FeatureSpec& spec) {
   return parser;
 }
 
+absl::StatusOr<ExampleParser> ExampleParser::CreateLabelOptional(const FeatureSpec& spec) {
+  absl::StatusOr<ExampleParser> parser = Create(spec);
+  if (parser.ok()) parser->label_optional_ = true;
+  return parser;
+}
+
 void ExampleParser::InitBatch(ColumnarBatch* batch) const {
   batch->columns.resize(spec_.features.size());
   batch->Clear();
@@ -725,7 +731,11 @@ absl::Status ExampleParser::Append(std::string_view serialized, ColumnarBatch* b
   absl::Status status;
   bool any_policy_hit = false;
   if (row.label_kind() == ListKind::kNone) {
-    status = internal::LabelMissingError(spec_);
+    if (label_optional_) {
+      status = FinishRow(spec_, &scratch, batch, &any_policy_hit);
+    } else {
+      status = internal::LabelMissingError(spec_);
+    }
   } else if (!internal::LabelOk(row.label_kind(), row.label_count())) {
     status = internal::LabelMismatchError(spec_, row.label_kind(), row.label_count());
   } else {

@@ -48,6 +48,9 @@ namespace brook::input {
 class ExampleParser {
  public:
   static absl::StatusOr<ExampleParser> Create(const FeatureSpec& spec);
+  // For serving: an example without the label is a row with label 0 (a
+  // label that is present is still checked).
+  static absl::StatusOr<ExampleParser> CreateLabelOptional(const FeatureSpec& spec);
 
   // Prepares `batch` for this spec (right number of columns, cleared).
   void InitBatch(ColumnarBatch* batch) const;
@@ -64,6 +67,7 @@ class ExampleParser {
  private:
   explicit ExampleParser(FeatureSpec spec);
   FeatureSpec spec_;
+  bool label_optional_ = false;
   // Implementation detail (name lookup table etc.) lives in the .cc.
   struct Index;
   std::shared_ptr<const Index> index_;

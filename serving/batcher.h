@@ -1,0 +1,101 @@
+// Server-side batching: concurrent predict requests are scored together in
+// one model step by a pool of workers. A free worker takes every queued
+// request up to max_batch examples; when it took more than one (the queue
+// grew while the workers were busy: load), it waits up to max_wait for more
+// to fill the batch. A lone request runs at once, so batching costs a lone
+// client no latency. A request is never split: one larger than max_batch
+// runs alone.
+//
+// Every batch scores on the servable current when it starts; a request
+// whose examples do not parse under it (a version swapped in between the
+// request's check and its batch) fails alone: a batch that fails is
+// rescored request by request.
+//
+//   Batcher b(repo, {.max_batch = 64, .workers = 2});
+//   b.Submit(std::move(examples), [](absl::StatusOr<Prediction> p) { ... });
+//
+// Thread-safe. Drain() answers what is queued and stops; the destructor
+// fails queued requests with UNAVAILABLE and waits for the batches being
+// scored.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "serving/model_repository.h"
+
+namespace brook::serving {
+
+struct BatcherOptions {
+  int max_batch = 64;  // examples
+  absl::Duration max_wait = absl::Milliseconds(2);
+  int workers = 2;
+  // Examples queued (not yet in a batch) beyond which Submit refuses with
+  // RESOURCE_EXHAUSTED: load shedding instead of an unbounded queue.
+  int64_t max_queued_examples = 1 << 16;
+  // After every batch, from the worker: its examples and seconds scoring.
+  std::function<void(int examples, double seconds)> on_batch;
+};
+
+struct Prediction {
+  std::vector<float> scores;  // one per example
+  int64_t version = 0;        // the version that scored them
+};
+
+class Batcher {
+ public:
+  using Done = std::function<void(absl::StatusOr<Prediction>)>;
+
+  Batcher(const ModelRepository* repo, BatcherOptions options);
+  ~Batcher();
+  Batcher(const Batcher&) = delete;
+  Batcher& operator=(const Batcher&) = delete;
+
+  // Queues the examples (serialized tf.train.Example); `done` is called
+  // once, from a worker (or from here when refused).
+  void Submit(std::vector<std::string> examples, Done done);
+
+  // A graceful stop: Submit refuses from now on (UNAVAILABLE); what is
+  // queued is scored, for up to `timeout` (then failed UNAVAILABLE); the
+  // workers are joined. The destructor does the same with no wait.
+  void Drain(absl::Duration timeout);
+
+  struct Stats {
+    uint64_t batches = 0;
+    uint64_t examples = 0;
+    int64_t queued_examples = 0;
+  };
+  Stats stats() const;
+
+ private:
+  struct Request {
+    std::vector<std::string> examples;
+    Done done;
+  };
+  void Work();
+  // Takes the next batch's requests; empty once stopping.
+  std::vector<Request> NextBatch();
+  void Run(std::vector<Request> batch);
+
+  const ModelRepository* const repo_;
+  const BatcherOptions options_;
+  mutable absl::Mutex mu_;
+  std::deque<Request> queue_ ABSL_GUARDED_BY(mu_);
+  int64_t queued_examples_ ABSL_GUARDED_BY(mu_) = 0;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;  // Submit refuses
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;      // workers exit
+  int running_ ABSL_GUARDED_BY(mu_) = 0;        // batches being scored
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace brook::serving

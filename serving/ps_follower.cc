@@ -1,0 +1,139 @@
+#include "serving/ps_follower.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "ps/client/prefixed_ps_client.h"
+
+namespace brook::serving {
+
+namespace {
+
+// Rows pulled per PullBatch of a delta sync.
+constexpr size_t kPullChunk = 8192;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PsFollower>> PsFollower::Start(const PsFollowerOptions& options,
+                                                              ModelRepository* repo,
+                                                              ps::PsClient* ps) {
+  if (options.interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--sync-seconds must be positive");
+  }
+  std::unique_ptr<PsFollower> f(new PsFollower(options, repo, ps));
+  f->thread_ = std::thread([p = f.get()] {
+    do {
+      p->SyncOnce().IgnoreError();  // counted and logged in SyncOnce
+    } while (!p->stop_.WaitForNotificationWithTimeout(p->options_.interval));
+  });
+  return f;
+}
+
+PsFollower::~PsFollower() {
+  stop_.Notify();
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::Status PsFollower::SyncOnce() {
+  const absl::Time start = absl::Now();
+  std::shared_ptr<const Servable> servable = repo_->Current();
+  bool full = false;
+  uint64_t rows_before = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    rows_before = stats_.rows;
+  }
+  absl::Status s = Sync(servable, &full);
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  std::string line;
+  {
+    absl::MutexLock lock(&mu_);
+    if (s.ok()) {
+      ++(full ? stats_.full_syncs : stats_.delta_syncs);
+      stats_.synced_unix_seconds = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+      stats_.last_sync_seconds = seconds;
+      stats_.last_error.clear();
+      if (full) {
+        line = absl::StrCat("full sync from the PS: ", stats_.rows - rows_before, " rows in ",
+                            absl::StrFormat("%.2f", seconds), " s (version ", servable->version(),
+                            ")");
+      }
+    } else {
+      ++stats_.failures;
+      // Logged when it changes, not every interval of an outage.
+      if (stats_.last_error != s.message()) {
+        line = absl::StrCat("sync from the PS failed (serving the weights it has): ", s.ToString());
+      }
+      stats_.last_error = std::string(s.message());
+    }
+  }
+  if (!line.empty() && options_.log) options_.log(line);
+  return s;
+}
+
+absl::Status PsFollower::Sync(const std::shared_ptr<const Servable>& servable, bool* full) {
+  absl::MutexLock lock(&sync_mu_);
+  const std::string job = options_.job.empty() ? servable->loaded().manifest.job_id : options_.job;
+  ps::PrefixedPsClient job_ps(ps_, job + "/");
+  if (synced_servable_ != servable.get()) cursor_ = {};  // a new version: start over
+  ASSIGN_OR_RETURN(ps::ChangeSet changes,
+                   job_ps.ChangesSince("", cursor_, options_.max_keys_per_call));
+  uint64_t rows = 0;
+  if (changes.full_sync_needed) {
+    *full = true;
+    RETURN_IF_ERROR(FullSync(*servable, &job_ps, &rows));
+  } else {
+    // Only the model's own tables: a job may hold others on the PS.
+    for (const auto& [table, keys] : changes.tables) {
+      const trainer::TableSpec* spec = servable->FindTable(table);
+      if (spec == nullptr) continue;
+      const size_t dim = static_cast<size_t>(spec->dim);
+      std::vector<float> weights;
+      for (size_t at = 0; at < keys.size(); at += kPullChunk) {
+        const size_t n = std::min(kPullChunk, keys.size() - at);
+        const absl::Span<const uint64_t> part(keys.data() + at, n);
+        weights.resize(n * dim);
+        RETURN_IF_ERROR(job_ps.Pull(table, part, absl::MakeSpan(weights)));
+        RETURN_IF_ERROR(servable->AssignRows(table, part, weights));
+        rows += n;
+      }
+    }
+    bool dense_changed = false;
+    for (const std::string& name : changes.dense) {
+      if (servable->DenseSize(name) < 0) continue;
+      std::vector<float> values(static_cast<size_t>(servable->DenseSize(name)));
+      RETURN_IF_ERROR(job_ps.PullDense(name, absl::MakeSpan(values)));
+      RETURN_IF_ERROR(servable->AssignDense(name, values));
+      dense_changed = true;
+    }
+    if (dense_changed) RETURN_IF_ERROR(servable->RefreshDense());
+  }
+  cursor_ = std::move(changes.cursor);
+  synced_servable_ = servable.get();
+  absl::MutexLock stats_lock(&mu_);
+  stats_.rows += rows;
+  return absl::OkStatus();
+}
+
+absl::Status PsFollower::FullSync(const Servable& servable, ps::PsClient* job_ps, uint64_t* rows) {
+  for (const trainer::TableSpec& t : servable.Tables()) {
+    RETURN_IF_ERROR(job_ps->ScanRows(
+        t.name,
+        [&](absl::Span<const uint64_t> keys, absl::Span<const float> weights) -> absl::Status {
+          RETURN_IF_ERROR(servable.AssignRows(t.name, keys, weights));
+          *rows += keys.size();
+          return absl::OkStatus();
+        }));
+  }
+  for (const auto& [name, size] : servable.DenseSizes()) {
+    std::vector<float> values(static_cast<size_t>(size));
+    RETURN_IF_ERROR(job_ps->PullDense(name, absl::MakeSpan(values)));
+    RETURN_IF_ERROR(servable.AssignDense(name, values));
+  }
+  return servable.RefreshDense();
+}
+
+}  // namespace brook::serving

@@ -1,0 +1,56 @@
+#include "serving/rpc/predict_service.h"
+
+#include <future>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/rpc/status_mapping.h"
+
+namespace brook::serving {
+
+grpc::Status PredictService::Predict(grpc::ServerContext* context,
+                                     const v1::PredictRequest* request,
+                                     v1::PredictResponse* response) {
+  const absl::Time start = absl::Now();
+  const absl::Status s = DoPredict(*request, response);
+  const grpc::Status g = rpc::ToGrpcStatus(s);
+  if (metrics_ != nullptr) {
+    metrics_->Record(0, static_cast<int>(g.error_code()),
+                     absl::ToDoubleSeconds(absl::Now() - start));
+  }
+  return g;
+}
+
+absl::Status PredictService::DoPredict(const v1::PredictRequest& request,
+                                       v1::PredictResponse* response) {
+  if (!request.model_name().empty() && request.model_name() != model_name_) {
+    return absl::NotFoundError(absl::StrCat("no model \"", request.model_name(),
+                                            "\" here; this server serves \"", model_name_, "\""));
+  }
+  std::shared_ptr<const Servable> s = repo_->Current();
+  if (request.version() != 0 && request.version() != s->version()) {
+    return absl::NotFoundError(absl::StrCat("version ", request.version(),
+                                            " is not serving; serving version ", s->version()));
+  }
+  if (request.examples().empty()) return absl::InvalidArgumentError("examples: empty");
+  std::vector<std::string> examples(request.examples().begin(), request.examples().end());
+  for (size_t i = 0; i < examples.size(); ++i) {
+    absl::Status ok = s->Check(examples[i]);
+    if (!ok.ok()) return absl::Status(ok.code(), absl::StrCat("examples[", i, "]: ", ok.message()));
+  }
+  std::promise<absl::StatusOr<Prediction>> done;
+  std::future<absl::StatusOr<Prediction>> result = done.get_future();
+  batcher_->Submit(std::move(examples),
+                   [&done](absl::StatusOr<Prediction> p) { done.set_value(std::move(p)); });
+  absl::StatusOr<Prediction> p = result.get();
+  if (!p.ok()) return p.status();
+  response->mutable_scores()->Assign(p->scores.begin(), p->scores.end());
+  response->set_version(p->version);
+  response->set_model_name(model_name_);
+  return absl::OkStatus();
+}
+
+}  // namespace brook::serving

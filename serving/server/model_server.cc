@@ -1,0 +1,211 @@
+#include "serving/server/model_server.h"
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include <grpcpp/grpcpp.h>
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/rpc/node_service.h"
+#include "common/status_macros.h"
+#include "metrics/collector.h"
+#include "metrics/exposer.h"
+#include "metrics/rpc_metrics.h"
+#include "prometheus/counter.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "ps/client/grpc_ps_client.h"
+#include "serving/http/http_server.h"
+#include "serving/rest_api.h"
+#include "serving/rpc/predict_service.h"
+
+namespace brook::serving {
+
+// The Prometheus side of serving (docs/metrics.md, "brook serve").
+struct ServingMetrics {
+  std::shared_ptr<prometheus::Registry> registry;
+  std::unique_ptr<metrics::RpcMetrics> grpc;
+  prometheus::Family<prometheus::Counter>* http_requests = nullptr;
+  prometheus::Histogram* http_duration = nullptr;
+  prometheus::Histogram* batch_size = nullptr;
+  prometheus::Histogram* batch_duration = nullptr;
+  std::mutex mu;  // http_by_code
+  std::map<int, prometheus::Counter*> http_by_code;
+  std::shared_ptr<metrics::FunctionCollector> collector;
+  std::unique_ptr<rpc::NodeService> node_service;
+
+  void HttpReply(int status, double seconds) {
+    prometheus::Counter* c;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto [it, fresh] = http_by_code.try_emplace(status, nullptr);
+      if (fresh) it->second = &http_requests->Add({{"code", std::to_string(status)}});
+      c = it->second;
+    }
+    c->Increment();
+    http_duration->Observe(seconds);
+  }
+};
+
+namespace {
+
+std::vector<double> BatchSizeBuckets() { return {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}; }
+
+std::unique_ptr<ServingMetrics> NewMetrics(std::shared_ptr<prometheus::Registry> registry) {
+  auto m = std::make_unique<ServingMetrics>();
+  m->registry = std::move(registry);
+  prometheus::Registry& r = *m->registry;
+  m->grpc = std::make_unique<metrics::RpcMetrics>(r, "brook_serve_grpc",
+                                                  std::vector<std::string>{"Predict"});
+  m->http_requests = &prometheus::BuildCounter()
+                          .Name("brook_serve_http_requests_total")
+                          .Help("HTTP requests answered, by status code")
+                          .Register(r);
+  m->http_by_code[200] = &m->http_requests->Add({{"code", "200"}});
+  m->http_duration = &prometheus::BuildHistogram()
+                          .Name("brook_serve_http_request_duration_seconds")
+                          .Help("From a request's last byte read to its reply's last byte written")
+                          .Register(r)
+                          .Add({}, metrics::RpcMetrics::DurationBuckets());
+  m->batch_size = &prometheus::BuildHistogram()
+                       .Name("brook_serve_batch_size")
+                       .Help("Examples per model step (server-side batching)")
+                       .Register(r)
+                       .Add({}, BatchSizeBuckets());
+  m->batch_duration = &prometheus::BuildHistogram()
+                           .Name("brook_serve_batch_duration_seconds")
+                           .Help("Time to score one batch: parse, row lookups, forward pass")
+                           .Register(r)
+                           .Add({}, metrics::RpcMetrics::DurationBuckets());
+  return m;
+}
+
+std::vector<prometheus::MetricFamily> Collect(const ModelRepository* repo, const Batcher* batcher) {
+  metrics::FamilySet set;
+  const RepositoryStats rs = repo->Stats();
+  set.Add(set.Gauge("brook_serve_model_version", "The model version serving now"), {},
+          static_cast<double>(rs.version));
+  set.Add(set.Counter("brook_serve_model_loads_total", "Versions loaded and swapped in"), {},
+          static_cast<double>(rs.loads));
+  set.Add(set.Counter("brook_serve_model_load_failures_total",
+                      "Versions that failed to load (the previous one kept serving)"),
+          {}, static_cast<double>(rs.load_failures));
+  set.Add(set.Gauge("brook_serve_model_loaded_timestamp_seconds",
+                    "Unix time the serving version was swapped in"),
+          {}, rs.loaded_unix_seconds);
+  set.Add(set.Gauge("brook_serve_model_export_timestamp_seconds",
+                    "Unix time the serving version's export was written"),
+          {}, static_cast<double>(rs.export_created_unix_micros) / 1e6);
+  // Staleness: how old the served weights are. With a follower, since the
+  // last sync that completed; without, since the export was written.
+  const double now = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+  double fresh_at = static_cast<double>(rs.export_created_unix_micros) / 1e6;
+  set.Add(set.Gauge("brook_serve_staleness_seconds",
+                    "Age of the served weights: seconds since the last PS sync completed "
+                    "(--follow-ps), else since the export was written"),
+          {}, now - fresh_at);
+  std::shared_ptr<const Servable> s = repo->Current();
+  const ServableStats ss = s->Stats();
+  auto* rows = set.Gauge("brook_serve_rows", "Embedding rows of the serving version, by tier");
+  set.Add(rows, {{"tier", "memory"}}, static_cast<double>(ss.rows_in_memory));
+  set.Add(rows, {{"tier", "rocksdb"}}, static_cast<double>(ss.rows_in_rocksdb));
+  set.Add(set.Gauge("brook_serve_rows_memory_bytes", "Bytes the in-memory rows take"), {},
+          static_cast<double>(ss.bytes_in_memory));
+  const Batcher::Stats bs = batcher->stats();
+  set.Add(set.Gauge("brook_serve_queued_examples", "Examples waiting for a batch"), {},
+          static_cast<double>(bs.queued_examples));
+  set.Add(set.Counter("brook_serve_examples_total", "Examples scored"), {},
+          static_cast<double>(bs.examples));
+  return set.Take();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelServer>> ModelServer::Start(ModelServerOptions options) {
+  std::unique_ptr<ModelServer> s(new ModelServer());
+  s->options_ = options;
+  if (!options.metrics_listen.empty()) {
+    ASSIGN_OR_RETURN(s->exposer_, metrics::MetricsExposer::Start(options.metrics_listen));
+    s->metrics_ = NewMetrics(s->exposer_->shared_registry());
+  } else {
+    s->metrics_ = NewMetrics(metrics::MetricsExposer::NewRegistry());
+  }
+  ASSIGN_OR_RETURN(s->repo_, ModelRepository::Open({.path = options.model_path,
+                                                    .servable = options.servable,
+                                                    .log = options.log}));
+  if (!options.follow_ps.empty()) {
+    return absl::UnimplementedError("--follow-ps: not in this build yet");
+  }
+  BatcherOptions bo = options.batching;
+  bo.on_batch = [m = s->metrics_.get()](int n, double seconds) {
+    m->batch_size->Observe(n);
+    m->batch_duration->Observe(seconds);
+  };
+  s->batcher_ = std::make_unique<Batcher>(s->repo_.get(), bo);
+  s->metrics_->collector = std::make_shared<metrics::FunctionCollector>(
+      [repo = s->repo_.get(), b = s->batcher_.get()] { return Collect(repo, b); });
+  if (s->exposer_ != nullptr) s->exposer_->RegisterCollectable(s->metrics_->collector);
+
+  auto rest = std::make_shared<RestApi>(options.model_name, s->repo_.get(), s->batcher_.get());
+  HttpServerOptions ho;
+  ho.threads = options.http_threads;
+  ho.max_body_bytes = options.max_request_bytes;
+  ho.on_reply = [m = s->metrics_.get()](int status, double seconds) {
+    m->HttpReply(status, seconds);
+  };
+  ASSIGN_OR_RETURN(
+      s->http_,
+      HttpServer::Start(
+          options.http_listen, ho,
+          [rest](std::string_view method, std::string_view target, std::string body,
+                 HttpServer::Reply reply) {
+            rest->Handle(method, target, std::move(body), [reply = std::move(reply)](RestReply r) {
+              HttpReply h{r.status, std::move(r.body), {}};
+              if (r.version != 0) {
+                h.headers.emplace_back("X-Brook-Model-Version", std::to_string(r.version));
+              }
+              reply(std::move(h));
+            });
+          }));
+  if (!options.grpc_listen.empty()) {
+    s->grpc_service_ = std::make_unique<PredictService>(options.model_name, s->repo_.get(),
+                                                        s->batcher_.get(), s->metrics_->grpc.get());
+    s->metrics_->node_service = std::make_unique<rpc::NodeService>(v1::NODE_KIND_SERVER);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(options.grpc_listen, grpc::InsecureServerCredentials(),
+                             &s->grpc_port_);
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a taken port is an error
+    builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_request_bytes));
+    builder.RegisterService(s->grpc_service_.get());
+    builder.RegisterService(s->metrics_->node_service.get());
+    s->grpc_ = builder.BuildAndStart();
+    if (s->grpc_ == nullptr || s->grpc_port_ == 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen for gRPC on ", options.grpc_listen, " (port taken?)"));
+    }
+  }
+  if (options.poll_interval > absl::ZeroDuration()) s->repo_->StartPolling(options.poll_interval);
+  return s;
+}
+
+ModelServer::~ModelServer() {
+  // No new connections; the batcher answers what is queued while the HTTP
+  // server can still write those replies; then the transports go.
+  if (http_ != nullptr) http_->Shutdown();
+  // What was taken is scored and answered; a gRPC call arriving now is
+  // refused UNAVAILABLE by the batcher, so no handler is left waiting and
+  // the gRPC server stops at once (a deadline would wait out idle clients).
+  if (batcher_ != nullptr) batcher_->Drain(absl::Seconds(10));
+  if (grpc_ != nullptr) grpc_->Shutdown(std::chrono::system_clock::now());
+  batcher_.reset();
+  http_.reset();
+  grpc_.reset();
+  repo_.reset();
+}
+
+int ModelServer::http_port() const { return http_->port(); }
+int ModelServer::metrics_port() const { return exposer_ != nullptr ? exposer_->port() : 0; }
+
+}  // namespace brook::serving

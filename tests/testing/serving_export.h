@@ -1,0 +1,125 @@
+// A small trained model export for the serving tests: planted-signal data
+// (an int64 id, a bytes tag list, a float), a wide & deep model trained
+// against an in-process two-shard PS under a job prefix, then exported with
+// chief/export exactly as a chief does. Header-only so brook_testing keeps
+// its few dependencies; the tests that include it link the chief's.
+#pragma once
+
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "chief/export/model_export.h"
+#include "chief/job/job_spec.h"
+#include "common/status_macros.h"
+#include "datatools/example_builder.h"
+#include "ps/client/local_ps_client.h"
+#include "ps/client/prefixed_ps_client.h"
+#include "storage/tfrecord.h"
+#include "trainer/backend/cpu_backend.h"
+#include "trainer/input/pipeline.h"
+#include "trainer/trainer.h"
+
+namespace brook::testing {
+
+// Label = 1 with probability sigmoid(w[id] + v[tag] + 0.8 x).
+inline absl::Status WriteServingData(const std::string& path, uint64_t seed, int n) {
+  std::mt19937_64 rng(seed);
+  std::mt19937_64 wrng(5);  // the same ground truth in every file
+  std::normal_distribution<float> normal;
+  std::vector<float> w(50), v(8);
+  for (float& x : w) x = normal(wrng) * 1.5f;
+  for (float& x : v) x = normal(wrng);
+  const char* tags[] = {"red", "green", "blue", "cyan", "magenta", "yellow", "black", "white"};
+  ASSIGN_OR_RETURN(std::unique_ptr<storage::TFRecordWriter> writer,
+                   storage::TFRecordWriter::Open(path, {}));
+  datatools::ExampleBuilder b;
+  for (int i = 0; i < n; ++i) {
+    const int64_t id = static_cast<int64_t>(rng() % w.size());
+    const size_t tag = rng() % v.size();
+    const float x = normal(rng);
+    const float p = 1.0f / (1.0f + std::exp(-(w[static_cast<size_t>(id)] + v[tag] + 0.8f * x)));
+    const float label = std::uniform_real_distribution<float>(0, 1)(rng) < p ? 1.0f : 0.0f;
+    const std::string_view tag_view(tags[tag]);
+    b.Clear();
+    b.AddFloats("label", std::span<const float>(&label, 1));
+    b.AddInt64s("c", std::span<const int64_t>(&id, 1));
+    b.AddBytes("tag", std::span<const std::string_view>(&tag_view, 1));
+    b.AddFloats("x", std::span<const float>(&x, 1));
+    RETURN_IF_ERROR(writer->Write(b.Serialize()));
+  }
+  return writer->Close();
+}
+
+inline std::string ServingSpecYaml(const std::string& data_dir, int epochs) {
+  return absl::StrReplaceAll(R"(name: serving-test
+data: {train: [DIR/train.tfrecord], eval: [DIR/eval.tfrecord]}
+features:
+  label: {name: label, type: float}
+  features:
+    - {name: c, type: int64, kind: varlen}
+    - {name: tag, type: bytes, kind: varlen}
+    - {name: x, type: float, length: 1}
+model: {type: wide_deep, embedding_dim: 4, hidden: [8]}
+sparse:
+  - {feature: c}
+  - {feature: tag}
+dense:
+  - {feature: x, transform: standardize, mean: 0, stddev: 1}
+optimizer:
+  embedding: {type: adagrad, learning_rate: 0.1}
+  dense: {type: adam, learning_rate: 0.01}
+training: {batch_size: 64, epochs: EPOCHS, staleness: 0, shuffle_buffer: 0}
+)",
+                             {{"DIR", data_dir}, {"EPOCHS", std::to_string(epochs)}});
+}
+
+// data_dir/{train,eval}.tfrecord, written once.
+inline absl::Status EnsureServingData(const std::string& data_dir) {
+  namespace fs = std::filesystem;
+  if (fs::exists(fs::path(data_dir) / "eval.tfrecord")) return absl::OkStatus();
+  fs::create_directories(data_dir);
+  RETURN_IF_ERROR(WriteServingData((fs::path(data_dir) / "train.tfrecord").string(), 1, 3000));
+  return WriteServingData((fs::path(data_dir) / "eval.tfrecord").string(), 3, 500);
+}
+
+// Trains `epochs` epochs on data_dir's data and writes the export to
+// out_dir (job `job_id`, tables under "<job_id>/").
+inline absl::Status TrainAndExport(const std::string& data_dir, const std::string& out_dir,
+                                   int epochs = 1, const std::string& job_id = "job-1") {
+  RETURN_IF_ERROR(EnsureServingData(data_dir));
+  ASSIGN_OR_RETURN(chief::JobSpec spec,
+                   chief::JobSpec::FromYaml(ServingSpecYaml(data_dir, epochs), ""));
+  ps::LocalPsCluster cluster(2);
+  ps::PrefixedPsClient job(cluster.client.get(), job_id + "/");
+  ASSIGN_OR_RETURN(std::unique_ptr<trainer::Backend> backend,
+                   trainer::CreateCpuBackend({.num_threads = 1}));
+  ASSIGN_OR_RETURN(std::unique_ptr<trainer::Trainer> t,
+                   trainer::Trainer::Create(&job, spec.model, spec.features,
+                                            spec.ToTrainerOptions(), backend.get()));
+  RETURN_IF_ERROR(t->Setup());
+  input::PipelineOptions po;
+  po.files = {data_dir + "/train.tfrecord"};
+  po.batch_size = spec.training.batch_size;
+  for (int e = 0; e < epochs; ++e) {
+    ASSIGN_OR_RETURN(std::unique_ptr<input::Pipeline> p,
+                     input::Pipeline::Create(spec.features, po));
+    RETURN_IF_ERROR(t->Train(p.get()));
+  }
+  chief::ExportRequest r;
+  r.dir = out_dir;
+  r.job_id = job_id;
+  r.table_prefix = job_id + "/";
+  r.step = t->stats().steps;
+  r.train_files = po.files;
+  r.eval_files = {data_dir + "/eval.tfrecord"};
+  return chief::WriteExport(cluster.client.get(), spec, r).status();
+}
+
+}  // namespace brook::testing

@@ -1,0 +1,165 @@
+// Server-side batching over a real loaded export: concurrent requests are
+// scored together and each gets exactly what scoring it alone gives; a bad
+// request in a batch fails alone; a full queue refuses; shutdown answers
+// what was queued.
+#include "serving/batcher.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tensorflow/example.pb.h"
+#include "tests/testing/ps_rpc_testing.h"
+#include "tests/testing/serving_export.h"
+#include "tests/testing/test_util.h"
+
+namespace brook::serving {
+namespace {
+
+std::string Example(int64_t id, float x) {
+  tf::Example ex;
+  auto& f = *ex.mutable_features()->mutable_feature();
+  f["c"].mutable_int64_list()->add_value(id);
+  f["tag"].mutable_bytes_list()->add_value(id % 2 ? "red" : "blue");
+  f["x"].mutable_float_list()->add_value(x);
+  return ex.SerializeAsString();
+}
+
+class BatcherTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    BROOK_ASSERT_OK(testing::TrainAndExport(dir_->Join("data"), dir_->Join("export")));
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  void SetUp() override {
+    auto repo = ModelRepository::Open({.path = dir_->Join("export")});
+    ASSERT_TRUE(repo.ok()) << repo.status();
+    repo_ = std::move(*repo);
+  }
+  float Alone(const std::string& example) {
+    std::vector<float> out;
+    const std::string_view one[] = {example};
+    EXPECT_TRUE(repo_->Current()->Score(one, &out).ok());
+    return out.empty() ? -1 : out[0];
+  }
+
+  static testing::TempDir* dir_;
+  std::unique_ptr<ModelRepository> repo_;
+};
+
+testing::TempDir* BatcherTest::dir_ = nullptr;
+
+TEST_F(BatcherTest, ConcurrentRequestsBatchAndEachGetsItsOwnScores) {
+  std::atomic<int> batches{0}, most{0};
+  BatcherOptions o;
+  o.max_batch = 32;
+  o.workers = 1;  // one worker: requests queue behind it and batch
+  o.max_wait = absl::Milliseconds(1);
+  o.on_batch = [&](int n, double) {
+    batches.fetch_add(1);
+    int m = most.load();
+    while (n > m && !most.compare_exchange_weak(m, n)) {
+    }
+  };
+  Batcher batcher(repo_.get(), o);
+  constexpr int kClients = 8, kRequests = 40;
+  std::vector<std::thread> clients;
+  std::atomic<int> wrong{0}, failed{0};
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      for (int r = 0; r < kRequests; ++r) {
+        // 1 or 2 examples a request, each its own id and x.
+        std::vector<std::string> ex = {Example(c * 7 + r, 0.01f * static_cast<float>(r))};
+        if (r % 2) ex.push_back(Example(r, -0.5f));
+        const std::vector<std::string> copy = ex;
+        std::promise<absl::StatusOr<Prediction>> done;
+        batcher.Submit(std::move(ex), [&](absl::StatusOr<Prediction> p) { done.set_value(p); });
+        absl::StatusOr<Prediction> p = done.get_future().get();
+        if (!p.ok() || p->scores.size() != copy.size()) {
+          failed.fetch_add(1);
+          continue;
+        }
+        for (size_t i = 0; i < copy.size(); ++i) {
+          if (std::fabs(p->scores[i] - Alone(copy[i])) > 1e-6) wrong.fetch_add(1);
+        }
+        if (p->version != repo_->Current()->version()) wrong.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_LT(batches.load(), kClients * kRequests);  // some requests shared a batch
+  EXPECT_GT(most.load(), 2);
+  EXPECT_LE(most.load(), 32);
+  EXPECT_EQ(batcher.stats().examples,
+            static_cast<uint64_t>(kClients * (kRequests + kRequests / 2)));
+}
+
+TEST_F(BatcherTest, ABadRequestFailsAloneInItsBatch) {
+  BatcherOptions o;
+  o.workers = 1;
+  o.max_wait = absl::Milliseconds(50);
+  Batcher batcher(repo_.get(), o);
+  // Three requests queued together: the middle one does not parse.
+  std::vector<std::promise<absl::StatusOr<Prediction>>> done(3);
+  absl::Notification hold;
+  // Occupy the worker so the three queue up and go as one batch.
+  std::promise<absl::StatusOr<Prediction>> first;
+  batcher.Submit({Example(1, 0)}, [&](absl::StatusOr<Prediction> p) {
+    hold.WaitForNotification();
+    first.set_value(p);
+  });
+  batcher.Submit({Example(2, 0)}, [&](absl::StatusOr<Prediction> p) { done[0].set_value(p); });
+  batcher.Submit({"\x0a\x05garbage"}, [&](absl::StatusOr<Prediction> p) { done[1].set_value(p); });
+  batcher.Submit({Example(3, 0)}, [&](absl::StatusOr<Prediction> p) { done[2].set_value(p); });
+  hold.Notify();
+  EXPECT_TRUE(first.get_future().get().ok());
+  auto a = done[0].get_future().get();
+  auto b = done[1].get_future().get();
+  auto c = done[2].get_future().get();
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_FALSE(b.ok());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_NEAR(c->scores[0], Alone(Example(3, 0)), 1e-6);
+}
+
+TEST_F(BatcherTest, FullQueueRefusesAndShutdownAnswersTheQueued) {
+  BatcherOptions o;
+  o.workers = 1;
+  o.max_queued_examples = 2;
+  absl::Notification hold, started;
+  std::vector<absl::Status> results(4);
+  std::thread release;
+  {
+    Batcher batcher(repo_.get(), o);
+    batcher.Submit({Example(1, 0)}, [&](absl::StatusOr<Prediction> p) {
+      started.Notify();
+      hold.WaitForNotification();
+      results[0] = p.status();
+    });
+    started.WaitForNotification();  // the worker is busy; the rest queue
+    batcher.Submit({Example(2, 0), Example(3, 0)},
+                   [&](absl::StatusOr<Prediction> p) { results[1] = p.status(); });
+    batcher.Submit({Example(4, 0)}, [&](absl::StatusOr<Prediction> p) { results[2] = p.status(); });
+    EXPECT_EQ(results[2].code(), absl::StatusCode::kResourceExhausted) << results[2];
+    EXPECT_EQ(batcher.stats().queued_examples, 2);
+    // The destructor answers the queued request UNAVAILABLE and waits for
+    // the batch being scored, which ends once `release` lets it.
+    release = std::thread([&] {
+      absl::SleepFor(absl::Milliseconds(50));
+      hold.Notify();
+    });
+  }
+  release.join();
+  EXPECT_TRUE(results[0].ok()) << results[0];
+  EXPECT_EQ(results[1].code(), absl::StatusCode::kUnavailable) << results[1];
+}
+
+}  // namespace
+}  // namespace brook::serving

@@ -1,0 +1,136 @@
+// TF Serving's predict JSON into tf.train.Examples: both request forms, each
+// feature type, b64 bytes, null as missing, the label ignored, and errors
+// that name the instance and feature.
+#include "serving/json_examples.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tensorflow/example.pb.h"
+
+namespace brook::serving {
+namespace {
+
+input::FeatureSpec Spec() {
+  auto spec = input::FeatureSpec::FromYaml(R"(
+label: {name: label, type: float}
+features:
+  - {name: c, type: int64, kind: varlen}
+  - {name: tag, type: bytes, kind: varlen}
+  - {name: x, type: float, length: 1}
+)");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+tf::Example Decode(const std::string& bytes) {
+  tf::Example ex;
+  EXPECT_TRUE(ex.ParseFromString(bytes));
+  return ex;
+}
+
+std::string Error(std::string_view body) {
+  auto r = ExamplesFromPredictJson(body, Spec());
+  EXPECT_FALSE(r.ok()) << body;
+  if (r.ok()) return "";
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  return std::string(r.status().message());
+}
+
+TEST(JsonExamplesTest, InstancesFormSetsEachTypedFeature) {
+  auto r = ExamplesFromPredictJson(
+      R"({"signature_name": "serving_default", "instances": [
+          {"c": 17, "tag": ["red", {"b64": "Ymx1ZQ=="}], "x": 0.5, "label": 1},
+          {"c": [18446744073709551615, -3], "x": [2]}]})",
+      Spec());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->columnar);
+  ASSERT_EQ(r->examples.size(), 2u);
+  const tf::Example a = Decode(r->examples[0]);
+  const auto& f = a.features().feature();
+  ASSERT_EQ(f.at("c").int64_list().value_size(), 1);
+  EXPECT_EQ(f.at("c").int64_list().value(0), 17);
+  ASSERT_EQ(f.at("tag").bytes_list().value_size(), 2);
+  EXPECT_EQ(f.at("tag").bytes_list().value(0), "red");
+  EXPECT_EQ(f.at("tag").bytes_list().value(1), "blue");
+  EXPECT_FLOAT_EQ(f.at("x").float_list().value(0), 0.5f);
+  EXPECT_EQ(f.count("label"), 0u);  // given, ignored
+  const tf::Example b = Decode(r->examples[1]);
+  // A uint64 id beyond 2^63 keeps its bits, as TFRecord files carry it.
+  EXPECT_EQ(static_cast<uint64_t>(b.features().feature().at("c").int64_list().value(0)),
+            18446744073709551615ull);
+  EXPECT_EQ(b.features().feature().at("c").int64_list().value(1), -3);
+  EXPECT_EQ(b.features().feature().count("tag"), 0u);
+  EXPECT_EQ(r->Where(1), "instances[1]");
+}
+
+TEST(JsonExamplesTest, ColumnarInputsFormAndNullAsMissing) {
+  auto r =
+      ExamplesFromPredictJson(R"({"inputs": {"c": [1, 2, 3], "x": [0.1, null, 0.3]}})", Spec());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->columnar);
+  ASSERT_EQ(r->examples.size(), 3u);
+  EXPECT_EQ(Decode(r->examples[2]).features().feature().at("c").int64_list().value(0), 3);
+  EXPECT_EQ(Decode(r->examples[1]).features().feature().count("x"), 0u);
+  EXPECT_EQ(r->Where(2), "inputs[2]");
+}
+
+TEST(JsonExamplesTest, ErrorsNameTheInstanceAndFeature) {
+  EXPECT_EQ(Error(R"({"instances": [{"c": 1}, {"c": 1}, {"c": 1}, {"c": "abc"}]})"),
+            "instances[3].c: expected int64 (an integer or list of integers), got string");
+  EXPECT_EQ(Error(R"({"instances": [{"x": [1, "a"]}]})"),
+            "instances[0].x[1]: expected float (a number or list of numbers), got string");
+  EXPECT_EQ(Error(R"({"instances": [{"c": 1.5}]})"),
+            "instances[0].c: expected int64 (an integer or list of integers), got number");
+  EXPECT_NE(Error(R"({"instances": [{"cc": 1}]})")
+                .find("instances[0].cc: the model has no feature \"cc\" (its features: c, tag, x)"),
+            std::string::npos);
+  EXPECT_EQ(Error(R"({"instances": [{"tag": {"b64": "!!"}}]})"),
+            "instances[0].tag.b64: not base64");
+  EXPECT_EQ(Error(R"({"instances": [{"x": 1e300}]})"),
+            "instances[0].x: 1e+300 is not a finite float");
+  EXPECT_EQ(Error(R"({"inputs": {"c": [1, 2], "x": [0.5]}})"), "inputs.x: 1 values, but c has 2");
+  EXPECT_EQ(Error(R"({"instances": [3]})"),
+            "instances[0]: expected an object of feature values, got integer");
+  EXPECT_NE(Error(R"({"instance": []})").find("unknown field \"instance\""), std::string::npos);
+  EXPECT_NE(Error(R"({"instances": [], "inputs": {}})").find("exactly one of"), std::string::npos);
+  EXPECT_NE(Error("[1, 2]").find("must be a JSON object"), std::string::npos);
+  const std::string not_json = Error(R"({"instances": [{"c": 1},]})");
+  EXPECT_NE(not_json.find("body is not JSON"), std::string::npos);
+  EXPECT_NE(not_json.find("byte 24"), std::string::npos) << not_json;
+  EXPECT_NE(Error("").find("body is not JSON"), std::string::npos);
+}
+
+TEST(JsonExamplesTest, ExamplesToJsonAndBackKeepTheFeatures) {
+  tf::Example ex;
+  auto& f = *ex.mutable_features()->mutable_feature();
+  f["c"].mutable_int64_list()->add_value(-7);
+  f["c"].mutable_int64_list()->add_value(12);
+  f["tag"].mutable_bytes_list()->add_value(std::string("\x00\xff", 2));  // not text: b64
+  f["tag"].mutable_bytes_list()->add_value("red");
+  f["x"].mutable_float_list()->add_value(0.25f);
+  f["label"].mutable_float_list()->add_value(1);
+  f["other"].mutable_float_list()->add_value(3);  // not the model's: left out
+  const std::string one[] = {ex.SerializeAsString()};
+  auto json = PredictJsonFromExamples(one, Spec());
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_NE(json->find("\"b64\""), std::string::npos) << *json;
+  EXPECT_EQ(json->find("label"), std::string::npos) << *json;
+  auto back = ExamplesFromPredictJson(*json, Spec());
+  ASSERT_TRUE(back.ok()) << back.status() << " " << *json;
+  ASSERT_EQ(back->examples.size(), 1u);
+  const tf::Example got = Decode(back->examples[0]);
+  const auto& g = got.features().feature();
+  EXPECT_EQ(g.at("c").int64_list().value(1), 12);
+  EXPECT_EQ(g.at("tag").bytes_list().value(0), std::string("\x00\xff", 2));
+  EXPECT_EQ(g.at("tag").bytes_list().value(1), "red");
+  EXPECT_EQ(g.at("x").float_list().value(0), 0.25f);
+  EXPECT_EQ(g.size(), 3u);
+  const std::string bad[] = {"\xff\xff"};
+  EXPECT_EQ(PredictJsonFromExamples(bad, Spec()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace brook::serving

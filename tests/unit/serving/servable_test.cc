@@ -1,0 +1,159 @@
+// A loaded export scores exactly what `brook predict` (chief::ScoreExport)
+// scores, with rows in memory or past a memory limit in RocksDB; a missing
+// feature is refused naming it unless fill_missing; a bad dir names itself.
+#include "serving/servable.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "chief/export/model_export.h"
+#include "storage/tfrecord.h"
+#include "tensorflow/example.pb.h"
+#include "tests/testing/ps_rpc_testing.h"
+#include "tests/testing/serving_export.h"
+#include "tests/testing/test_util.h"
+
+namespace brook::serving {
+namespace {
+
+class ServableTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    BROOK_ASSERT_OK(testing::TrainAndExport(dir_->Join("data"), dir_->Join("export")));
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  static std::vector<std::string> EvalExamples() {
+    std::vector<std::string> out;
+    auto r = storage::TFRecordReader::Open(dir_->Join("data/eval.tfrecord"), {});
+    EXPECT_TRUE(r.ok());
+    std::string_view rec;
+    while (true) {
+      auto more = (*r)->Next(&rec);
+      EXPECT_TRUE(more.ok());
+      if (!more.ok() || !*more) break;
+      out.emplace_back(rec);
+    }
+    return out;
+  }
+
+  // What `brook predict` scores for each eval example, in file order.
+  static std::vector<float> OfflineScores() {
+    std::vector<float> scores;
+    chief::ScoreOptions o;
+    o.num_threads = 1;
+    o.on_example = [&](float, float score, const tf::Feature*) {
+      scores.push_back(score);
+      return absl::OkStatus();
+    };
+    auto r = chief::ScoreExport(dir_->Join("export"), {dir_->Join("data/eval.tfrecord")}, o);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return scores;
+  }
+
+  static void ExpectScoresMatchOffline(const Servable& s) {
+    const std::vector<std::string> examples = EvalExamples();
+    const std::vector<float> want = OfflineScores();
+    ASSERT_EQ(examples.size(), 500u);
+    ASSERT_EQ(want.size(), examples.size());
+    // Batches of odd sizes, and one example at a time, as requests come.
+    std::vector<float> got;
+    for (size_t at = 0; at < examples.size();) {
+      const size_t n = std::min<size_t>(at % 3 == 0 ? 1 : 37, examples.size() - at);
+      std::vector<std::string_view> part(examples.begin() + static_cast<std::ptrdiff_t>(at),
+                                         examples.begin() + static_cast<std::ptrdiff_t>(at + n));
+      std::vector<float> scores;
+      BROOK_ASSERT_OK(s.Score(part, &scores));
+      ASSERT_EQ(scores.size(), n);
+      got.insert(got.end(), scores.begin(), scores.end());
+      at += n;
+    }
+    double spread = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_NEAR(got[i], want[i], 1e-6) << "example " << i;
+      spread += std::fabs(want[i] - want[0]);
+    }
+    EXPECT_GT(spread, 1.0);  // the scores differ: a trained model, not a constant
+  }
+
+  static testing::TempDir* dir_;
+};
+
+testing::TempDir* ServableTest::dir_ = nullptr;
+
+TEST_F(ServableTest, ScoresEqualBrookPredict) {
+  auto s = Servable::Load(dir_->Join("export"), 7, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->version(), 7);
+  EXPECT_EQ((*s)->loaded().manifest.job_id, "job-1");
+  ExpectScoresMatchOffline(**s);
+  // What a follower writes into: the model's tables and dense variables.
+  ASSERT_NE((*s)->FindTable("c"), nullptr);
+  EXPECT_EQ((*s)->FindTable("c")->dim, 4);
+  EXPECT_EQ((*s)->FindTable("nope"), nullptr);
+  EXPECT_FALSE((*s)->DenseSizes().empty());
+  EXPECT_EQ((*s)->DenseSize("nope"), -1);
+  const ServableStats st = (*s)->Stats();
+  EXPECT_GE(st.rows_in_memory, 58u);  // 50 ids + 8 tags, deep and wide tables
+  EXPECT_EQ(st.rows_in_rocksdb, 0u);
+}
+
+TEST_F(ServableTest, RowsPastTheMemoryLimitServeFromRocksDb) {
+  testing::TempDir tier;
+  ServableOptions o;
+  o.memory_limit_bytes = 1;  // every row it can move goes to RocksDB
+  o.data_dir = tier.Join("v1");
+  {
+    auto s = Servable::Load(dir_->Join("export"), 1, o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    ExpectScoresMatchOffline(**s);
+    EXPECT_GT((*s)->Stats().rows_in_rocksdb, 0u);
+    EXPECT_TRUE(std::filesystem::exists(o.data_dir));
+  }
+  EXPECT_FALSE(std::filesystem::exists(o.data_dir));  // released with the version
+  o.data_dir.clear();
+  EXPECT_EQ(Servable::Load(dir_->Join("export"), 1, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ServableTest, MissingFeatureRefusedNamingItUnlessFillMissing) {
+  tf::Example ex;
+  (*ex.mutable_features()->mutable_feature())["c"].mutable_int64_list()->add_value(3);
+  (*ex.mutable_features()->mutable_feature())["x"].mutable_float_list()->add_value(0.5f);
+  const std::string bytes = ex.SerializeAsString();  // no "tag", no label
+  auto strict = Servable::Load(dir_->Join("export"), 1, {});
+  ASSERT_TRUE(strict.ok()) << strict.status();
+  absl::Status check = (*strict)->Check(bytes);
+  EXPECT_EQ(check.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(check.message().find("tag"), std::string::npos) << check;
+  std::vector<float> scores;
+  const std::string_view views[] = {bytes, bytes};
+  absl::Status s = (*strict)->Score(views, &scores);
+  EXPECT_NE(s.message().find("example 0"), std::string::npos) << s;
+
+  auto lenient = Servable::Load(dir_->Join("export"), 1, {.fill_missing = true});
+  ASSERT_TRUE(lenient.ok());
+  BROOK_ASSERT_OK((*lenient)->Check(bytes));
+  BROOK_ASSERT_OK((*lenient)->Score(views, &scores));
+  ASSERT_EQ(scores.size(), 2u);
+  EXPECT_GT(scores[0], 0.0f);
+  EXPECT_LT(scores[0], 1.0f);
+  EXPECT_EQ(scores[0], scores[1]);
+  // Not a tf.train.Example at all.
+  EXPECT_FALSE((*lenient)->Check("\xff\xff\xff").ok());
+}
+
+TEST_F(ServableTest, BadDirectoriesNameThemselves) {
+  auto none = Servable::Load(dir_->Join("nope"), 1, {});
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(none.status().message().find(dir_->Join("nope")), std::string::npos);
+  auto data = Servable::Load(dir_->Join("data"), 1, {});
+  EXPECT_EQ(data.status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace brook::serving
