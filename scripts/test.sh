@@ -120,11 +120,14 @@ step "concurrency tests under TSan"
 #   threads;
 # - the chief: its housekeeping, worker and fencing threads under concurrent
 #   trainer calls (the lease manager and job queue live under its mutex), and
-#   the lease table's failure simulation.
+#   the lease table's failure simulation;
+# - serving: the batcher's workers under concurrent clients, and versions
+#   swapped while the old one still scores.
 tsan_ps='ConcurrencyTest.*:PushDedupTest.*:MemRowStoreTest.*:ParameterServerTest.*:CheckpointTest.*:DurabilityTest.*:PartRunnerTest.*'
 tsan_storage='WalTest.*:AtomicFileTest.*'
 tsan_trainer='Pipeline*:ExactlyOnce*:UnitProgress*:BoundedQueue*:Ordered*:TrainerTest.*'
 tsan_chief='ChiefConcurrencyTest.*:ChiefTest.*:WorkLeases*:JobQueue*'
+tsan_serving='BatcherTest.*:ModelRepositoryTest.*'
 # The WAL tests that fork a child to kill it mid-log are left out: the child
 # writes through the WAL, whose writer thread TSan cannot start after a
 # multi-threaded fork ("starting new threads after multi-threaded fork is not
@@ -132,7 +135,7 @@ tsan_chief='ChiefConcurrencyTest.*:ChiefTest.*:WorkLeases*:JobQueue*'
 tsan_skip='CheckpointTest.IncrementalOfATiered*:WalTest.WriteErrorIsStickyForEveryLaterSync'
 tsan_skip+=':WalTest.RecordsAcknowledgedBySyncSurviveSigkill'
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/brook_tsan_tests \
-  --gtest_filter="$tsan_ps:$tsan_storage:$tsan_trainer:$tsan_chief-$tsan_skip"
+  --gtest_filter="$tsan_ps:$tsan_storage:$tsan_trainer:$tsan_chief:$tsan_serving-$tsan_skip"
 
 step "fuzz smoke: replay the seed corpus, then fuzz each target briefly"
 bash tests/fuzz/run_fuzzers.sh build-asan "${BROOK_FUZZ_SECONDS:-15}"

@@ -1,5 +1,6 @@
 #include "serving/batcher.h"
 
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,18 +19,15 @@ Batcher::~Batcher() { Drain(absl::ZeroDuration()); }
 void Batcher::Drain(absl::Duration timeout) {
   std::deque<Request> left;
   {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     draining_ = true;
-    mu_.AwaitWithTimeout(absl::Condition(
-                             +[](Batcher* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->mu_) {
-                               return b->queue_.empty() && b->running_ == 0;
-                             },
-                             this),
-                         timeout);
+    idle_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                   [this] { return queue_.empty() && running_ == 0; });
     stop_ = true;
     left.swap(queue_);
     queued_examples_ = 0;
   }
+  queued_.notify_all();
   for (Request& r : left) r.done(absl::UnavailableError("the server is shutting down"));
   for (std::thread& t : workers_) {
     if (t.joinable()) t.join();
@@ -40,7 +38,7 @@ void Batcher::Submit(std::vector<std::string> examples, Done done) {
   const auto n = static_cast<int64_t>(examples.size());
   absl::Status refused;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (draining_) {
       refused = absl::UnavailableError("the server is shutting down");
     } else if (queued_examples_ > 0 && queued_examples_ + n > options_.max_queued_examples) {
@@ -50,16 +48,20 @@ void Batcher::Submit(std::vector<std::string> examples, Done done) {
     } else {
       queued_examples_ += n;
       queue_.push_back({std::move(examples), std::move(done)});
-      return;
     }
   }
-  done(refused);
+  if (refused.ok()) {
+    queued_.notify_one();
+  } else {
+    done(refused);
+  }
 }
 
 std::vector<Batcher::Request> Batcher::NextBatch() {
   std::vector<Request> batch;
   int64_t examples = 0;
-  auto take = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // Moves queued requests into the batch while they fit; mu_ held.
+  auto take = [&] {
     while (!queue_.empty()) {
       const auto n = static_cast<int64_t>(queue_.front().examples.size());
       if (!batch.empty() && examples + n > options_.max_batch) break;
@@ -70,32 +72,26 @@ std::vector<Batcher::Request> Batcher::NextBatch() {
       if (examples >= options_.max_batch) break;
     }
   };
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](Batcher* b)
-           ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->mu_) { return b->stop_ || !b->queue_.empty(); },
-      this));
+  std::unique_lock<std::mutex> lock(mu_);
+  queued_.wait(lock, [this] { return stop_ || !queue_.empty(); });
   if (stop_) return batch;
   take();
-  ++running_;
   if (batch.size() > 1 && examples < options_.max_batch &&
       options_.max_wait > absl::ZeroDuration()) {
-    const absl::Time deadline = absl::Now() + options_.max_wait;
+    const auto deadline =
+        std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(options_.max_wait);
     while (examples < options_.max_batch && !stop_) {
       if (queue_.empty() &&
-          !mu_.AwaitWithDeadline(absl::Condition(
-                                     +[](Batcher* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->mu_) {
-                                       return b->stop_ || !b->queue_.empty();
-                                     },
-                                     this),
-                                 deadline)) {
+          !queued_.wait_until(lock, deadline, [this] { return stop_ || !queue_.empty(); })) {
         break;
       }
+      if (stop_) break;
       const size_t before = batch.size();
       take();
       if (batch.size() == before) break;  // the next request does not fit
     }
   }
+  ++running_;
   return batch;
 }
 
@@ -142,14 +138,19 @@ void Batcher::Run(std::vector<Request> batch) {
   }
   const auto n = static_cast<int>(views.size());
   if (options_.on_batch) options_.on_batch(n, absl::ToDoubleSeconds(absl::Now() - start));
-  absl::MutexLock lock(&mu_);
-  --running_;
-  ++stats_.batches;
-  stats_.examples += static_cast<uint64_t>(n);
+  bool idle = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --running_;
+    ++stats_.batches;
+    stats_.examples += static_cast<uint64_t>(n);
+    idle = draining_ && running_ == 0 && queue_.empty();
+  }
+  if (idle) idle_.notify_all();
 }
 
 Batcher::Stats Batcher::stats() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   Stats s = stats_;
   s.queued_examples = queued_examples_;
   return s;

@@ -121,7 +121,7 @@ absl::Status ModelRepository::LoadAndSwap(const Candidate& c) {
   std::function<void(const std::shared_ptr<const Servable>&)> on_swap;
   std::shared_ptr<const Servable> now;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (!loaded.ok()) {
       failed_[c.dir] = TreeStamp(c.dir);
       ++stats_.load_failures;
@@ -159,12 +159,12 @@ absl::Status ModelRepository::LoadAndSwap(const Candidate& c) {
 }
 
 absl::Status ModelRepository::Poll() {
-  absl::MutexLock poll(&poll_mu_);
+  std::lock_guard<std::mutex> poll(poll_mu_);
   const std::vector<Candidate> found = Scan();
   if (found.empty()) return absl::OkStatus();  // keep serving what is loaded
   const Candidate& newest = found.back();
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (current_ != nullptr && newest.version <= current_->version()) return absl::OkStatus();
     auto f = failed_.find(newest.dir);
     if (f != failed_.end() && f->second == TreeStamp(newest.dir)) return absl::OkStatus();
@@ -175,31 +175,31 @@ absl::Status ModelRepository::Poll() {
 void ModelRepository::StartPolling(absl::Duration interval) {
   if (poller_.joinable()) return;
   poller_ = std::thread([this, interval] {
-    while (!stop_.WaitForNotificationWithTimeout(interval)) {
+    while (!stop_.WaitFor(interval)) {
       Poll().IgnoreError();  // reported through log and stats
     }
   });
 }
 
 void ModelRepository::OnSwap(std::function<void(const std::shared_ptr<const Servable>&)> fn) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   on_swap_ = std::move(fn);
 }
 
 std::shared_ptr<const Servable> ModelRepository::Current() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return current_;
 }
 
 std::vector<VersionStatus> ModelRepository::Versions() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<VersionStatus> out;
   for (const auto& [v, s] : versions_) out.push_back(s);
   return out;
 }
 
 RepositoryStats ModelRepository::Stats() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return stats_;
 }
 

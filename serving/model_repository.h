@@ -25,17 +25,16 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "serving/servable.h"
+#include "serving/stop_signal.h"
 
 namespace brook::serving {
 
@@ -96,14 +95,14 @@ class ModelRepository {
   absl::Status LoadAndSwap(const Candidate& c);
 
   const ModelRepositoryOptions options_;
-  mutable absl::Mutex mu_;
-  std::shared_ptr<const Servable> current_ ABSL_GUARDED_BY(mu_);
-  std::map<int64_t, VersionStatus> versions_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::string> failed_ ABSL_GUARDED_BY(mu_);  // dir -> TreeStamp
-  RepositoryStats stats_ ABSL_GUARDED_BY(mu_);
-  std::function<void(const std::shared_ptr<const Servable>&)> on_swap_ ABSL_GUARDED_BY(mu_);
-  absl::Mutex poll_mu_;  // one Poll at a time
-  absl::Notification stop_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const Servable> current_;
+  std::map<int64_t, VersionStatus> versions_;
+  std::map<std::string, std::string> failed_;  // dir -> TreeStamp
+  RepositoryStats stats_;
+  std::function<void(const std::shared_ptr<const Servable>&)> on_swap_;
+  std::mutex poll_mu_;  // one Poll at a time
+  StopSignal stop_;
   std::thread poller_;
 };
 

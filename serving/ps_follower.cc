@@ -27,7 +27,7 @@ absl::StatusOr<std::unique_ptr<PsFollower>> PsFollower::Start(const PsFollowerOp
   f->thread_ = std::thread([p = f.get()] {
     do {
       p->SyncOnce().IgnoreError();  // counted and logged in SyncOnce
-    } while (!p->stop_.WaitForNotificationWithTimeout(p->options_.interval));
+    } while (!p->stop_.WaitFor(p->options_.interval));
   });
   return f;
 }
@@ -43,14 +43,14 @@ absl::Status PsFollower::SyncOnce() {
   bool full = false;
   uint64_t rows_before = 0;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     rows_before = stats_.rows;
   }
   absl::Status s = Sync(servable, &full);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   std::string line;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (s.ok()) {
       ++(full ? stats_.full_syncs : stats_.delta_syncs);
       stats_.synced_unix_seconds = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
@@ -75,7 +75,7 @@ absl::Status PsFollower::SyncOnce() {
 }
 
 absl::Status PsFollower::Sync(const std::shared_ptr<const Servable>& servable, bool* full) {
-  absl::MutexLock lock(&sync_mu_);
+  std::lock_guard<std::mutex> lock(sync_mu_);
   const std::string job = options_.job.empty() ? servable->loaded().manifest.job_id : options_.job;
   ps::PrefixedPsClient job_ps(ps_, job + "/");
   if (synced_servable_ != servable.get()) cursor_ = {};  // a new version: start over
@@ -113,7 +113,7 @@ absl::Status PsFollower::Sync(const std::shared_ptr<const Servable>& servable, b
   }
   cursor_ = std::move(changes.cursor);
   synced_servable_ = servable.get();
-  absl::MutexLock stats_lock(&mu_);
+  std::lock_guard<std::mutex> stats_lock(mu_);
   stats_.rows += rows;
   return absl::OkStatus();
 }

@@ -24,17 +24,16 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "ps/client/ps_client.h"
 #include "serving/model_repository.h"
+#include "serving/stop_signal.h"
 
 namespace brook::serving {
 
@@ -78,12 +77,12 @@ class PsFollower {
   const PsFollowerOptions options_;
   ModelRepository* const repo_;
   ps::PsClient* const ps_;
-  absl::Mutex sync_mu_;  // one sync at a time
-  const Servable* synced_servable_ ABSL_GUARDED_BY(sync_mu_) = nullptr;
-  ps::ChangeCursor cursor_ ABSL_GUARDED_BY(sync_mu_);
-  mutable absl::Mutex mu_;
-  FollowerStats stats_ ABSL_GUARDED_BY(mu_);
-  absl::Notification stop_;
+  std::mutex sync_mu_;  // one sync at a time
+  const Servable* synced_servable_ = nullptr;
+  ps::ChangeCursor cursor_;
+  mutable std::mutex mu_;
+  FollowerStats stats_;
+  StopSignal stop_;
   std::thread thread_;
 };
 

@@ -37,12 +37,12 @@ class Servable::ScorerLease {
   explicit ScorerLease(const Servable* s) : servable_(s) {}
   ~ScorerLease() {
     if (scorer_ == nullptr) return;
-    absl::MutexLock lock(&servable_->pool_mu_);
+    std::lock_guard<std::mutex> lock(servable_->pool_mu_);
     servable_->free_.push_back(std::move(scorer_));
   }
   absl::StatusOr<Scorer*> Get() {
     {
-      absl::MutexLock lock(&servable_->pool_mu_);
+      std::lock_guard<std::mutex> lock(servable_->pool_mu_);
       if (!servable_->free_.empty()) {
         scorer_ = std::move(servable_->free_.back());
         servable_->free_.pop_back();
@@ -165,7 +165,7 @@ absl::Status Servable::RefreshDense() const {
     pulls.push_back({dense_sizes_[v].first, absl::MakeSpan((*dense)[v])});
   }
   if (!pulls.empty()) RETURN_IF_ERROR(job_ps_->PullBatch({}, pulls));
-  absl::MutexLock lock(&dense_mu_);
+  std::lock_guard<std::mutex> lock(dense_mu_);
   dense_ = std::move(dense);
   return absl::OkStatus();
 }
@@ -202,7 +202,7 @@ absl::Status Servable::Score(absl::Span<const std::string_view> examples,
   RETURN_IF_ERROR(job_ps_->PullBatch(pulls, {}));
   std::shared_ptr<const std::vector<std::vector<float>>> dense;
   {
-    absl::MutexLock lock(&dense_mu_);
+    std::lock_guard<std::mutex> lock(dense_mu_);
     dense = dense_;
   }
   std::vector<absl::Span<const float>> row_spans(sc->rows.begin(), sc->rows.end());

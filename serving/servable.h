@@ -18,15 +18,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "chief/export/model_export.h"
 #include "features/feature_spec.h"
@@ -120,11 +119,11 @@ class Servable {
   std::vector<trainer::TableSpec> tables_;
   std::vector<std::pair<std::string, int64_t>> dense_sizes_;
   // The dense variables, model order; replaced whole by RefreshDense.
-  mutable absl::Mutex dense_mu_;
-  mutable std::shared_ptr<const std::vector<std::vector<float>>> dense_ ABSL_GUARDED_BY(dense_mu_);
+  mutable std::mutex dense_mu_;
+  mutable std::shared_ptr<const std::vector<std::vector<float>>> dense_;
   // Scorers not in use; a Score with none free makes one.
-  mutable absl::Mutex pool_mu_;
-  mutable std::vector<std::unique_ptr<Scorer>> free_ ABSL_GUARDED_BY(pool_mu_);
+  mutable std::mutex pool_mu_;
+  mutable std::vector<std::unique_ptr<Scorer>> free_;
 };
 
 }  // namespace brook::serving

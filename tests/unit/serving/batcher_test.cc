@@ -108,17 +108,18 @@ TEST_F(BatcherTest, ABadRequestFailsAloneInItsBatch) {
   Batcher batcher(repo_.get(), o);
   // Three requests queued together: the middle one does not parse.
   std::vector<std::promise<absl::StatusOr<Prediction>>> done(3);
-  absl::Notification hold;
+  std::promise<void> hold;
+  std::shared_future<void> held = hold.get_future().share();
   // Occupy the worker so the three queue up and go as one batch.
   std::promise<absl::StatusOr<Prediction>> first;
   batcher.Submit({Example(1, 0)}, [&](absl::StatusOr<Prediction> p) {
-    hold.WaitForNotification();
+    held.wait();
     first.set_value(p);
   });
   batcher.Submit({Example(2, 0)}, [&](absl::StatusOr<Prediction> p) { done[0].set_value(p); });
   batcher.Submit({"\x0a\x05garbage"}, [&](absl::StatusOr<Prediction> p) { done[1].set_value(p); });
   batcher.Submit({Example(3, 0)}, [&](absl::StatusOr<Prediction> p) { done[2].set_value(p); });
-  hold.Notify();
+  hold.set_value();
   EXPECT_TRUE(first.get_future().get().ok());
   auto a = done[0].get_future().get();
   auto b = done[1].get_future().get();
@@ -133,17 +134,18 @@ TEST_F(BatcherTest, FullQueueRefusesAndShutdownAnswersTheQueued) {
   BatcherOptions o;
   o.workers = 1;
   o.max_queued_examples = 2;
-  absl::Notification hold, started;
+  std::promise<void> hold, started;
+  std::shared_future<void> held = hold.get_future().share();
   std::vector<absl::Status> results(4);
   std::thread release;
   {
     Batcher batcher(repo_.get(), o);
     batcher.Submit({Example(1, 0)}, [&](absl::StatusOr<Prediction> p) {
-      started.Notify();
-      hold.WaitForNotification();
+      started.set_value();
+      held.wait();
       results[0] = p.status();
     });
-    started.WaitForNotification();  // the worker is busy; the rest queue
+    started.get_future().wait();  // the worker is busy; the rest queue
     batcher.Submit({Example(2, 0), Example(3, 0)},
                    [&](absl::StatusOr<Prediction> p) { results[1] = p.status(); });
     batcher.Submit({Example(4, 0)}, [&](absl::StatusOr<Prediction> p) { results[2] = p.status(); });
@@ -153,7 +155,7 @@ TEST_F(BatcherTest, FullQueueRefusesAndShutdownAnswersTheQueued) {
     // the batch being scored, which ends once `release` lets it.
     release = std::thread([&] {
       absl::SleepFor(absl::Milliseconds(50));
-      hold.Notify();
+      hold.set_value();
     });
   }
   release.join();
