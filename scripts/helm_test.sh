@@ -9,7 +9,11 @@
 # NOTES.txt, every container through `brook ... --check-config`, the smoke
 # job's data made with the Dockerfiles' `brook data gen` arguments, a chief,
 # two PS and a trainer started with the generated certificate and token
-# running the `helm test` pod's script to success) and
+# running the `helm test` pod's script to success; serving.enabled renders
+# (the `brook serve` Deployment, Service, HPA, NetworkPolicy, its helm test
+# pod), then `brook serve` with the serving pod's arguments waiting for, and
+# loading, an export a job on that live cluster writes, and the serving
+# `helm test` pod's script getting a prediction from it) and
 # tests/helm/check_dockerfiles.py.
 # Needs node + npm (the npm registry on first run), python3 and openssl.
 # BROOK_BINARY: the brook binary (default: build/bin/brook).

@@ -109,6 +109,13 @@ for df in dockerfiles:
     passed = any(w == "RUN" and "BROOK_GIT_COMMIT=${BROOK_COMMIT}" in rest and "scripts/build.sh" in rest
                  for w, rest in build_body)
     report(declared and passed, f"{name}: the build stage passes BROOK_COMMIT to the build as BROOK_GIT_COMMIT")
+    # The build stage copies every source folder the top-level CMakeLists.txt
+    # adds: one left out fails the image build (serving/, cli/ once were).
+    subdirs = re.findall(r"^add_subdirectory\((\w+)", (repo / "CMakeLists.txt").read_text(), re.M)
+    copied = {rest.split()[0] for w, rest in build_body if w == "COPY" and len(rest.split()) == 2}
+    missing = [d for d in subdirs if d != "tests" and d not in copied]
+    report(not missing, f"{name}: the build stage copies every source folder CMake adds"
+           + (f" (missing: {', '.join(missing)})" if missing else ""))
     ignore = df.with_name(df.name + ".dockerignore")
     ig = ignore.read_text() if ignore.exists() else ""
     report(all(p in ig for p in ("*.pem", "*.key", ".env", ".git")), f"{name}: {ignore.name} keeps keys, .env and .git out of the context")

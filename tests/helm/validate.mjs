@@ -15,6 +15,17 @@
 //      the chart makes) and <role>.extraVolumes / extraVolumeMounts; the PS
 //      token (BROOK_PS_TOKEN in the PS, chief and trainer pods) or, with
 //      neither token nor mutual TLS, `brook ps --allow-unauthenticated`;
+//      with serving.enabled (variants: defaults on the shared PVC; HPA, one
+//      job's export, memory limit, other ports; following the PS with
+//      mutual TLS and token, existing Secrets, or neither; exports on its
+//      own volume with metrics, NetworkPolicy and its test off) the
+//      `brook serve` Deployment (args, --wait-for-model, the model path on a
+//      read-only mount, ports, startup/readiness probes on GET
+//      /v1/models/NAME and a TCP liveness probe, its own ConfigMap and
+//      checksum, the PS token and TLS only with followPs), its Service,
+//      HPA, NetworkPolicy, scraping and its helm test pod; with it off, no
+//      serving object at all; turning serving on or retuning it changes no
+//      chief, PS or trainer object;
 //   2b. the generated certificate is real (openssl CLI): it chains to the
 //      generated CA, its SANs cover the chief Service and (wildcard) every PS
 //      pod name of the rendered namespace, it has serverAuth and clientAuth,
@@ -41,7 +52,15 @@
 //      generated certificate and token (and two PS shards started with the
 //      PS pods' env) serves `brook list` to a client holding them and refuses
 //      one without, and with a trainer started with the trainer pod's env the
-//      test pod's script submits the smoke job, watches it and exits 0.
+//      test pod's script submits the smoke job, watches it and exits 0;
+//      then `brook serve` with the serving pod's args and ConfigMap, started
+//      before any export, waits (--wait-for-model), loads the export a
+//      smoke job with export.dir writes on that live cluster, answers the
+//      probes' GET and /metrics, and the serving helm test pod's bash script
+//      reads the model's metadata and gets a prediction from it (exit 0);
+//      the same script fails, saying why, with no server or a wrong model
+//      name, and `brook serve --check-config` refuses --memory-limit
+//      without --data-dir and --job without --follow-ps.
 // Prints "ok: ..." / "FAIL: ..." per check; exits 1 on any failure.
 //
 // Environment: HELM (helm binary), BROOK_NODE_MODULES (a node_modules with
@@ -116,7 +135,7 @@ const RELEASE = "rel";
 const CHART_NAME = "brook";
 const names = (release) => {
   const full = release.includes(CHART_NAME) ? release : `${release}-${CHART_NAME}`;
-  return { full, chief: `${full}-chief`, ps: `${full}-ps`, trainer: `${full}-trainer` };
+  return { full, chief: `${full}-chief`, ps: `${full}-ps`, trainer: `${full}-trainer`, serving: `${full}-serving`, chiefTest: `${full}-test-chief`, servingTest: `${full}-test-serving` };
 };
 const byKind = (objs, kind) => objs.filter((o) => o.kind === kind);
 const find = (objs, kind, name) => objs.find((o) => o.kind === kind && o.metadata?.name === name);
@@ -133,6 +152,12 @@ const SMOKE_DIR = "/usr/share/brook/smoke";
 const testPodScript = (pod) => {
   const c = pod.spec.containers[0];
   return { command: c.command || [], script: String(c.args?.[0] ?? ""), argv0: c.args?.[1], chief: c.args?.[2] };
+};
+// The serving helm test pod runs `/bin/bash -c SCRIPT $0 HOST PORT MODEL WAIT_SECONDS`.
+const servingTestScript = (pod) => {
+  const c = pod.spec.containers[0];
+  const a = c.args || [];
+  return { command: c.command || [], script: String(a[0] ?? ""), argv0: a[1], host: a[2], port: a[3], model: a[4], wait: a[5] };
 };
 const containersOf = (spec) => [...(spec?.initContainers || []), ...(spec?.containers || [])];
 const argValue = (args, flag) => {
@@ -210,6 +235,7 @@ for (const extra of [
   [],
   ["--set", "trainer.gpus=1", "--set", "tls.enabled=false", "--set", "auth.enabled=false"],
   ["--set-file", `tls.cert=${USER_CERT.cert}`, "--set-file", `tls.key=${USER_CERT.key}`, "--set-file", `tls.ca=${USER_CERT.ca}`, "--set", "auth.token=lint-token-0123456789"],
+  ["--set", "serving.enabled=true", "--set", "storage.shared.enabled=true", "--set", "storage.shared.size=1Gi", "--set", "serving.hpa.enabled=true", "--set", "serving.followPs=true"],
 ]) {
   const r = helm(["lint", "--strict", CHART, ...extra]);
   const shown = extra.join(" ").replaceAll(work, "<tmp>");
@@ -269,6 +295,54 @@ const variants = [
       trainer: { extraVolumes: [{ name: "data", persistentVolumeClaim: { claimName: "brook-rwx", readOnly: true } }], extraVolumeMounts: [{ name: "data", mountPath: "/mnt/data", subPath: "data", readOnly: true }] },
     },
   },
+  // brook serve (serving.*): needs the exports (storage.shared or its own volume).
+  {
+    name: "serving: defaults on the chart's shared PVC",
+    set: {},
+    values: { storage: { shared: { enabled: true, size: "20Gi" } }, serving: { enabled: true } },
+  },
+  {
+    name: "serving: HPA, one job's export, memory limit, fill missing, ports, servicemonitor",
+    set: { "metrics.serviceMonitor.enabled": true, "metrics.serviceMonitor.labels.release": "prometheus" },
+    extra: ["--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"],
+    values: {
+      storage: { shared: { enabled: true, existingClaim: "brook-rwx", mountPath: "/mnt/brook" } },
+      serving: {
+        enabled: true, modelName: "ctr", model: "/mnt/brook/exports/ctr-daily", httpPort: 8080, grpcPort: 9000, memoryLimit: "1GiB", dataDirSizeLimit: "20Gi", fillMissing: true,
+        maxBatch: 256, batchTimeoutMicros: 500, workers: 4, httpThreads: 3, maxRequestBytes: "16MiB", pollSeconds: 30,
+        hpa: { enabled: true, minReplicas: 2, maxReplicas: 10, targetCPUUtilizationPercentage: 60 }, extraArgs: ["--max-queued-examples", "1024"],
+        env: { BROOK_SERVE_WORKERS: 6 },
+      },
+      networkPolicy: { servingClientsFrom: [{ namespaceSelector: { matchLabels: { team: "web" } } }] },
+    },
+  },
+  {
+    name: "serving: following the PS (mutual TLS and token), 3 PS, podmonitor",
+    set: { "ps.replicas": 3, "metrics.podMonitor.enabled": true, "metrics.podMonitor.labels.release": "prometheus" },
+    extra: ["--api-versions", "monitoring.coreos.com/v1/PodMonitor"],
+    values: { storage: { shared: { enabled: true, hostPath: "/srv/brook/shared" } }, serving: { enabled: true, followPs: true, job: "ctr-1", syncSeconds: 5, replicas: 3 } },
+  },
+  {
+    name: "serving: following the PS, existing Secrets, not mutual, 2 replicas",
+    set: { "tls.existingSecret": "my-tls", "tls.mutual": false, "auth.existingSecret": "my-auth", "auth.existingSecretKey": "api-token", "tls.mountPath": "/run/brook/tls" },
+    values: { storage: { shared: { enabled: true, size: "1Gi" } }, serving: { enabled: true, followPs: true, replicas: 2 } },
+  },
+  {
+    name: "serving: following an unauthenticated PS (TLS and token off)",
+    set: { "tls.enabled": false, "auth.enabled": false },
+    values: { storage: { shared: { enabled: true, size: "1Gi" } }, serving: { enabled: true, followPs: true } },
+  },
+  {
+    name: "serving: exports on its own volume (no storage.shared), no metrics, no network policy, no helm test",
+    set: { "metrics.enabled": false, "networkPolicy.enabled": false },
+    values: {
+      serving: {
+        enabled: true, model: "/models/brook", test: { enabled: false },
+        extraVolumes: [{ name: "models", nfs: { server: "nfs.example.com", path: "/exports/brook" } }],
+        extraVolumeMounts: [{ name: "models", mountPath: "/models", readOnly: true }],
+      },
+    },
+  },
 ];
 
 const REQUIRED_LABELS = ["app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component", "app.kubernetes.io/part-of", "app.kubernetes.io/managed-by", "app.kubernetes.io/version", "helm.sh/chart"];
@@ -301,6 +375,9 @@ for (const v of variants) {
   const authOn = get("auth.enabled", true) !== false;
   const mutual = get("tls.mutual", true) !== false;
   const mountPath = get("tls.mountPath", "/etc/brook/tls");
+  const servingOn = String(get("serving.enabled", false)) === "true";
+  const followPs = servingOn && String(get("serving.followPs", false)) === "true";
+  const servingTestOn = servingOn && String(get("serving.test.enabled", true)) === "true";
 
   // Kubernetes schemas.
   const problems = [];
@@ -380,9 +457,9 @@ for (const v of variants) {
             p.push(`${cw}: no ${probe}`);
             continue;
           }
-          const port = pr.tcpSocket?.port;
+          const port = pr.tcpSocket?.port ?? pr.httpGet?.port;
           const ports = (c.ports || []).map((x) => [x.name, x.containerPort]).flat();
-          if (port === undefined || !ports.includes(port)) p.push(`${cw}: ${probe} tcpSocket port ${port} is not a container port`);
+          if (port === undefined || !ports.includes(port)) p.push(`${cw}: ${probe} ${pr.httpGet ? "httpGet" : "tcpSocket"} port ${port} is not a container port`);
         }
       }
     }
@@ -513,7 +590,7 @@ for (const v of variants) {
 
   check(`[${v.name}] Prometheus discovery annotations${metricsOn ? "" : " absent (metrics off)"}`, () => {
     const p = [];
-    for (const w of [find(objs, "Deployment", n.chief), find(objs, "StatefulSet", n.ps), find(objs, "StatefulSet", n.trainer)]) {
+    for (const w of [find(objs, "Deployment", n.chief), find(objs, "StatefulSet", n.ps), find(objs, "StatefulSet", n.trainer), ...(servingOn ? [find(objs, "Deployment", n.serving)] : [])]) {
       const a = w.spec.template.metadata.annotations || {};
       if (metricsOn) {
         if (a["prometheus.io/scrape"] !== "true" || a["prometheus.io/port"] !== "9100" || a["prometheus.io/path"] !== "/metrics") p.push(`${w.metadata.name}: prometheus.io annotations`);
@@ -562,7 +639,7 @@ for (const v of variants) {
     const p = [];
     if (sm.metadata.labels.release !== "prometheus") p.push("serviceMonitor.labels not applied");
     const svcs = byKind(objs, "Service").filter((s) => Object.entries(sm.spec.selector.matchLabels).every(([k, val]) => s.metadata.labels[k] === val));
-    for (const want of [n.chief, n.ps, n.trainer]) {
+    for (const want of [n.chief, n.ps, n.trainer, ...(servingOn ? [n.serving] : [])]) {
       const s = svcs.find((x) => x.metadata.name === want);
       if (!s) p.push(`${want} Service not selected`);
       else if (!s.spec.ports.some((x) => x.name === sm.spec.endpoints[0].port)) p.push(`${want} Service lacks port ${sm.spec.endpoints[0].port}`);
@@ -592,8 +669,9 @@ for (const v of variants) {
   });
 
   const workloads = objs.filter((o) => podSpecOf(o));
-  const testPod = objs.find(isHelmTest);
+  const testPod = find(objs, "Pod", n.chiefTest);
   const chiefW = find(objs, "Deployment", n.chief);
+  const servingW = servingOn ? find(objs, "Deployment", n.serving) : null;
   const envOf = (o) => podSpecOf(o).containers[0].env || [];
   const TLS_KEYS = ["BROOK_TLS_CA", "BROOK_TLS_CERT", "BROOK_TLS_KEY", "BROOK_TLS_MUTUAL"];
   const wantTlsEnv = { BROOK_TLS_CERT: `${mountPath}/tls.crt`, BROOK_TLS_KEY: `${mountPath}/tls.key`, BROOK_TLS_CA: `${mountPath}/ca.crt`, BROOK_TLS_MUTUAL: String(mutual) };
@@ -605,7 +683,14 @@ for (const v of variants) {
   check(`[${v.name}] TLS ${tlsOn ? `${mutual ? "mutual, " : ""}${get("tls.existingSecret", "") ? "existing Secret" : userCert ? "user certificate" : "generated certificate"}: Secret, mount and BROOK_TLS_* in every pod` : "off: no Secret, mount or BROOK_TLS_*"}`, () => {
     const p = [];
     const withTls = workloads.filter((o) => (podSpecOf(o).volumes || []).some((x) => x.name === "tls"));
-    const cms = [n.chief, n.ps, n.trainer].map((name) => find(objs, "ConfigMap", name));
+    // Brook gRPC clients and servers; not the serving pods unless they
+    // follow the PS, nor the serving test pod (plain HTTP).
+    const tlsPods = workloads.filter((o) => o.metadata.name !== n.servingTest && (o.metadata.name !== n.serving || followPs));
+    const cms = [n.chief, n.ps, n.trainer, ...(followPs ? [n.serving] : [])].map((name) => find(objs, "ConfigMap", name));
+    const servingCm = servingOn ? find(objs, "ConfigMap", n.serving) : null;
+    if (servingOn && !followPs) {
+      for (const k of TLS_KEYS) if (servingCm?.data?.[k] !== undefined) p.push(`${n.serving}: ${k} without serving.followPs (it dials no Brook server)`);
+    }
     const testEnv = Object.fromEntries(envOf(testPod).filter((e) => "value" in e).map((e) => [e.name, e.value]));
     if (!tlsOn) {
       if (find(objs, "Secret", tlsSecretName)) p.push("TLS Secret rendered while off");
@@ -632,7 +717,8 @@ for (const v of variants) {
         if (!/-----BEGIN (RSA |EC )?PRIVATE KEY-----/.test(unb64(s.data["tls.key"]))) p.push("generated tls.key is not PEM");
       }
     }
-    if (withTls.length !== workloads.length) p.push(`not every pod mounts the TLS Secret (${workloads.length - withTls.length} do not)`);
+    for (const o of tlsPods) if (!withTls.includes(o)) p.push(`${o.metadata.name} does not mount the TLS Secret`);
+    for (const o of withTls) if (!tlsPods.includes(o)) p.push(`${o.metadata.name} mounts the TLS Secret it has no use for`);
     for (const o of withTls) {
       if (podSpecOf(o).volumes.find((x) => x.name === "tls").secret?.secretName !== tlsSecretName) p.push(`${o.metadata.name}: wrong secret`);
       for (const c of containersOf(podSpecOf(o))) {
@@ -675,6 +761,7 @@ for (const v of variants) {
       else if (ref.name !== authSecretName || ref.key !== authSecretKey) p.push(`${o.metadata.name}: ${name} from ${ref.name}/${ref.key}, want ${authSecretName}/${authSecretKey}`);
     }
     if (refOf(chiefW, "BROOK_TOKEN")) p.push("chief given a client BROOK_TOKEN");
+    if (servingW && refOf(servingW, "BROOK_TOKEN")) p.push("serving pods given the chief's BROOK_TOKEN (they never call the chief)");
     return p;
   });
 
@@ -689,17 +776,23 @@ for (const v of variants) {
       } else if (sum !== undefined) p.push(`${w.metadata.name}: checksum/secrets while both off`);
     }
     if (sums.size > 1) p.push("workloads disagree on checksum/secrets");
+    if (servingW) {
+      const sum = servingW.spec.template.metadata.annotations?.["checksum/secrets"];
+      if (followPs && (tlsOn || authOn)) {
+        if (!sums.has(sum)) p.push(`${n.serving} (follows the PS): checksum/secrets ${sum}, not the other workloads'`);
+      } else if (sum !== undefined) p.push(`${n.serving}: checksum/secrets while it mounts no Secret`);
+    }
     return p;
   });
 
   const dataOn = String(get("storage.data.enabled", false)) === "true";
   const sharedOn = String(get("storage.shared.enabled", false)) === "true";
-  check(`[${v.name}] storage: ${dataOn ? "data read-only in the chief and trainers" : "no data volume"}, ${sharedOn ? "one shared volume at one path in the chief and every PS" : "no shared volume"}, extra volumes as given`, () => {
+  check(`[${v.name}] storage: ${dataOn ? "data read-only in the chief and trainers" : "no data volume"}, ${sharedOn ? `one shared volume at one path in the chief and every PS${servingOn ? " (read-only in the serving pods)" : ""}` : "no shared volume"}, extra volumes as given`, () => {
     const p = [];
-    const roles = { chief: find(objs, "Deployment", n.chief), ps: find(objs, "StatefulSet", n.ps), trainer: find(objs, "StatefulSet", n.trainer) };
+    const roles = { chief: find(objs, "Deployment", n.chief), ps: find(objs, "StatefulSet", n.ps), trainer: find(objs, "StatefulSet", n.trainer), ...(servingOn ? { serving: servingW } : {}) };
     const sharedClaim = `${n.full}-shared`;
     const made = sharedOn && get("storage.shared.size", "") && !get("storage.shared.existingClaim", "") && !get("storage.shared.hostPath", "");
-    const want = { "brook-data": dataOn ? ["chief", "trainer"] : [], "brook-shared": sharedOn ? ["chief", "ps"] : [] };
+    const want = { "brook-data": dataOn ? ["chief", "trainer"] : [], "brook-shared": sharedOn ? ["chief", "ps", "serving"] : [] };
     const sharedPaths = new Set();
     for (const [vol, withIt] of Object.entries(want)) {
       for (const [role, w] of Object.entries(roles)) {
@@ -719,7 +812,10 @@ for (const v of variants) {
         if (mount.mountPath !== mountPath) p.push(`${role}: ${vol} at ${mount.mountPath}, want ${mountPath}`);
         if (vol === "brook-data" && mount.readOnly !== true) p.push(`${role}: the data is not mounted read-only`);
         if (vol === "brook-shared") {
-          if (mount.readOnly) p.push(`${role}: the shared volume is read-only (the PS and chief write there)`);
+          if (role === "serving") {
+            if (mount.readOnly !== true) p.push("serving: the shared volume is not mounted read-only (it only reads exports)");
+            if (volume.persistentVolumeClaim && volume.persistentVolumeClaim.readOnly !== true) p.push("serving: shared claim not readOnly");
+          } else if (mount.readOnly) p.push(`${role}: the shared volume is read-only (the PS and chief write there)`);
           sharedPaths.add(mount.mountPath);
         }
         const claim = get(`${prefix}.existingClaim`, "") || (vol === "brook-shared" && made ? sharedClaim : "");
@@ -732,7 +828,7 @@ for (const v of variants) {
         } else p.push(`${role}: ${vol} has neither a claim nor a hostPath`);
       }
     }
-    if (sharedPaths.size > 1) p.push(`the chief and the PS mount the shared volume at different paths: ${[...sharedPaths]}`);
+    if (sharedPaths.size > 1) p.push(`the chief, the PS and the serving pods mount the shared volume at different paths: ${[...sharedPaths]}`);
     const pvc = find(objs, "PersistentVolumeClaim", sharedClaim);
     if (!!pvc !== !!made) p.push(`shared PVC ${sharedClaim} ${pvc ? "rendered" : "missing"}`);
     if (pvc) {
@@ -766,7 +862,8 @@ for (const v of variants) {
     const psW = find(objs, "StatefulSet", n.ps);
     const args = psW.spec.template.spec.containers[0].args;
     if (args.includes("--allow-unauthenticated") !== psUnauthenticated) p.push(`--allow-unauthenticated ${psUnauthenticated ? "missing" : "given"}`);
-    for (const w of [psW, chiefW, find(objs, "StatefulSet", n.trainer)]) {
+    if (servingW && !followPs && envOf(servingW).some((e) => e.name === "BROOK_PS_TOKEN")) p.push(`${n.serving}: BROOK_PS_TOKEN without serving.followPs`);
+    for (const w of [psW, chiefW, find(objs, "StatefulSet", n.trainer), ...(followPs ? [servingW] : [])]) {
       const ref = envOf(w).find((e) => e.name === "BROOK_PS_TOKEN");
       if (!authOn) {
         if (ref) p.push(`${w.metadata.name}: BROOK_PS_TOKEN while auth is off`);
@@ -777,12 +874,16 @@ for (const v of variants) {
       else if (k.name !== authSecretName || k.key !== authSecretKey) p.push(`${w.metadata.name}: BROOK_PS_TOKEN from ${k.name}/${k.key}, want ${authSecretName}/${authSecretKey}`);
     }
     if (envOf(testPod).some((e) => e.name === "BROOK_PS_TOKEN")) p.push("the helm test pod (a chief client) has BROOK_PS_TOKEN");
+    const st = find(objs, "Pod", n.servingTest);
+    if (st && envOf(st).length) p.push(`the serving test pod has env ${envOf(st).map((e) => e.name)} (it needs none)`);
     return p;
   });
 
   check(`[${v.name}] helm test hook pod submits the image's smoke job to the chief Service and watches it`, () => {
-    const t = objs.filter(isHelmTest);
-    if (t.length !== 1) return [`${t.length} test hooks`];
+    const hooks = objs.filter(isHelmTest);
+    if (hooks.length !== (servingTestOn ? 2 : 1)) return [`${hooks.length} test hooks, want ${servingTestOn ? 2 : 1}: ${hooks.map((o) => o.metadata.name)}`];
+    const t = hooks.filter((o) => o.metadata.name === n.chiefTest);
+    if (t.length !== 1) return [`no test hook ${n.chiefTest}`];
     const c = t[0].spec.containers[0];
     const s = testPodScript(t[0]);
     const p = [];
@@ -802,6 +903,174 @@ for (const v of variants) {
     if (c.securityContext?.readOnlyRootFilesystem !== true || c.securityContext?.runAsNonRoot !== true) p.push("not the restricted, read-only-root securityContext");
     if (t[0].spec.restartPolicy !== "Never") p.push("restartPolicy");
     if (t[0].spec.containers[0].envFrom) p.push("test pod now has envFrom: update the TLS env checks");
+    return p;
+  });
+
+  // ---- brook serve (serving.*)
+  const servingObjs = objs.filter((o) => o.metadata?.labels?.["app.kubernetes.io/component"] === "serving" || o.metadata?.name === n.servingTest);
+  if (!servingOn) {
+    check(`[${v.name}] no serving objects (serving.enabled=false)`, () => servingObjs.map((o) => `${o.kind}/${o.metadata.name} rendered`).concat(byKind(objs, "HorizontalPodAutoscaler").map((o) => `HPA ${o.metadata.name}`)));
+    continue;
+  }
+  const sv = {
+    modelName: String(get("serving.modelName", "brook")),
+    model: get("serving.model", "") || `${get("storage.shared.mountPath", "/brook/shared").replace(/\/$/, "")}/exports`,
+    httpPort: Number(get("serving.httpPort", 8501)),
+    grpcPort: Number(get("serving.grpcPort", 8500)),
+    memoryLimit: String(get("serving.memoryLimit", "")),
+    hpa: String(get("serving.hpa.enabled", false)) === "true",
+    replicas: Number(get("serving.replicas", 1)),
+    job: String(get("serving.job", "")),
+    extraArgs: get("serving.extraArgs", []),
+    wait: Number(get("serving.waitForModelSeconds", 86400)),
+  };
+  const memoryOn = sv.memoryLimit !== "" && sv.memoryLimit !== "0";
+  const statusPath = `/v1/models/${sv.modelName}`;
+  check(`[${v.name}] serving Deployment: brook serve --model ${sv.model} --wait-for-model on 0.0.0.0 (HTTP ${sv.httpPort}, gRPC ${sv.grpcPort}), ${sv.hpa ? "replicas left to the HPA" : `${sv.replicas} replicas`}, exports read-only${memoryOn ? ", --memory-limit on an emptyDir" : ""}${followPs ? ", --follow-ps every PS" : ""}`, () => {
+    const d = servingW;
+    if (!d) return ["no serving Deployment"];
+    const p = [];
+    if (sv.hpa ? d.spec.replicas !== undefined : d.spec.replicas !== sv.replicas) p.push(`replicas ${d.spec.replicas}`);
+    if (d.spec.strategy?.type !== "RollingUpdate" || d.spec.strategy.rollingUpdate?.maxUnavailable !== 0) p.push("not a RollingUpdate with maxUnavailable 0 (a rollout would drop serving capacity)");
+    const spec = d.spec.template.spec;
+    if (spec.containers.length !== 1) p.push(`${spec.containers.length} containers`);
+    const c = spec.containers[0];
+    const a = c.args || [];
+    if (a[0] !== "serve") p.push(`args[0] ${a[0]}, want serve`);
+    if ((c.command || []).length) p.push(`command ${c.command}: want the image's brook entrypoint`);
+    const want = {
+      "--model": sv.model,
+      "--model-name": sv.modelName,
+      "--http": `0.0.0.0:${sv.httpPort}`,
+      "--grpc": `0.0.0.0:${sv.grpcPort}`,
+      "--metrics-listen": metricsOn ? "0.0.0.0:9100" : "",
+    };
+    for (const [flag, val] of Object.entries(want)) if (argValue(a, flag) !== val) p.push(`${flag} ${JSON.stringify(argValue(a, flag))}, want ${JSON.stringify(val)}`);
+    if (!a.includes("--wait-for-model")) p.push("no --wait-for-model (a pod started before the first export would exit 2 and crash-loop)");
+    const dataDir = argValue(a, "--data-dir");
+    if (memoryOn) {
+      if (argValue(a, "--memory-limit") !== sv.memoryLimit) p.push(`--memory-limit ${argValue(a, "--memory-limit")}`);
+      const m = (c.volumeMounts || []).find((x) => x.mountPath === dataDir);
+      const vol = m && (spec.volumes || []).find((x) => x.name === m.name);
+      if (!dataDir || !vol?.emptyDir || m.readOnly) p.push(`--data-dir ${dataDir} is not a writable emptyDir`);
+      const size = String(get("serving.dataDirSizeLimit", ""));
+      if (vol?.emptyDir && (vol.emptyDir.sizeLimit || "") !== size) p.push(`data emptyDir sizeLimit ${vol.emptyDir.sizeLimit}, want ${size}`);
+    } else if (a.includes("--memory-limit") || dataDir !== undefined) p.push("--memory-limit / --data-dir without serving.memoryLimit");
+    const psAddrs = Array.from({ length: psReplicas }, (_, i) => `${n.ps}-${i}.${n.ps}.${namespace}.svc.cluster.local:7070`).join(",");
+    if (followPs) {
+      if (argValue(a, "--follow-ps") !== psAddrs) p.push(`--follow-ps ${argValue(a, "--follow-ps")}, want ${psAddrs}`);
+      if (sv.job ? argValue(a, "--job") !== sv.job : a.includes("--job")) p.push(`--job ${argValue(a, "--job")}`);
+      // The chief dials the same names; the certificate's wildcard covers them.
+      const chiefPsArgs = chiefW.spec.template.spec.containers[0].args;
+      if (argValue(chiefPsArgs, "--ps-statefulset") !== n.ps) p.push("the chief no longer finds the PS by StatefulSet: recheck --follow-ps");
+    } else if (a.includes("--follow-ps") || a.includes("--job")) p.push("--follow-ps / --job without serving.followPs");
+    if (sv.extraArgs.length && JSON.stringify(a.slice(-sv.extraArgs.length)) !== JSON.stringify(sv.extraArgs.map(String))) p.push("extraArgs not last");
+    // The exports: the model path lies on a read-only mount.
+    const mounts = (c.volumeMounts || []).filter((m) => !m.subPath);
+    const on = mounts.filter((m) => sv.model === m.mountPath || sv.model.startsWith(`${m.mountPath.replace(/\/$/, "")}/`));
+    if (!on.length) p.push(`--model ${sv.model} is on no volume (mounts: ${mounts.map((m) => m.mountPath)})`);
+    else if (!on.every((m) => m.readOnly === true)) p.push(`--model ${sv.model} is on a writable mount`);
+    const ports = Object.fromEntries((c.ports || []).map((x) => [x.name, x.containerPort]));
+    if (ports.http !== sv.httpPort || ports.grpc !== sv.grpcPort) p.push(`containerPorts ${JSON.stringify(ports)}`);
+    if (metricsOn ? ports.metrics !== 9100 : "metrics" in ports) p.push(`metrics containerPort ${ports.metrics}`);
+    // Probes: startup and readiness ask for the model; liveness only connects.
+    for (const probe of ["startupProbe", "readinessProbe"]) {
+      const g = c[probe]?.httpGet;
+      if (!g || g.path !== statusPath || g.port !== "http") p.push(`${probe} ${JSON.stringify(c[probe])}, want httpGet ${statusPath} on port http`);
+    }
+    const sp = c.startupProbe || {};
+    const budget = (sp.periodSeconds || 10) * (sp.failureThreshold || 3);
+    if (budget < sv.wait || budget > sv.wait + 10 * (sp.periodSeconds || 10)) p.push(`startup probe budget ${budget} s, want serving.waitForModelSeconds ${sv.wait}`);
+    if (c.livenessProbe?.tcpSocket?.port !== "http") p.push(`livenessProbe ${JSON.stringify(c.livenessProbe)}, want tcpSocket on http`);
+    if (c.livenessProbe?.httpGet) p.push("an HTTP liveness probe (it would queue behind predictions and restart a busy server)");
+    const cm = find(objs, "ConfigMap", n.serving);
+    if (!cm) p.push(`no ConfigMap ${n.serving}`);
+    if (!(c.envFrom || []).some((e) => e.configMapRef?.name === n.serving)) p.push("the ConfigMap is not in envFrom");
+    const envOverride = get("serving.env", {});
+    const wantCm = {
+      BROOK_SERVE_MAX_BATCH: get("serving.maxBatch", 64),
+      BROOK_SERVE_BATCH_TIMEOUT_MICROS: get("serving.batchTimeoutMicros", 2000),
+      BROOK_SERVE_WORKERS: get("serving.workers", 2),
+      BROOK_SERVE_HTTP_THREADS: get("serving.httpThreads", 2),
+      BROOK_SERVE_MAX_REQUEST_BYTES: get("serving.maxRequestBytes", "4MiB"),
+      BROOK_SERVE_POLL_SECONDS: get("serving.pollSeconds", 10),
+      BROOK_SERVE_MAX_QUEUED_EXAMPLES: get("serving.maxQueuedExamples", 65536),
+      ...(String(get("serving.fillMissing", false)) === "true" ? { BROOK_SERVE_FILL_MISSING: "true" } : {}),
+      ...(followPs ? { BROOK_SERVE_SYNC_SECONDS: get("serving.syncSeconds", 10) } : {}),
+      ...envOverride,
+    };
+    for (const [k, val] of Object.entries(wantCm)) if (cm?.data?.[k] !== String(val)) p.push(`ConfigMap ${k}=${cm?.data?.[k]}, want ${val}`);
+    for (const k of Object.keys(cm?.data || {})) if (k.startsWith("BROOK_SERVE_") && !(k in wantCm)) p.push(`ConfigMap has ${k}`);
+    for (const k of Object.keys(cm?.data || {})) if (!/^BROOK_(SERVE|TLS)_/.test(k) && !(k in get("env", {}))) p.push(`ConfigMap has ${k}, not a serve setting`);
+    const ann = d.spec.template.metadata.annotations || {};
+    if (!/^[0-9a-f]{64}$/.test(ann["checksum/config"] || "")) p.push("checksum/config");
+    if (ann["checksum/config"] === chiefW.spec.template.metadata.annotations["checksum/config"]) p.push("checksum/config is the training pods' (a serving setting would restart the PS)");
+    return p;
+  });
+
+  check(`[${v.name}] serving Service (http ${sv.httpPort}, grpc ${sv.grpcPort}${metricsOn ? ", metrics" : ""}), ${sv.hpa ? "HPA on CPU" : "no HPA"}${get("networkPolicy.enabled", true) === false ? "" : ", NetworkPolicy"}`, () => {
+    const p = [];
+    const svc = find(objs, "Service", n.serving);
+    if (!svc) return ["no serving Service"];
+    const labels = servingW.spec.template.metadata.labels;
+    if (!Object.entries(svc.spec.selector || {}).every(([k, val]) => labels[k] === val) || !svc.spec.selector?.["app.kubernetes.io/component"]) p.push("the Service's selector does not pick exactly the serving pods");
+    const ports = Object.fromEntries((svc.spec.ports || []).map((x) => [x.name, x]));
+    if (ports.http?.port !== sv.httpPort || ports.http?.targetPort !== "http") p.push(`http port ${JSON.stringify(ports.http)}`);
+    if (ports.grpc?.port !== sv.grpcPort || ports.grpc?.targetPort !== "grpc" || ports.grpc?.appProtocol !== "grpc") p.push(`grpc port ${JSON.stringify(ports.grpc)}`);
+    if (metricsOn ? ports.metrics?.port !== 9100 : !!ports.metrics) p.push(`metrics port ${JSON.stringify(ports.metrics)}`);
+    if (svc.spec.clusterIP === "None") p.push("headless: clients need one address to load-balance over");
+    const hpas = byKind(objs, "HorizontalPodAutoscaler");
+    if (sv.hpa) {
+      if (hpas.length !== 1) p.push(`${hpas.length} HPAs`);
+      const h = hpas[0];
+      if (h) {
+        if (h.apiVersion !== "autoscaling/v2") p.push(`HPA ${h.apiVersion}`);
+        const ref = h.spec.scaleTargetRef;
+        if (ref.kind !== "Deployment" || ref.name !== n.serving || ref.apiVersion !== "apps/v1") p.push(`HPA scales ${JSON.stringify(ref)}`);
+        if (h.spec.minReplicas !== Number(get("serving.hpa.minReplicas", 1)) || h.spec.maxReplicas !== Number(get("serving.hpa.maxReplicas", 4))) p.push(`HPA ${h.spec.minReplicas}-${h.spec.maxReplicas}`);
+        const m = (h.spec.metrics || []).find((x) => x.type === "Resource" && x.resource?.name === "cpu");
+        if (m?.resource.target.type !== "Utilization" || m.resource.target.averageUtilization !== Number(get("serving.hpa.targetCPUUtilizationPercentage", 70))) p.push(`HPA CPU target ${JSON.stringify(m)}`);
+        if (!servingW.spec.template.spec.containers[0].resources?.requests?.cpu) p.push("HPA on CPU without a CPU request");
+      }
+    } else if (hpas.length) p.push("HPA rendered while serving.hpa.enabled=false");
+    if (get("networkPolicy.enabled", true) !== false) {
+      const np = byKind(objs, "NetworkPolicy").find((x) => Object.entries(x.spec.podSelector.matchLabels || {}).every(([k, val]) => labels[k] === val) && x.spec.podSelector.matchLabels["app.kubernetes.io/component"] === "serving");
+      if (!np) p.push("no NetworkPolicy selects the serving pods");
+      else {
+        const rule = (np.spec.ingress || []).find((r) => (r.ports || []).some((x) => x.port === sv.httpPort));
+        const rulePorts = (rule?.ports || []).map((x) => x.port).sort();
+        if (JSON.stringify(rulePorts) !== JSON.stringify([sv.httpPort, sv.grpcPort].sort())) p.push(`client rule ports ${rulePorts}`);
+        const release_ = { "app.kubernetes.io/name": CHART_NAME, "app.kubernetes.io/instance": release };
+        if (!rule?.from?.some((f) => f.podSelector && Object.entries(release_).every(([k, val]) => f.podSelector.matchLabels?.[k] === val))) p.push("the release's pods (the helm test pod) may not call it");
+        const extra = get("networkPolicy.servingClientsFrom", [{ podSelector: {} }]);
+        for (const peer of extra) if (!rule?.from?.some((f) => canon(f) === canon(peer))) p.push(`servingClientsFrom peer ${JSON.stringify(peer)} missing`);
+        if ((rule?.from || []).some((f) => !f.podSelector && !f.namespaceSelector && !f.ipBlock)) p.push("a peer that allows everything");
+        if (metricsOn && !(np.spec.ingress || []).some((r) => (r.ports || []).some((x) => x.port === 9100) && r.from?.some((f) => f.podSelector?.matchLabels?.["app.kubernetes.io/name"] === "prometheus"))) p.push("metrics not open to Prometheus");
+      }
+    }
+    return p;
+  });
+
+  check(`[${v.name}] serving helm test pod ${servingTestOn ? "reads the model's metadata and predicts through the serving Service" : "absent (serving.test.enabled=false)"}`, () => {
+    const pod = find(objs, "Pod", n.servingTest);
+    if (!servingTestOn) return pod ? ["rendered while serving.test.enabled=false"] : [];
+    if (!pod) return [`no Pod ${n.servingTest}`];
+    const p = [];
+    if (!isHelmTest(pod)) p.push("not a helm test hook");
+    const s = servingTestScript(pod);
+    if (JSON.stringify(s.command) !== JSON.stringify(["/bin/bash", "-c"])) p.push(`command ${JSON.stringify(s.command)}, want ["/bin/bash", "-c"] (the image has no curl: bash's /dev/tcp)`);
+    if ((pod.spec.containers[0].args || []).length !== 6) p.push("args: want [script, $0, host, port, model, wait seconds]");
+    if (s.host !== `${n.serving}.${namespace}.svc`) p.push(`host ${s.host}`);
+    if (s.port !== String(sv.httpPort)) p.push(`port ${s.port}, want ${sv.httpPort}`);
+    if (s.model !== sv.modelName) p.push(`model ${s.model}`);
+    if (!/^\d+$/.test(s.wait || "")) p.push(`wait ${s.wait}`);
+    for (const want of ['/dev/tcp/$host/$port', 'GET "/v1/models/$model"', 'GET "/v1/models/$model/metadata"', 'POST "/v1/models/$model:predict"', '"predictions":[']) if (!s.script.includes(want)) p.push(`script lacks ${want}`);
+    if (s.script.split("\n").map((l) => l.trim()).filter(Boolean)[0] !== "set -eu") p.push("script does not start with set -eu");
+    if (/\{\{|<no value>|%!/.test(s.script)) p.push("template holes in the script");
+    if ((pod.spec.volumes || []).some((x) => x.name === "tls")) p.push("mounts the TLS Secret (plain HTTP)");
+    if (pod.spec.restartPolicy !== "Never") p.push("restartPolicy");
+    const c = pod.spec.containers[0];
+    if (c.securityContext?.readOnlyRootFilesystem !== true || c.securityContext?.runAsNonRoot !== true) p.push("not the restricted, read-only-root securityContext");
     return p;
   });
 }
@@ -897,6 +1166,27 @@ for (const r of rendered) checkGeneratedCert(r);
     const p = [];
     for (const extra of [["--set", "auth.token=another-token-0123456789"], ["--set", "tls.mutual=false"], ["--set", "tls.existingSecret=x"]]) {
       if (sum(render(RELEASE, "default", extra)) === base) p.push(`${extra[1]} leaves it unchanged`);
+    }
+    return p;
+  });
+  // The serving pods have their own ConfigMap and checksum: turning serving
+  // on, or changing a serving setting, must not roll the chief, the PS or
+  // the trainers (a PS restart pauses training).
+  check("serving on, off or retuned (serving.*) leaves the chief, PS and trainer objects unchanged", () => {
+    const shared = ["--set", "storage.shared.enabled=true", "--set", "storage.shared.size=1Gi", "--set", "auth.token=fixed-token-0123456789", "--set-file", `tls.cert=${USER_CERT.cert}`, "--set-file", `tls.key=${USER_CERT.key}`, "--set-file", `tls.ca=${USER_CERT.ca}`];
+    const training = (objs) => objs.filter((o) => ["chief", "ps", "trainer"].includes(o.metadata?.labels?.["app.kubernetes.io/component"]) && o.metadata.name !== `${names(RELEASE).full}-auth`);
+    const base = training(render(RELEASE, "default", shared));
+    const p = [];
+    for (const extra of [
+      ["--set", "serving.enabled=true"],
+      ["--set", "serving.enabled=true", "--set", "serving.maxBatch=8", "--set", "serving.env.BROOK_SERVE_WORKERS=9", "--set", "serving.followPs=true", "--set", "serving.memoryLimit=1GiB"],
+    ]) {
+      const other = training(render(RELEASE, "default", [...shared, ...extra]));
+      if (other.length !== base.length) p.push(`${extra.join(" ")}: ${other.length} training objects, was ${base.length}`);
+      for (const o of other) {
+        const b = base.find((x) => x.kind === o.kind && x.metadata.name === o.metadata.name);
+        if (!b || canon(b) !== canon(o)) p.push(`${extra.filter((x) => x !== "--set").join(" ")}: ${o.kind}/${o.metadata.name} changes`);
+      }
     }
     return p;
   });
@@ -1065,6 +1355,25 @@ const bad = [
   { label: "a hostPath with a .. segment", values: { storage: { data: { enabled: true, hostPath: "/d/../etc" } } }, want: /storage\.data\.hostPath \/d\/\.\.\/etc: a "\.\." segment/ },
   { label: "an extraVolumeMount over /tmp", values: { trainer: { extraVolumes: [{ name: "x", emptyDir: {} }], extraVolumeMounts: [{ name: "x", mountPath: "/tmp" }] } }, want: /trainer\.extraVolumeMounts\[0\]: mountPath \/tmp is mounted already/ },
   { label: "a relative extraVolumeMount path", values: { ps: { extraVolumes: [{ name: "x", emptyDir: {} }], extraVolumeMounts: [{ name: "x", mountPath: "x" }] } }, want: /ps\/extraVolumeMounts\/0\/mountPath/ },
+  // serving
+  { label: "serving without the exports (no storage.shared, no volume of its own)", set: ["--set", "serving.enabled=true"], want: /serving\.enabled needs the exports it serves: storage\.shared\.enabled/ },
+  { label: "serving.model off every volume", set: ["--set", "serving.enabled=true", "--set", "storage.shared.enabled=true", "--set", "storage.shared.size=1Gi", "--set", "serving.model=/srv/models"], want: /serving\.model \/srv\/models is on no volume of the serving pods \(mounted: \/brook\/shared\)/ },
+  { label: "serving.model beside a mount, not under it", values: { serving: { enabled: true, model: "/modelsx/a", extraVolumes: [{ name: "m", emptyDir: {} }], extraVolumeMounts: [{ name: "m", mountPath: "/models" }] } }, want: /serving\.model \/modelsx\/a is on no volume/ },
+  { set: ["--set", "serving.model=models/brook"], want: /serving\/model/ },
+  { set: ["--set", "serving.modelName=a/b"], want: /serving\/modelName/ },
+  { set: ["--set", "serving.httpPort=0"], want: /serving\/httpPort/ },
+  { set: ["--set", "serving.maxBatch=0"], want: /serving\/maxBatch/ },
+  { set: ["--set", "serving.maxRequestBytes=lots"], want: /serving\/maxRequestBytes/ },
+  { set: ["--set", "serving.memoryLimit=lots"], want: /serving\/memoryLimit/ },
+  { set: ["--set", "serving.waitForModelSeconds=0"], want: /serving\/waitForModelSeconds/ },
+  { set: ["--set", "serving.hpa.targetCPUUtilizationPercentage=0"], want: /serving\/hpa\/targetCPUUtilizationPercentage/ },
+  { set: ["--set", "serving.replica=2"], want: /serving.*replica/ },
+  { label: "serving.httpPort = serving.grpcPort", set: ["--set", "serving.enabled=true", "--set", "storage.shared.enabled=true", "--set", "storage.shared.size=1Gi", "--set", "serving.grpcPort=8501"], want: /serving\.httpPort and serving\.grpcPort are both 8501/ },
+  { label: "serving.httpPort = metrics.port", set: ["--set", "serving.enabled=true", "--set", "storage.shared.enabled=true", "--set", "storage.shared.size=1Gi", "--set", "serving.httpPort=9100"], want: /serving\.httpPort and metrics\.port are both 9100/ },
+  { label: "serving.hpa min above max", set: ["--set", "serving.enabled=true", "--set", "storage.shared.enabled=true", "--set", "storage.shared.size=1Gi", "--set", "serving.hpa.enabled=true", "--set", "serving.hpa.minReplicas=5", "--set", "serving.hpa.maxReplicas=2"], want: /serving\.hpa\.minReplicas 5 is above serving\.hpa\.maxReplicas 2/ },
+  { label: "serving.hpa without a CPU request", values: { storage: { shared: { enabled: true, size: "1Gi" } }, serving: { enabled: true, hpa: { enabled: true }, resources: { requests: { cpu: null, memory: "1Gi" } } } }, want: /serving\.hpa\.enabled needs serving\.resources\.requests\.cpu/ },
+  { label: "a serving extraVolumeMount naming no volume", values: { serving: { enabled: true, model: "/m", extraVolumeMounts: [{ name: "nope", mountPath: "/m" }] } }, want: /serving\.extraVolumeMounts\[0\] \(mountPath \/m\): no volume named "nope" in the serving pods/ },
+  { label: "a serving extraVolumeMount over the shared mount", values: { storage: { shared: { enabled: true, size: "1Gi" } }, serving: { enabled: true, extraVolumes: [{ name: "x", emptyDir: {} }], extraVolumeMounts: [{ name: "x", mountPath: "/brook/shared/exports" }] } }, want: /serving\.extraVolumeMounts\[0\]: mountPath \/brook\/shared\/exports overlaps \/brook\/shared/ },
 ];
 for (const b of bad) {
   const r = helm(["template", RELEASE, CHART, ...(b.set || []), ...(b.values ? ["-f", valuesFile(b.values)] : [])]);
@@ -1083,6 +1392,8 @@ const notesVariants = [
   { name: "storage on", extra: ["--set", "storage.data.enabled=true", "--set", "storage.data.existingClaim=d", "--set", "storage.data.mountPath=/data", "--set", "storage.shared.enabled=true", "--set", "storage.shared.size=1Gi"], tls: "rel-brook-tls", token: "rel-brook-auth", key: "token", mutual: true, serverName: false, storage: true },
   { name: "GPU, existing Secrets, not mutual", extra: ["--set", "trainer.gpus=1", "--set", "tls.existingSecret=my-tls", "--set", "tls.mutual=false", "--set", "auth.existingSecret=my-auth", "--set", "auth.existingSecretKey=api.token"], tls: "my-tls", token: "my-auth", key: "api\\.token", mutual: false, serverName: true },
   { name: "TLS and token off", extra: ["--set", "tls.enabled=false", "--set", "auth.enabled=false"], tls: null, token: null, psWarning: true },
+  { name: "serving on the shared volume", extra: ["--set", "storage.data.enabled=true", "--set", "storage.data.existingClaim=d", "--set", "storage.data.mountPath=/data", "--set", "storage.shared.enabled=true", "--set", "storage.shared.size=1Gi", "--set", "serving.enabled=true"], tls: "rel-brook-tls", token: "rel-brook-auth", key: "token", mutual: true, serverName: false, storage: true, serving: { model: "/brook/shared/exports", name: "brook", port: 8501, defaultDir: true } },
+  { name: "serving one job's export, HPA, port 8080, no network policy", extra: ["--set", "storage.data.enabled=true", "--set", "storage.data.existingClaim=d", "--set", "storage.data.mountPath=/data", "--set", "storage.shared.enabled=true", "--set", "storage.shared.size=1Gi", "--set", "serving.enabled=true", "--set", "serving.model=/brook/shared/exports/j1", "--set", "serving.modelName=ctr", "--set", "serving.httpPort=8080", "--set", "serving.hpa.enabled=true", "--set", "networkPolicy.enabled=false", "--set", "serving.test.enabled=false"], tls: "rel-brook-tls", token: "rel-brook-auth", key: "token", mutual: true, serverName: false, storage: true, serving: { model: "/brook/shared/exports/j1", name: "ctr", port: 8080, defaultDir: false, noTest: true } },
 ];
 for (const nv of notesVariants) {
   const r = helm(["install", RELEASE, CHART, "--dry-run=client", "--namespace", "ml", ...nv.extra]);
@@ -1116,6 +1427,16 @@ for (const nv of notesVariants) {
     if (!/data globs\s+under \/data/.test(notes)) p.push("no data mount path");
     if (!notes.includes("checkpoint: {dir: /brook/shared/checkpoints}") || !notes.includes("export: {dir: /brook/shared/exports}")) p.push("no checkpoint/export dirs under the shared mount");
   } else if (!/need storage\.shared/.test(notes)) p.push("no word that checkpoints and exports need storage.shared");
+  const sv = nv.serving;
+  if (sv) {
+    if (!notes.includes(`under ${sv.model} (read-only)`)) p.push("no word of the served model path");
+    if (notes.includes("export: {dir: /brook/shared/exports} (each job") !== sv.defaultDir) p.push(`export.dir hint ${sv.defaultDir ? "missing" : "beside a serving.model of one job"}`);
+    if (!notes.includes(`POST http://rel-brook-serving.ml.svc:${sv.port}/v1/models/${sv.name}:predict`)) p.push("no in-cluster predict URL");
+    if (!notes.includes(`kubectl --namespace ml port-forward svc/rel-brook-serving 8501:${sv.port}`)) p.push("no serving port-forward line");
+    if (!notes.includes(`127.0.0.1:8501/v1/models/${sv.name}:predict`)) p.push("no predict example");
+    if (!/no authentication of its own/.test(notes)) p.push("no word that serving has no authentication");
+    if (/sends one prediction to the serving Service/.test(notes) === !!sv.noTest) p.push("helm test serving line wrong");
+  } else if (/serving/i.test(notes)) p.push("serving lines while serving is off");
   if (p.length) fail(`NOTES.txt (${nv.name}): ${p.join("; ")}`);
   else ok(`helm install --dry-run=client renders NOTES.txt (${nv.name})`);
 }
@@ -1226,6 +1547,14 @@ if (!existsSync(BROOK)) {
   // (the rest of its command still runs through --check-config).
   const psHelp = run(["ps", "--help"], {});
   const HAS_PS_AUTH = /--allow-unauthenticated/.test(`${psHelp.stdout}${psHelp.stderr}`);
+  // A local port nothing listens on (bound, then closed).
+  const closedPort = await new Promise((resolve) => {
+    const srv = http.createServer();
+    srv.listen(0, "127.0.0.1", () => {
+      const port = srv.address().port;
+      srv.close(() => resolve(port));
+    });
+  });
   let checked = 0;
   for (const entry of rendered) {
     const { v, objs } = entry;
@@ -1234,6 +1563,21 @@ if (!existsSync(BROOK)) {
       if (!spec) continue;
       const replicas = o.kind === "StatefulSet" ? o.spec.replicas : 1;
       for (const c of containersOf(spec)) {
+        if (isHelmTest(o) && o.metadata.name === names(entry.release).servingTest) {
+          // The serving test's bash script against a port nothing listens
+          // on: it must give up after its wait, saying why (exit 1).
+          const s = servingTestScript(o);
+          const key = JSON.stringify(["serving-test", s.script]);
+          if (seen.has(key)) continue;
+          seen.add(key);
+          const started = Date.now();
+          const r = spawnSync("/bin/bash", ["-c", s.script, s.argv0 || "bash", "127.0.0.1", String(closedPort), s.model, "1"], { encoding: "utf8", env: shEnv({}), timeout: 30000 });
+          const secs = (Date.now() - started) / 1000;
+          if (r.status === 1 && /no model ".*" served at http:\/\/127\.0\.0\.1:\d+ after 1 s .*no connection.*serving\.test\.enabled=false/.test(r.stderr) && secs < 10) ok(`[${v.name}] serving test pod script: with no server it gives up after its wait and says why (exit 1 in ${secs.toFixed(1)} s)`);
+          else fail(`[${v.name}] serving test pod script with no server: exit ${r.status} ${r.signal || ""} in ${secs.toFixed(1)} s, want 1 and "no model ... served": ${(r.stderr || "").trim()} ${(r.stdout || "").trim()}`);
+          checked++;
+          continue;
+        }
         if (isHelmTest(o)) {
           // A client script: it must validate the smoke job (spec and data)
           // and fail only for want of a chief (exit 4: unreachable).
@@ -1313,6 +1657,20 @@ if (!existsSync(BROOK)) {
     const r4 = run([...trainer.spec.template.spec.containers[0].args, "--check-config"], shortToken);
     if (r4.status === 2) ok(`brook trainer --check-config rejects a short BROOK_TOKEN (exit 2: ${(r4.stderr || "").trim()})`);
     else fail(`brook trainer --check-config accepted a 5-character BROOK_TOKEN (exit ${r4.status})`);
+    // ... and brook serve's.
+    const mem = rendered.find((x) => x.v.name.startsWith("serving: HPA"));
+    if (mem) {
+      const sd = find(mem.objs, "Deployment", names(mem.release).serving);
+      const sc = sd.spec.template.spec.containers[0];
+      const senv = localize(containerEnv(mem.objs, sd, sc, 0), mem);
+      const noDir = sc.args.filter((a, i, all) => a !== "--data-dir" && all[i - 1] !== "--data-dir");
+      const r6 = run([...noDir, "--check-config"], senv);
+      if (r6.status === 2 && /--memory-limit .* needs --data-dir/.test(r6.stderr)) ok(`brook serve --check-config rejects serving.memoryLimit without its --data-dir (exit 2: ${(r6.stderr || "").trim()})`);
+      else fail(`brook serve --check-config accepted --memory-limit without --data-dir (exit ${r6.status}): ${(r6.stderr || "").trim()}`);
+      const r7 = run([...sc.args, "--job", "j", "--check-config"], senv);
+      if (r7.status === 2) ok(`brook serve --check-config rejects --job without --follow-ps (exit 2: ${(r7.stderr || "").trim()})`);
+      else fail(`brook serve --check-config accepted --job without --follow-ps (exit ${r7.status})`);
+    } else fail("no serving HPA render for the brook serve refusals");
     const open = rendered.find((x) => x.v.name === "tls and token off");
     if (open && HAS_PS_AUTH) {
       const ops = find(open.objs, "StatefulSet", n.ps);
@@ -1365,6 +1723,105 @@ if (!existsSync(BROOK)) {
     if (i < 0) args.push(flag, value);
     else args[i + 1] = value;
     return args;
+  }
+  // Runs a command without blocking the event loop (the live servers' pipes
+  // keep draining): {status, stdout, stderr}.
+  function runAsync(cmd, args, env, timeoutMs) {
+    return new Promise((resolve) => {
+      const child = spawn(cmd, args, { env: { PATH: process.env.PATH, HOME: scratch, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+      let stdout = "";
+      let stderr = "";
+      child.stdout.on("data", (d) => (stdout += d));
+      child.stderr.on("data", (d) => (stderr += d));
+      const killer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+      child.on("exit", (code, sig) => {
+        clearTimeout(killer);
+        resolve({ status: sig || code, stdout, stderr });
+      });
+      child.on("error", (e) => {
+        clearTimeout(killer);
+        resolve({ status: `spawn failed: ${e.message}`, stdout, stderr });
+      });
+    });
+  }
+  function httpGet(url) {
+    return new Promise((resolve) => {
+      const req = http.get(url, (res) => {
+        let body = "";
+        res.on("data", (d) => (body += d));
+        res.on("end", () => resolve({ status: res.statusCode, body }));
+      });
+      req.on("error", (e) => resolve({ status: 0, body: e.message }));
+      req.setTimeout(5000, () => req.destroy(new Error("timeout")));
+    });
+  }
+  // `brook serve` as the serving Deployment runs it (the args and ConfigMap
+  // of the "serving: defaults" render; --model moved under the scratch dir,
+  // ports on loopback, BROOK_SERVE_POLL_SECONDS 0.5 instead of 10 to keep
+  // this quick), started before any export exists: it must wait
+  // (--wait-for-model) with nothing listening; then a job on the live
+  // cluster exports there (the chief's <export.dir>/<job id>/), the server
+  // loads it, answers the readiness probe's GET and /metrics, and the
+  // serving helm test pod's own bash script gets a prediction from it.
+  async function liveServing(address, clientEnv, servers) {
+    const entry = rendered.find((x) => x.v.name === "serving: defaults on the chart's shared PVC");
+    if (!entry) return fail("live serving: no serving render");
+    const n = names(entry.release);
+    const d = find(entry.objs, "Deployment", n.serving);
+    const c = d.spec.template.spec.containers[0];
+    const model = path.join(scratch, argValue(c.args, "--model"));
+    const env = { ...localize(containerEnv(entry.objs, d, c, 0), entry), BROOK_SERVE_POLL_SECONDS: "0.5" };
+    const args = setFlag(setFlag(setFlag(setFlag([...c.args], "--model", model), "--http", "127.0.0.1:0"), "--grpc", "127.0.0.1:0"), "--metrics-listen", "127.0.0.1:0");
+    const serve = await startServer("brook serve", args, env, false);
+    servers.push(serve);
+    await new Promise((r) => setTimeout(r, 1500));
+    check("live brook serve (the serving pod's args and ConfigMap) started before any export: waits (--wait-for-model), nothing listening", () => {
+      const p = [];
+      if (serve.child.exitCode !== null || serve.child.signalCode !== null) p.push(`it exited (${serve.child.exitCode ?? serve.child.signalCode}): ${serve.err.trim().slice(-400)}`);
+      if (/listening on/.test(serve.out)) p.push(`listening without a model: ${serve.out.trim()}`);
+      if (!/waiting for an export \(--wait-for-model\)/.test(serve.err)) p.push(`stderr does not say it waits: ${serve.err.trim().slice(-400)}`);
+      return p;
+    });
+    // The smoke job with an export into the served directory.
+    const jobFile = path.join(smokeDir, "job-export.yaml");
+    const spec = readFileSync(path.join(smokeDir, "job.yaml"), "utf8").replace(/^name: .*$/m, "name: helm-test-serving-export");
+    writeFileSync(jobFile, `${spec}export: {dir: ${model}}\n`);
+    const started = Date.now();
+    const sub = await runAsync(BROOK, ["submit", jobFile, "--chief", address, "--timeout", "10"], clientEnv, 30000);
+    const id = sub.stdout.trim();
+    if (sub.status !== 0 || !id) return fail(`live serving: brook submit of the exporting smoke job: exit ${sub.status}: ${sub.stderr.trim().slice(-400)}`);
+    const watch = await runAsync(BROOK, ["status", id, "--chief", address, "--watch", "--timeout", "10"], clientEnv, 90000);
+    if (watch.status !== 0) return fail(`live serving: the exporting smoke job ${id}: exit ${watch.status}: ${(watch.stdout + watch.stderr).trim().slice(-600)}`);
+    let m = null;
+    for (let i = 0; i < 200 && !m; i++) {
+      m = serve.out.match(/^brook serve listening on http (\S+):(\d+) grpc (\S+) metrics (\S+):(\d+)$/m);
+      if (!m) {
+        if (serve.child.exitCode !== null || serve.child.signalCode !== null) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    if (!m) return fail(`live brook serve: not listening ${((Date.now() - started) / 1000).toFixed(1)} s after job ${id} began exporting: ${serve.out.trim()} | ${serve.err.trim().slice(-600)}`);
+    const port = m[2];
+    ok(`live brook serve: job ${id} exported under ${path.relative(scratch, model)}/, the waiting server loaded it and listens (${m[0].replace(/^brook serve /, "")})`);
+    const probe = await httpGet(`http://127.0.0.1:${port}${c.readinessProbe.httpGet.path}`);
+    if (probe.status === 200 && /"state":"AVAILABLE"/.test(probe.body)) ok(`live brook serve: the readiness/startup probe's GET ${c.readinessProbe.httpGet.path} answers 200 AVAILABLE`);
+    else fail(`live brook serve: GET ${c.readinessProbe.httpGet.path}: ${probe.status} ${probe.body}`);
+    const metrics = await httpGet(`http://127.0.0.1:${m[5]}${d.spec.template.metadata.annotations["prometheus.io/path"]}`);
+    if (metrics.status === 200 && /^brook_serve_model_version [1-9]/m.test(metrics.body)) ok("live brook serve: the scraped metrics path serves brook_serve_model_version");
+    else fail(`live brook serve: metrics: ${metrics.status} ${metrics.body.slice(0, 300)}`);
+    // The serving helm test pod's script, pointed at this server.
+    const pod = find(entry.objs, "Pod", n.servingTest);
+    const s = servingTestScript(pod);
+    const t0 = Date.now();
+    const r = await runAsync("/bin/bash", ["-c", s.script, s.argv0 || "bash", "127.0.0.1", port, s.model, "20"], shEnv({}), 60000);
+    const secs = ((Date.now() - t0) / 1000).toFixed(1);
+    const reply = r.stdout.trim().split("\n").find((l) => l.startsWith("POST ")) || "";
+    if (r.status === 0 && /HTTP 200 \{"predictions":\[[-0-9.e]+\]\}/.test(reply)) ok(`live brook serve: the serving helm test pod's script reads the metadata and predicts, exit 0 in ${secs} s: ${reply}`);
+    else fail(`live brook serve: the serving helm test pod's script: exit ${r.status} in ${secs} s, want 0 with predictions: ${r.stdout.trim().slice(-600)} ${r.stderr.trim().slice(-600)} | serve: ${serve.err.trim().slice(-400)}`);
+    // A model name the server does not serve: the script says so and fails.
+    const wrong = await runAsync("/bin/bash", ["-c", s.script, s.argv0 || "bash", "127.0.0.1", port, "not-this-model", "1"], shEnv({}), 30000);
+    if (wrong.status === 1 && /no model "not-this-model" served .* 404/.test(wrong.stderr)) ok("live brook serve: the serving test script fails on a model name the server does not serve (404)");
+    else fail(`live brook serve: the serving test script with a wrong model name: exit ${wrong.status}: ${wrong.stderr.trim().slice(-300)}`);
   }
   async function liveChief(def, chiefC, chiefEnv) {
     const n = names(RELEASE);
@@ -1442,8 +1899,10 @@ if (!existsSync(BROOK)) {
       clearTimeout(killer);
       const secs = ((Date.now() - started) / 1000).toFixed(1);
       const last = out.trim().split("\n").find((l) => /SUCCEEDED after|FAILED|CANCELLED/.test(l)) || out.trim().split("\n").pop();
-      if (status === 0 && /SUCCEEDED/.test(out)) ok(`live TLS cluster (chief, ${servers.length - 2} PS, 1 trainer): the helm test pod's script submits the smoke job, watches it and exits 0 in ${secs} s: ${last}`);
-      else fail(`live TLS cluster: the helm test pod's script: exit ${status} after ${secs} s, want 0: ${out.trim().slice(-800)} | trainer: ${trainer.err.trim().slice(-600)} | chief: ${chief.err.trim().slice(-600)}`);
+      if (status === 0 && /SUCCEEDED/.test(out)) {
+        ok(`live TLS cluster (chief, ${servers.length - 2} PS, 1 trainer): the helm test pod's script submits the smoke job, watches it and exits 0 in ${secs} s: ${last}`);
+        await liveServing(address, clientEnv, servers);
+      } else fail(`live TLS cluster: the helm test pod's script: exit ${status} after ${secs} s, want 0: ${out.trim().slice(-800)} | trainer: ${trainer.err.trim().slice(-600)} | chief: ${chief.err.trim().slice(-600)} (live serving not run)`);
     } finally {
       await stopAll(servers);
     }

@@ -25,6 +25,64 @@
 {{- define "brook.chief.fullname" -}}{{ include "brook.fullname" . }}-chief{{- end }}
 {{- define "brook.ps.fullname" -}}{{ include "brook.fullname" . }}-ps{{- end }}
 {{- define "brook.trainer.fullname" -}}{{ include "brook.fullname" . }}-trainer{{- end }}
+{{- define "brook.serving.fullname" -}}{{ include "brook.fullname" . }}-serving{{- end }}
+
+{{/* The directory `brook serve --model` reads: serving.model, else the
+     exports directory on the shared volume. */}}
+{{- define "brook.serving.model" -}}
+{{- .Values.serving.model | default (printf "%s/exports" (trimSuffix "/" .Values.storage.shared.mountPath)) }}
+{{- end }}
+
+{{/* The serving Service's in-cluster address (without a port). */}}
+{{- define "brook.serving.host" -}}
+{{ include "brook.serving.fullname" . }}.{{ .Release.Namespace }}.svc
+{{- end }}
+
+{{/* The PS pods' gRPC addresses in shard order, comma-separated: the names
+     the chief dials (its --ps-statefulset), which the certificate's
+     wildcard SAN covers. */}}
+{{- define "brook.ps.addresses" -}}
+{{- $ps := include "brook.ps.fullname" . }}
+{{- $out := list }}
+{{- range $i := until (int .Values.ps.replicas) }}
+{{- $out = append $out (printf "%s-%d.%s.%s.svc.cluster.local:%v" $ps $i $ps $.Release.Namespace $.Values.ps.port) }}
+{{- end }}
+{{- join "," $out }}
+{{- end }}
+
+{{/* The serving ConfigMap's data (YAML): BROOK_SERVE_* from serving.*,
+     then values env, then serving.env (last wins); the BROOK_TLS_* client
+     settings only with followPs (a plain serving pod mounts no
+     certificate). In serving.yaml, not configmap.yaml: the training pods'
+     checksum/config hashes that file, and a serving setting must not
+     restart them. */}}
+{{- define "brook.serving.configData" -}}
+{{- $s := .Values.serving }}
+{{- $data := dict
+      "BROOK_SERVE_MAX_BATCH" (int64 $s.maxBatch)
+      "BROOK_SERVE_BATCH_TIMEOUT_MICROS" (int64 $s.batchTimeoutMicros)
+      "BROOK_SERVE_WORKERS" (int64 $s.workers)
+      "BROOK_SERVE_HTTP_THREADS" (int64 $s.httpThreads)
+      "BROOK_SERVE_MAX_REQUEST_BYTES" $s.maxRequestBytes
+      "BROOK_SERVE_MAX_QUEUED_EXAMPLES" (int64 $s.maxQueuedExamples)
+      "BROOK_SERVE_POLL_SECONDS" $s.pollSeconds }}
+{{- if $s.fillMissing }}{{ $_ := set $data "BROOK_SERVE_FILL_MISSING" "true" }}{{ end }}
+{{- if $s.followPs }}{{ $_ := set $data "BROOK_SERVE_SYNC_SECONDS" $s.syncSeconds }}{{ end }}
+{{- $tls := dict }}
+{{- if include "brook.serving.psClient" . }}{{ $tls = include "brook.tlsEnv" . | fromYaml | default dict }}{{ end }}
+{{- $data = mergeOverwrite $tls $data (deepCopy .Values.env) (deepCopy $s.env) }}
+{{- range $k := keys $data | sortAlpha }}
+{{- $v := index $data $k }}
+{{- if and (kindIs "float64" $v) (eq $v (float64 (int64 $v))) }}{{ $v = int64 $v }}{{ end }}
+{{ $k }}: {{ $v | toString | quote }}
+{{- end }}
+{{- end }}
+
+{{/* "true" when the serving pods talk to the PS (serving.followPs): only
+     then do they get the TLS Secret and the PS token. */}}
+{{- define "brook.serving.psClient" -}}
+{{- if and .Values.serving.enabled .Values.serving.followPs }}true{{ end }}
+{{- end }}
 
 {{/* The selector labels of the whole release. */}}
 {{- define "brook.selectorLabels" -}}
@@ -83,16 +141,21 @@ app.kubernetes.io/component: {{ .component }}
 {{- if .Values.auth.existingSecret }}{{ .Values.auth.existingSecretKey }}{{ else }}token{{ end }}
 {{- end }}
 
-{{/* Pod annotations shared by every Brook pod; call with (dict "ctx" $ "extra" .Values.ps.podAnnotations "config" "<configmap template>"). */}}
+{{/* Pod annotations shared by every Brook pod; call with (dict "ctx" $ "extra" .Values.ps.podAnnotations);
+     "config" (optional): the pod's own ConfigMap data, hashed for checksum/config instead of
+     configmap.yaml (the serving pods: their settings restart them, not the training pods);
+     "noSecrets" true leaves out checksum/secrets (a pod that mounts neither Secret). */}}
 {{- define "brook.podAnnotations" -}}
 {{- if and .ctx.Values.metrics.enabled .ctx.Values.metrics.podAnnotations }}
 prometheus.io/scrape: "true"
 prometheus.io/port: {{ .ctx.Values.metrics.port | quote }}
 prometheus.io/path: {{ .ctx.Values.metrics.path | quote }}
 {{- end }}
-checksum/config: {{ include (print .ctx.Template.BasePath "/configmap.yaml") .ctx | sha256sum }}
+checksum/config: {{ .config | default (include (print .ctx.Template.BasePath "/configmap.yaml") .ctx) | sha256sum }}
+{{- if not .noSecrets }}
 {{- with include "brook.secretsChecksum" .ctx }}
 checksum/secrets: {{ . }}
+{{- end }}
 {{- end }}
 {{- with .ctx.Values.podAnnotations }}
 {{ toYaml . }}
@@ -105,9 +168,7 @@ checksum/secrets: {{ . }}
 {{/* Volumes every Brook pod has: a writable /tmp (the root filesystem is
      read-only) and, with tls.enabled, the certificates. */}}
 {{- define "brook.commonVolumes" -}}
-- name: tmp
-  emptyDir:
-    sizeLimit: 1Gi
+{{ include "brook.tmpVolume" . }}
 {{- if .Values.tls.enabled }}
 - name: tls
   secret:
@@ -116,9 +177,21 @@ checksum/secrets: {{ . }}
 {{- end }}
 {{- end }}
 
-{{- define "brook.commonVolumeMounts" -}}
+{{/* A pod with no TLS mount (the serving pods without followPs, the serving
+     test pod): only /tmp. */}}
+{{- define "brook.tmpVolume" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: 1Gi
+{{- end }}
+
+{{- define "brook.tmpVolumeMount" -}}
 - name: tmp
   mountPath: /tmp
+{{- end }}
+
+{{- define "brook.commonVolumeMounts" -}}
+{{ include "brook.tmpVolumeMount" . }}
 {{- if .Values.tls.enabled }}
 - name: tls
   mountPath: {{ .Values.tls.mountPath }}
@@ -252,17 +325,19 @@ BROOK_TLS_MUTUAL: {{ .Values.tls.mutual | quote }}
 
 {{/* The chart's own volumes of one role's pods, as a JSON list of
      {name, mountPath} (storage.data: chief and trainers; storage.shared:
-     chief and every PS); call with (dict "ctx" $ "role" "chief"). */}}
+     chief and every PS, read-only in the serving pods); call with
+     (dict "ctx" $ "role" "chief"). */}}
 {{- define "brook.builtinMounts" -}}
 {{- $v := .ctx.Values }}
 {{- $m := list (dict "name" "tmp" "mountPath" "/tmp") }}
-{{- if $v.tls.enabled }}{{ $m = append $m (dict "name" "tls" "mountPath" $v.tls.mountPath) }}{{ end }}
+{{- if and $v.tls.enabled (or (ne .role "serving") (include "brook.serving.psClient" .ctx)) }}{{ $m = append $m (dict "name" "tls" "mountPath" $v.tls.mountPath) }}{{ end }}
+{{- if and (eq .role "serving") $v.serving.memoryLimit (ne (toString $v.serving.memoryLimit) "0") }}{{ $m = append $m (dict "name" "data" "mountPath" "/var/lib/brook/serving") }}{{ end }}
 {{- if eq .role "chief" }}{{ $m = append $m (dict "name" "state" "mountPath" "/var/lib/brook/chief") }}{{ end }}
 {{- if eq .role "ps" }}{{ $m = append $m (dict "name" "data" "mountPath" "/var/lib/brook/ps") }}{{ end }}
 {{- if and $v.storage.data.enabled (has .role (list "chief" "trainer")) }}
 {{- $m = append $m (dict "name" "brook-data" "mountPath" $v.storage.data.mountPath) }}
 {{- end }}
-{{- if and $v.storage.shared.enabled (has .role (list "chief" "ps")) }}
+{{- if and $v.storage.shared.enabled (has .role (list "chief" "ps" "serving")) }}
 {{- $m = append $m (dict "name" "brook-shared" "mountPath" $v.storage.shared.mountPath) }}
 {{- end }}
 {{- toJson $m }}
@@ -286,7 +361,7 @@ BROOK_TLS_MUTUAL: {{ .Values.tls.mutual | quote }}
     type: Directory
   {{- end }}
 {{- end }}
-{{- if and $shared.enabled (has .role (list "chief" "ps")) }}
+{{- if and $shared.enabled (has .role (list "chief" "ps" "serving")) }}
 - name: brook-shared
   {{- if $shared.hostPath }}
   hostPath:
@@ -295,6 +370,9 @@ BROOK_TLS_MUTUAL: {{ .Values.tls.mutual | quote }}
   {{- else }}
   persistentVolumeClaim:
     claimName: {{ $shared.existingClaim | default (include "brook.sharedClaimName" .ctx) }}
+    {{- if eq .role "serving" }}
+    readOnly: true
+    {{- end }}
   {{- end }}
 {{- end }}
 {{- with (index $v .role).extraVolumes }}
@@ -309,9 +387,12 @@ BROOK_TLS_MUTUAL: {{ .Values.tls.mutual | quote }}
   mountPath: {{ $v.storage.data.mountPath }}
   readOnly: true
 {{- end }}
-{{- if and $v.storage.shared.enabled (has .role (list "chief" "ps")) }}
+{{- if and $v.storage.shared.enabled (has .role (list "chief" "ps" "serving")) }}
 - name: brook-shared
   mountPath: {{ $v.storage.shared.mountPath }}
+  {{- if eq .role "serving" }}
+  readOnly: true
+  {{- end }}
 {{- end }}
 {{- with (index $v .role).extraVolumeMounts }}
 {{ toYaml . }}
@@ -355,7 +436,7 @@ BROOK_TLS_MUTUAL: {{ .Values.tls.mutual | quote }}
 {{- fail (printf "%s.hostPath %s: a \"..\" segment (Kubernetes refuses it); give the directory itself" (index $what 0) $s.hostPath) }}
 {{- end }}
 {{- end }}
-{{- $reserved := list "/tmp" "/var/lib/brook/chief" "/var/lib/brook/ps" }}
+{{- $reserved := list "/tmp" "/var/lib/brook/chief" "/var/lib/brook/ps" "/var/lib/brook/serving" }}
 {{- if .Values.tls.enabled }}{{ $reserved = append $reserved .Values.tls.mountPath }}{{ end }}
 {{- range $what := list (list "storage.data" $data) (list "storage.shared" $shared) }}
 {{- $s := index $what 1 }}
@@ -375,7 +456,7 @@ BROOK_TLS_MUTUAL: {{ .Values.tls.mutual | quote }}
 {{- fail (printf "storage.data.mountPath %s and storage.shared.mountPath %s overlap: the chief mounts both" $data.mountPath $shared.mountPath) }}
 {{- end }}
 {{- end }}
-{{- range $role := list "chief" "ps" "trainer" }}
+{{- range $role := list "chief" "ps" "trainer" "serving" }}
 {{- $values := index $.Values $role }}
 {{- $builtin := include "brook.builtinMounts" (dict "ctx" $ "role" $role) | fromJsonArray }}
 {{- $names := list }}
@@ -451,4 +532,47 @@ BROOK_TLS_MUTUAL: {{ .Values.tls.mutual | quote }}
 {{- fail "ps.port and metrics.port must differ" }}
 {{- end }}
 {{- include "brook.validateStorage" . }}
+{{- include "brook.validateServing" . }}
+{{- end }}
+
+{{/* Checks serving.* (serving.enabled only). */}}
+{{- define "brook.validateServing" -}}
+{{- $s := .Values.serving }}
+{{- if $s.enabled }}
+{{- if not (or .Values.storage.shared.enabled $s.extraVolumeMounts) }}
+{{- fail "serving.enabled needs the exports it serves: storage.shared.enabled (the volume the chief and every PS write export.dir to, mounted read-only in the serving pods), or serving.extraVolumes and serving.extraVolumeMounts holding serving.model" }}
+{{- end }}
+{{- $model := trimSuffix "/" (include "brook.serving.model" .) }}
+{{- $under := false }}
+{{- $mounts := list }}
+{{- range (include "brook.builtinMounts" (dict "ctx" . "role" "serving") | fromJsonArray) }}
+{{- if eq .name "brook-shared" }}{{ $mounts = append $mounts .mountPath }}{{ end }}
+{{- end }}
+{{- range $s.extraVolumeMounts }}{{ $mounts = append $mounts .mountPath }}{{ end }}
+{{- range $mounts }}
+{{- $p := trimSuffix "/" . }}
+{{- if or (eq $model $p) (hasPrefix (printf "%s/" $p) $model) }}{{ $under = true }}{{ end }}
+{{- end }}
+{{- if not $under }}
+{{- fail (printf "serving.model %s is on no volume of the serving pods (mounted: %s): point it under storage.shared.mountPath (where jobs' export.dir is) or under one of serving.extraVolumeMounts" $model (join ", " $mounts | default "none")) }}
+{{- end }}
+{{- $ports := dict }}
+{{- range $what := list (list "serving.httpPort" $s.httpPort) (list "serving.grpcPort" $s.grpcPort) (list "metrics.port" .Values.metrics.port) }}
+{{- if or (ne (index $what 0) "metrics.port") $.Values.metrics.enabled }}
+{{- $k := toString (int (index $what 1)) }}
+{{- if hasKey $ports $k }}
+{{- fail (printf "%s and %s are both %s: the serving pods listen on each" (get $ports $k) (index $what 0) $k) }}
+{{- end }}
+{{- $_ := set $ports $k (index $what 0) }}
+{{- end }}
+{{- end }}
+{{- if $s.hpa.enabled }}
+{{- if gt (int $s.hpa.minReplicas) (int $s.hpa.maxReplicas) }}
+{{- fail (printf "serving.hpa.minReplicas %v is above serving.hpa.maxReplicas %v" $s.hpa.minReplicas $s.hpa.maxReplicas) }}
+{{- end }}
+{{- if not (dig "requests" "cpu" "" ($s.resources | default dict)) }}
+{{- fail "serving.hpa.enabled needs serving.resources.requests.cpu: the HPA's CPU target is a percentage of it" }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end }}
