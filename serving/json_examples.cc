@@ -182,6 +182,12 @@ absl::StatusOr<JsonExamples> ExamplesFromPredictJson(std::string_view body,
       if (colon != std::string::npos) why = why.substr(colon + 2);
       return absl::InvalidArgumentError(
           absl::StrCat("body is not JSON at byte ", e.byte > 0 ? e.byte - 1 : 0, ": ", why));
+    } catch (const Json::exception& e) {
+      // Not a syntax error: e.g. a number beyond a double ("1e400").
+      std::string why = e.what();
+      const size_t bracket = why.find("] ");
+      if (bracket != std::string::npos) why = why.substr(bracket + 2);
+      return absl::InvalidArgumentError(absl::StrCat("body is not JSON: ", why));
     }
     return absl::InvalidArgumentError("body is not JSON");
   }

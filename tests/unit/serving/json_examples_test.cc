@@ -100,6 +100,8 @@ TEST(JsonExamplesTest, ErrorsNameTheInstanceAndFeature) {
   EXPECT_NE(not_json.find("body is not JSON"), std::string::npos);
   EXPECT_NE(not_json.find("byte 24"), std::string::npos) << not_json;
   EXPECT_NE(Error("").find("body is not JSON"), std::string::npos);
+  // A number beyond a double is nlohmann's out_of_range, not a parse error.
+  EXPECT_NE(Error(R"({"instances": [{"x": 1e400}]})").find("number overflow"), std::string::npos);
 }
 
 TEST(JsonExamplesTest, ExamplesToJsonAndBackKeepTheFeatures) {
