@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "ps/client/local_ps_client.h"
+#include "ps/client/prefixed_ps_client.h"
 #include "ps/parameter_server.h"
 #include "tests/testing/test_util.h"
 #include "tests/unit/ps/ps_test_util.h"
@@ -335,6 +337,55 @@ TEST(ParameterServerChangesTest, ARestartIsANewIncarnation) {
   EXPECT_NE(c.incarnation, first);
   // The WAL's replay is not in the log: the restarted PS starts it afresh.
   EXPECT_TRUE(c.tables.empty());
+}
+
+// The client side over in-process shards: the cursor, the prefix stripped,
+// a restarted shard noticed.
+TEST(ParameterServerChangesTest, LocalAndPrefixedClientsFollowTheChanges) {
+  LocalPsCluster cluster(2);
+  PrefixedPsClient job(cluster.client.get(), "job/");
+  PS_ASSERT_OK(job.CreateTable(test::SgdTable("t", 1)));
+  PS_ASSERT_OK(job.CreateDense({Dense("w", 2)}));
+  absl::StatusOr<ChangeSet> first = job.ChangesSince("", ChangeCursor{}, 100);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->full_sync_needed);
+  ASSERT_EQ(first->cursor.next.size(), 2u);
+  EXPECT_NE(first->cursor.incarnation, 0u);
+
+  std::vector<uint64_t> keys(40);
+  std::iota(keys.begin(), keys.end(), 0);
+  PS_ASSERT_OK(job.Push("t", keys, std::vector<float>(keys.size(), 1.0f), 1));
+  PS_ASSERT_OK(job.PushDense("w", {{1, 1}}, 1));
+  // Small rounds: the client loops until it caught up.
+  absl::StatusOr<ChangeSet> c = job.ChangesSince("", first->cursor, 1);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->full_sync_needed);
+  EXPECT_EQ(c->tables, (TableKeys{{"t", keys}}));
+  EXPECT_EQ(c->dense, std::vector<std::string>{"w"});
+  // Caught up: nothing new.
+  absl::StatusOr<ChangeSet> none = job.ChangesSince("", c->cursor, 100);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->full_sync_needed);
+  EXPECT_TRUE(none->tables.empty());
+
+  size_t scanned = 0;
+  PS_ASSERT_OK(job.ScanRows("t", [&](absl::Span<const uint64_t> k, absl::Span<const float> w) {
+    scanned += k.size();
+    EXPECT_EQ(w.size(), k.size());
+    return absl::OkStatus();
+  }));
+  EXPECT_EQ(scanned, keys.size());
+
+  // Shard 1 replaced by a new process: the cursor is of no use.
+  ParameterServerOptions o;
+  o.shard_index = 1;
+  o.num_shards = 2;
+  ParameterServer restarted(o);
+  LocalPsClient other({cluster.shards[0].get(), &restarted});
+  absl::StatusOr<ChangeSet> after = other.ChangesSince("job/", c->cursor, 100);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_TRUE(after->full_sync_needed);
+  EXPECT_NE(after->cursor.incarnation, c->cursor.incarnation);
 }
 
 }  // namespace
