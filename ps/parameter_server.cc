@@ -282,7 +282,9 @@ absl::StatusOr<PushOutcome> ParameterServer::Push(std::string_view table,
       *state_, ctx, "table", table,
       [&](bool* changed) -> absl::Status {
         uint64_t lsn = 0;
-        RETURN_IF_ERROR(state_->ApplyTablePush(*t, prepared, ctx, &lsn));
+        const absl::Status applied = state_->ApplyTablePush(*t, prepared, ctx, &lsn);
+        state_->RecordPush(applied, internal::ChangePart{.name = table, .keys = keys});
+        RETURN_IF_ERROR(applied);
         *changed = true;
         // Acknowledged only once logged: what kill -9 cannot take back.
         return state_->wal == nullptr ? absl::OkStatus() : state_->wal->Sync(lsn);
@@ -380,6 +382,7 @@ absl::StatusOr<PushOutcome> ParameterServer::PushDense(std::string_view name,
       *state_, ctx, "dense variable", name,
       [&](bool* changed) -> absl::Status {
         const uint64_t lsn = state_->ApplyDensePush(*v, name, grads, nonfinite, ctx);
+        state_->changes.Append(internal::ChangePart{.name = name, .dense = true});
         *changed = true;
         return state_->wal == nullptr ? absl::OkStatus() : state_->wal->Sync(lsn);
       },
@@ -406,7 +409,13 @@ uint64_t ParameterServer::Evict(int64_t current_step) {
     for (const auto& [name, t] : state_->tables) tables.push_back(t);
   }
   uint64_t evicted = 0;
-  for (const auto& t : tables) evicted += t->Evict(current_step);
+  std::vector<uint64_t> keys;  // of one table, for the change log
+  for (const auto& t : tables) {
+    keys.clear();
+    evicted += t->Evict(current_step, state_->changes.enabled() ? &keys : nullptr);
+    // Evicted rows read their initial values again: a follower pulls those.
+    state_->changes.Append(internal::ChangePart{.name = t->options().name, .keys = keys});
+  }
   return evicted;
 }
 
@@ -433,6 +442,7 @@ ServerStats ParameterServer::Stats() const {
   s.memory_used_bytes = state_->accountant.used();
   s.memory_limit_rejections = state_->accountant.rejections();
   s.memory_bookkeeping_bytes = state_->accountant.bookkeeping();
+  s.change_log = state_->changes.Stats();
   for (const auto& t : tables) s.tables.push_back(t->Stats());
   for (const auto& v : dense) s.dense.push_back(v->Stats());
   std::sort(s.tables.begin(), s.tables.end(),

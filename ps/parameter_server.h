@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -65,6 +66,26 @@ struct ParameterServerOptions {
   // fdatasync each WAL group write as well: survives power loss too.
   bool wal_fsync = false;
   storage::RocksDbOptions rocksdb;
+  // Bytes of the change log (ChangesSince): which keys of which tables and
+  // which dense variables each push changed, newest kept, for a follower
+  // (a serving replica) to copy only those. 0: off.
+  uint64_t change_log_bytes = 64ull << 20;
+};
+
+// What changed on one PS since a position of its change log
+// (ParameterServer::ChangesSince).
+struct Changes {
+  // This PS process's (StartupInfo::incarnation): positions are only
+  // meaningful to the process that gave them.
+  uint64_t incarnation = 0;
+  // The position to ask from next time.
+  uint64_t next = 0;
+  // Changed keys per table (names as on the PS), sorted by name; keys
+  // sorted and distinct.
+  std::vector<std::pair<std::string, std::vector<uint64_t>>> tables;
+  std::vector<std::string> dense;  // changed dense variables, sorted
+  // Stopped at max_keys: ask again from `next` for the rest.
+  bool more = false;
 };
 
 // What a checkpoint holds (ReadCheckpointContents): a finished job's tables
@@ -224,6 +245,51 @@ class ParameterServer {
   using RowVisitor = std::function<void(uint64_t key, absl::Span<const float> weights,
                                         absl::Span<const float> slots)>;
   absl::Status ScanTable(std::string_view table, const RowVisitor& fn) const;
+
+  // Calls fn(keys, weights) for every row of `table` (weights keys.size() x
+  // dim; no optimizer slots), in chunks of at most chunk_rows rows, on the
+  // calling thread, with no lock of the table held: fn may block (a slow
+  // network reader stalls no push) and may call this ParameterServer. Not a
+  // snapshot: a row changed during the scan is seen before or after the
+  // change, and (tiered) a row that moves between memory and RocksDB
+  // meanwhile may be seen twice; take ChangeLogHead() first and read the
+  // changes after it to catch up. Stops at fn's first error and returns it.
+  // NOT_FOUND for an unknown table, INVALID_ARGUMENT for chunk_rows 0.
+  using ChunkVisitor =
+      std::function<absl::Status(absl::Span<const uint64_t> keys, absl::Span<const float> weights)>;
+  absl::Status ScanRows(std::string_view table, size_t chunk_rows, const ChunkVisitor& fn) const;
+
+  // The change log (options.change_log_bytes). Records of pushes (Push,
+  // PushBatch, PushDense), AssignRows / AssignDense and TTL evictions with
+  // sequence >= since, of the tables and dense variables whose names start
+  // with `prefix`, up to about max_keys keys (whole records; more = true
+  // when it stopped early: ask again from next). OUT_OF_RANGE when records
+  // at or after `since` are no longer held (the byte budget dropped them, or
+  // a Restore / ImportTables replaced rows wholesale): the follower must copy
+  // everything again, after taking ChangeLogHead(). FAILED_PRECONDITION when
+  // the log is off. WAL replay at Open is not recorded: a restarted PS has a
+  // new incarnation, so every follower copies everything anyway.
+  absl::StatusOr<Changes> ChangesSince(std::string_view prefix, uint64_t since,
+                                       uint64_t max_keys) const;
+  // The sequence the next change record will get: where a follower that
+  // copies everything now reads on from.
+  uint64_t ChangeLogHead() const;
+
+  // For a serving replica that follows another PS: sets the weights of
+  // `keys` (weights is keys.size() x dim, row i for keys[i]), creating rows
+  // that are missing (their optimizer slots start as the table's optimizer
+  // initializes them; existing rows keep theirs). Recorded in the change
+  // log, not in the WAL (a restart returns to the last checkpoint). Works on
+  // tiered tables (rows in RocksDB are read back into memory as a push
+  // would). NOT_FOUND for an unknown table; INVALID_ARGUMENT for sizes or
+  // duplicate keys; RESOURCE_EXHAUSTED when the rows it would create do not
+  // fit the memory budget (no RocksDB tier). Pushes and checkpoints see each
+  // row before or after.
+  absl::Status AssignRows(std::string_view table, absl::Span<const uint64_t> keys,
+                          absl::Span<const float> weights);
+  // Sets a dense variable's values (its optimizer slots stay). INVALID_ARGUMENT
+  // naming the variable and both sizes when values.size() differs.
+  absl::Status AssignDense(std::string_view name, absl::Span<const float> values);
 
   // Writes a consistent checkpoint: rows, optimizer slots and dense
   // variables as of one instant (pushes wait while it is taken; pulls go

@@ -124,6 +124,8 @@ absl::StatusOr<PushBatchOutcome> ParameterServer::PushBatch(absl::Span<const Tab
   internal::GateReader gate(&state_->gate);
   std::vector<uint64_t> claimed;  // settled after the WAL sync
   claimed.reserve(n);
+  std::vector<internal::ChangePart> changed;  // one change-log record for the batch
+  if (state_->changes.enabled()) changed.reserve(n);
   uint64_t max_lsn = 0;
   bool saw_duplicate = false;
   absl::Status error;
@@ -159,10 +161,15 @@ absl::StatusOr<PushBatchOutcome> ParameterServer::PushBatch(absl::Span<const Tab
     uint64_t lsn = 0;
     if (p < tables.size()) {
       applied = state_->ApplyTablePush(*found_tables[p], prepared[p], part_ctx, &lsn);
+      // As Push: a part refused for room changed nothing.
+      if (state_->changes.enabled() && !absl::IsResourceExhausted(applied)) {
+        changed.push_back({.name = tables[p].table, .keys = tables[p].keys});
+      }
     } else {
       const size_t d = p - tables.size();
       lsn = state_->ApplyDensePush(*found_dense[d], dense[d].name, dense[d].grads, nonfinite[d],
                                    part_ctx);
+      if (state_->changes.enabled()) changed.push_back({.name = dense[d].name, .dense = true});
     }
     if (!applied.ok()) {
       if (dedup) internal::EndPush(state_->dedup, ctx, part_ctx.sequence, false);
@@ -172,6 +179,7 @@ absl::StatusOr<PushBatchOutcome> ParameterServer::PushBatch(absl::Span<const Tab
     if (dedup) claimed.push_back(part_ctx.sequence);
     max_lsn = std::max(max_lsn, lsn);
   }
+  state_->changes.Append(changed);
   // Acknowledged only once logged (as a single push): one write for the batch.
   // A duplicate part is acknowledged only once its first copy is logged.
   absl::Status synced;

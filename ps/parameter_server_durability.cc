@@ -17,6 +17,7 @@
 #include <optional>
 #include <system_error>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
@@ -876,6 +877,9 @@ absl::StatusOr<RestoreInfo> ParameterServer::Restore(const std::string& dir) {
   RestoreInfo info;
   {
     GateWriter gate(&state_->gate);
+    // Whatever happens from here, followers copy everything again: the
+    // change log lists no restored row (reset before pushes resume).
+    absl::Cleanup forget_changes = [this] { state_->changes.Reset(); };
     {
       internal::WriterLock lock(&state_->mu);
       if (state_->db != nullptr) {
@@ -1246,8 +1250,10 @@ absl::StatusOr<ImportInfo> ParameterServer::ImportTables(const ImportOptions& op
   info.from_prefix = from;
   GateWriter gate(&state_->gate);
   // From here a failure (a file that changed since it was verified) may
-  // leave part of the import applied: the next checkpoints are full.
+  // leave part of the import applied: the next checkpoints are full, and
+  // followers copy everything again (the change log lists no imported row).
   state_->force_full = true;
+  absl::Cleanup forget_changes = [this] { state_->changes.Reset(); };
   state_->last_copy_shard_dir.clear();
   absl::flat_hash_map<std::string, ImportPlan*> by_source;
   const int32_t me = options_.shard_index, shards = options_.num_shards;

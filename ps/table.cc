@@ -255,8 +255,8 @@ absl::StatusOr<PreparedPush> Table::PreparePush(absl::Span<const uint64_t> keys,
   return p;
 }
 
-uint64_t Table::CountCreations(const KeyBatch& b) const {
-  const uint32_t min_count = options_.admission_min_count;
+uint64_t Table::CountCreations(const KeyBatch& b, bool admission) const {
+  const uint32_t min_count = admission ? options_.admission_min_count : 0;
   uint64_t creations = 0;
   std::vector<const RowHeader*> rows;  // cold path: only near the budget
   for (int s = 0; s < store_->num_stripes(); ++s) {
@@ -527,7 +527,7 @@ void Table::ApplyPushRows(PushRun& run, int s, RowStore::Writer& w, uint32_t lo,
   }
 }
 
-uint64_t Table::Evict(int64_t current_step) {
+uint64_t Table::Evict(int64_t current_step, std::vector<uint64_t>* evicted_keys) {
   const int64_t ttl_steps = options_.ttl_steps;
   const double ttl_seconds = options_.ttl_seconds;
   if (ttl_steps <= 0 && ttl_seconds <= 0) return 0;
@@ -547,6 +547,9 @@ uint64_t Table::Evict(int64_t current_step) {
       });
       for (uint64_t key : b.victims) w.Erase(key, RowStore::HashKey(key));
       evicted += b.victims.size();
+      if (evicted_keys != nullptr) {
+        evicted_keys->insert(evicted_keys->end(), b.victims.begin(), b.victims.end());
+      }
     });
   }
   if (evicted > 0) {
@@ -572,9 +575,132 @@ absl::Status Table::Scan(
   if (tier_ == nullptr) return absl::OkStatus();
   // Cold rows; a key also in memory has a stale copy in RocksDB.
   return tier_->ForEachCold([&](const RowHeader& row) {
-    if (hot.contains(row.key)) return;
-    fn(row.key, {row.floats(), dim}, {row.floats() + dim, slots});
+    if (!hot.contains(row.key)) fn(row.key, {row.floats(), dim}, {row.floats() + dim, slots});
+    return absl::OkStatus();
   });
+}
+
+absl::Status Table::AssignRows(absl::Span<const uint64_t> keys, absl::Span<const float> weights) {
+  const size_t dim = options_.dim;
+  const size_t slots = slot_floats_;
+  if (weights.size() != keys.size() * dim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table '", options_.name, "': assign of ", keys.size(), " keys x dim ", dim,
+                     " needs ", keys.size() * dim, " floats, got ", weights.size()));
+  }
+  KeyBatch& b = internal::ThreadKeyBatch();
+  b.Group(*store_, keys);
+  if (b.HasDuplicateKeys()) {
+    return absl::InvalidArgumentError(absl::StrCat("table '", options_.name, "': assign of ",
+                                                   keys.size(), " keys has duplicate keys"));
+  }
+  const size_t n = b.size();
+  // Room for the rows it may create, as a push reserves it (ApplyPush).
+  uint64_t unclaimed = 0;
+  if (TryReserve(n)) {
+    unclaimed = n;
+  } else {
+    const uint64_t need = CountCreations(b, /*admission=*/false);
+    if (!TryReserve(need)) {
+      budget_rejections_.fetch_add(1, std::memory_order_relaxed);
+      return absl::ResourceExhaustedError(
+          absl::StrCat("table '", options_.name, "': assign of ", n, " keys needs ", need,
+                       " new rows; the table's memory budget or the PS memory limit is full"));
+    }
+    unclaimed = need;
+  }
+  const uint32_t now = NowSeconds();
+  const uint32_t min_count = options_.admission_min_count;
+  bool full = false;
+  b.rows.resize(n);
+  const bool ok = WriteStripes(b, [&](int s, RowStore::Writer& w, uint32_t lo, uint32_t hi) {
+    for (uint32_t j = lo; j < hi; ++j) {
+      RowHeader* row = b.rows[j];
+      uint32_t step = 0;
+      if (row == nullptr) {
+        if (unclaimed > 0) {
+          --unclaimed;
+        } else if (!TryReserve(1)) {
+          full = true;
+          return false;
+        }
+        row = w.Insert(b.keys[j], b.hashes[j]);
+        if (row == nullptr) {  // the store itself is full
+          Unreserve(1);
+          full = true;
+          return false;
+        }
+        optimizer_->InitSlots({row->floats() + dim, slots});
+        if (min_count > 1) pending_[s].counts.erase(b.keys[j]);
+      } else {
+        step = row->last_step;
+      }
+      std::memcpy(row->floats(), weights.data() + size_t{b.original[j]} * dim, dim * sizeof(float));
+      row->MarkUpdated(step, now);
+    }
+    return true;
+  });
+  if (unclaimed > 0) Unreserve(unclaimed);
+  if (full) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("table '", options_.name, "': assign ran out of room for new rows"));
+  }
+  return ok ? absl::OkStatus() : TierError(options_.name);
+}
+
+absl::Status Table::ScanWeights(
+    size_t chunk_rows,
+    absl::FunctionRef<absl::Status(absl::Span<const uint64_t>, absl::Span<const float>)> fn) const {
+  const size_t dim = options_.dim;
+  std::vector<uint64_t> stripe_keys, keys, hashes;
+  std::vector<const RowHeader*> rows;
+  std::vector<float> weights;
+  absl::flat_hash_set<uint64_t> hot;  // tiered: keys seen in memory
+  for (int s = 0; s < store_->num_stripes(); ++s) {
+    stripe_keys.clear();
+    store_->Read(s, [&](const RowStore::Reader& r) {
+      r.ForEach([&](const RowHeader& row) { stripe_keys.push_back(row.key); });
+    });
+    if (tier_ != nullptr) hot.insert(stripe_keys.begin(), stripe_keys.end());
+    // A chunk at a time under the shared lock, handed out after it: a row
+    // gone meanwhile (evicted) is left out.
+    for (size_t at = 0; at < stripe_keys.size(); at += chunk_rows) {
+      const size_t m = std::min(chunk_rows, stripe_keys.size() - at);
+      hashes.resize(m);
+      rows.resize(m);
+      for (size_t i = 0; i < m; ++i) hashes[i] = RowStore::HashKey(stripe_keys[at + i]);
+      keys.clear();
+      weights.clear();
+      bool tier_ok = true;
+      store_->Read(s, [&](const RowStore::Reader& r) {
+        r.FindBatch({stripe_keys.data() + at, m}, hashes, absl::MakeSpan(rows));
+        tier_ok = r.ok();
+        for (size_t i = 0; i < m; ++i) {
+          if (rows[i] == nullptr) continue;
+          keys.push_back(rows[i]->key);
+          weights.insert(weights.end(), rows[i]->floats(), rows[i]->floats() + dim);
+        }
+      });
+      if (!tier_ok) return TierError(options_.name);
+      if (!keys.empty()) RETURN_IF_ERROR(fn(keys, weights));
+    }
+  }
+  if (tier_ == nullptr) return absl::OkStatus();
+  // Cold rows; a key also in memory has a stale copy in RocksDB.
+  keys.clear();
+  weights.clear();
+  RETURN_IF_ERROR(tier_->ForEachCold([&](const RowHeader& row) -> absl::Status {
+    if (hot.contains(row.key)) return absl::OkStatus();
+    keys.push_back(row.key);
+    weights.insert(weights.end(), row.floats(), row.floats() + dim);
+    if (keys.size() < chunk_rows) return absl::OkStatus();
+    const absl::Status s = fn(keys, weights);
+    keys.clear();
+    weights.clear();
+    return s;
+  }));
+  if (!keys.empty()) return fn(keys, weights);
+  return absl::OkStatus();
 }
 
 bool Table::has_cold_family() const { return tier_ != nullptr && tier_->has_family(); }

@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -218,7 +219,26 @@ class Table {
   // Drops rows whose last update is ttl_steps or more steps before
   // `current_step`, or ttl_seconds or more seconds before now (1 s
   // resolution); returns how many. The keys come back at their initial value.
-  uint64_t Evict(int64_t current_step);
+  // With `evicted_keys` (may be null), the keys of the dropped rows are
+  // appended to it.
+  uint64_t Evict(int64_t current_step, std::vector<uint64_t>* evicted_keys = nullptr);
+
+  // Sets the weights of `keys` (weights keys.size() x dim), creating missing
+  // rows with their optimizer's initial slots (existing rows keep theirs);
+  // admission does not apply. INVALID_ARGUMENT for sizes or duplicate keys,
+  // RESOURCE_EXHAUSTED when the rows it would create do not fit (no tier);
+  // a tier I/O error may leave some rows set.
+  absl::Status AssignRows(absl::Span<const uint64_t> keys, absl::Span<const float> weights);
+
+  // Calls fn(keys, weights) for every row, in chunks of at most chunk_rows
+  // rows, with no lock held (each stripe's keys are listed under its shared
+  // lock, then read back a chunk at a time), then (tiered) the rows in
+  // RocksDB only. Not a snapshot (see Scan). Stops at fn's first error.
+  // REQUIRES: chunk_rows > 0.
+  absl::Status ScanWeights(
+      size_t chunk_rows,
+      absl::FunctionRef<absl::Status(absl::Span<const uint64_t>, absl::Span<const float>)> fn)
+      const;
 
   // Calls fn(key, weights, slots) for every row, one stripe at a time under
   // its shared lock, then (tiered) the rows in RocksDB only, on the calling
@@ -253,7 +273,8 @@ class Table {
   bool TryReserve(uint64_t rows, bool* node_limit = nullptr);
   // Gives back reserved or held rows.
   void Unreserve(uint64_t rows);
-  uint64_t CountCreations(const internal::KeyBatch& b) const;
+  // admission false: every absent key counts (AssignRows).
+  uint64_t CountCreations(const internal::KeyBatch& b, bool admission = true) const;
   // ApplyPush's parts. PushRun: one push being applied (table.cc).
   struct PushRun;
   // Stripes [first, end) of the push, each under its lock: logs the

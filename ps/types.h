@@ -167,6 +167,17 @@ struct StartupInfo {
   std::vector<std::string> notes;
 };
 
+// The change log of a PS (ParameterServerOptions::change_log_bytes).
+struct ChangeLogStats {
+  uint64_t budget_bytes = 0;  // 0: off
+  uint64_t bytes = 0;         // what the held records and their names take
+  uint64_t records = 0;       // held
+  // The oldest sequence a follower may still read from (next_sequence when
+  // none is held), and the sequence the next record gets.
+  uint64_t oldest_sequence = 1;
+  uint64_t next_sequence = 1;
+};
+
 struct ServerStats {
   std::vector<TableStats> tables;
   std::vector<DenseStats> dense;
@@ -189,6 +200,7 @@ struct ServerStats {
   // Of memory_used_bytes: keys of rows spilled while changed since the last
   // checkpoint (MemoryAccountant::TryChargeBookkeeping).
   uint64_t memory_bookkeeping_bytes = 0;
+  ChangeLogStats change_log;
 };
 
 }  // namespace brook::ps

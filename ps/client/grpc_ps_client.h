@@ -166,6 +166,16 @@ class GrpcPsClient final : public PsClient {
   absl::StatusOr<std::vector<ImportInfo>> ImportTables(const ImportOptions& options) override;
   absl::StatusOr<std::vector<StartupInfo>> FenceClients(
       absl::Span<const uint64_t> client_ids) override;
+  // Each round asks every shard that has more at once (Changes RPC),
+  // retried like a pull.
+  absl::StatusOr<ChangeSet> ChangesSince(std::string_view prefix, const ChangeCursor& cursor,
+                                         uint64_t max_keys_per_shard) override;
+  // One ScanRows stream per shard, shard after shard, within
+  // options.admin_deadline; a shard that is unavailable before its first
+  // chunk is retried (within admin_retry_window), one that fails after it
+  // is an error (its rows were partly handed out). Cancel() takes effect at
+  // the next chunk.
+  absl::Status ScanRows(std::string_view table, const ChunkFn& chunk) override;
 
   // RPCs re-sent after a transient fault, since creation.
   uint64_t retries() const { return retries_.load(std::memory_order_relaxed); }

@@ -29,6 +29,12 @@ class Stub {
         generated_(v1::ParameterServer::NewStub(channel_)),
         pull_("/brook.v1.ParameterServer/Pull", grpc::internal::RpcMethod::NORMAL_RPC, channel_) {}
   auto* async() { return generated_->async(); }
+  // The one streaming call, blocking (ScanRows reads it on the caller's
+  // thread).
+  std::unique_ptr<grpc::ClientReader<v1::ScanRowsChunk>> ScanRows(grpc::ClientContext* ctx,
+                                                                  const v1::ScanRowsRequest& req) {
+    return generated_->ScanRows(ctx, req);
+  }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
   void PullRaw(grpc::ClientContext* ctx, const v1::PullRequest* req, grpc::ByteBuffer* reply,
                Done done) {

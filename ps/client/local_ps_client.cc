@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "ps/client/batch_plan.h"
+#include "ps/client/change_follow.h"
 #include "ps/client/key_plan.h"
 #include "ps/wire/precision.h"
 #include "sharding/sharding.h"
@@ -282,6 +283,47 @@ absl::StatusOr<std::vector<StartupInfo>> LocalPsClient::FenceClients(
     out.push_back(ps->startup());
   }
   return out;
+}
+
+absl::StatusOr<ChangeSet> LocalPsClient::ChangesSince(std::string_view prefix,
+                                                      const ChangeCursor& cursor,
+                                                      uint64_t max_keys_per_shard) {
+  auto read = [&](absl::Span<const ShardChangeAsk> asks,
+                  bool head_only) -> absl::StatusOr<std::vector<absl::StatusOr<ShardChanges>>> {
+    std::vector<absl::StatusOr<ShardChanges>> out;
+    for (const ShardChangeAsk& ask : asks) {
+      const ParameterServer& ps = *shards_[ask.shard];
+      if (head_only) {
+        if (ps.options().change_log_bytes == 0) {
+          // As ChangesSince says it, for the same answer in both cases.
+          out.push_back(AtShard(ask.shard, ps.ChangesSince(prefix, 0, 0).status()));
+          continue;
+        }
+        out.push_back(
+            ShardChanges{.incarnation = ps.startup().incarnation, .next = ps.ChangeLogHead()});
+        continue;
+      }
+      absl::StatusOr<Changes> c = ps.ChangesSince(prefix, ask.since, max_keys_per_shard);
+      if (!c.ok()) {
+        out.push_back(AtShard(ask.shard, c.status()));
+        continue;
+      }
+      out.push_back(ShardChanges{.incarnation = c->incarnation,
+                                 .next = c->next,
+                                 .more = c->more,
+                                 .tables = std::move(c->tables),
+                                 .dense = std::move(c->dense)});
+    }
+    return out;
+  };
+  return FollowChanges(num_shards(), prefix, cursor, kMaxChangeRounds, read);
+}
+
+absl::Status LocalPsClient::ScanRows(std::string_view table, const ChunkFn& chunk) {
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    RETURN_IF_ERROR(AtShard(s, shards_[s]->ScanRows(table, kScanChunkRows, chunk)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace brook::ps

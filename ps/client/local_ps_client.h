@@ -45,6 +45,9 @@ class LocalPsClient final : public PsClient {
   absl::StatusOr<std::vector<ImportInfo>> ImportTables(const ImportOptions& options) override;
   absl::StatusOr<std::vector<StartupInfo>> FenceClients(
       absl::Span<const uint64_t> client_ids) override;
+  absl::StatusOr<ChangeSet> ChangesSince(std::string_view prefix, const ChangeCursor& cursor,
+                                         uint64_t max_keys_per_shard) override;
+  absl::Status ScanRows(std::string_view table, const ChunkFn& chunk) override;
 
  private:
   const std::vector<ParameterServer*> shards_;  // not owned

@@ -106,4 +106,16 @@ absl::StatusOr<std::vector<StartupInfo>> PrefixedPsClient::FenceClients(
   return inner_->FenceClients(client_ids);
 }
 
+absl::StatusOr<ChangeSet> PrefixedPsClient::ChangesSince(std::string_view prefix,
+                                                         const ChangeCursor& cursor,
+                                                         uint64_t max_keys_per_shard) {
+  // The inner client strips all of prefix_ + prefix: the caller's names
+  // are without prefix_ already, and without `prefix` as it asked.
+  return inner_->ChangesSince(Prefixed(prefix), cursor, max_keys_per_shard);
+}
+
+absl::Status PrefixedPsClient::ScanRows(std::string_view table, const ChunkFn& chunk) {
+  return inner_->ScanRows(Prefixed(table), chunk);
+}
+
 }  // namespace brook::ps

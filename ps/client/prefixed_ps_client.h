@@ -61,6 +61,10 @@ class PrefixedPsClient final : public PsClient {
   absl::StatusOr<std::vector<ImportInfo>> ImportTables(const ImportOptions& options) override;
   absl::StatusOr<std::vector<StartupInfo>> FenceClients(
       absl::Span<const uint64_t> client_ids) override;
+  // Under prefix() + prefix; the names come back without either.
+  absl::StatusOr<ChangeSet> ChangesSince(std::string_view prefix, const ChangeCursor& cursor,
+                                         uint64_t max_keys_per_shard) override;
+  absl::Status ScanRows(std::string_view table, const ChunkFn& chunk) override;
   // The inner client's: every prefix's calls through it.
   PsTraffic Traffic() const override { return inner_->Traffic(); }
 

@@ -29,6 +29,16 @@ void PsClient::RememberWire(const TableOptions& options) {
   any_wire_.store(true, std::memory_order_release);
 }
 
+absl::StatusOr<ChangeSet> PsClient::ChangesSince(std::string_view /*prefix*/,
+                                                 const ChangeCursor& /*cursor*/,
+                                                 uint64_t /*max_keys_per_shard*/) {
+  return absl::UnimplementedError("this PS client cannot read the PS change log");
+}
+
+absl::Status PsClient::ScanRows(std::string_view /*table*/, const ChunkFn& /*chunk*/) {
+  return absl::UnimplementedError("this PS client cannot scan rows");
+}
+
 void PsClient::CountPull(size_t keys, size_t values, WirePrecision precision) {
   const size_t value_bytes = wire::WireValueBytes(precision);
   pull_bytes_.fetch_add(keys * sizeof(uint64_t) + values * value_bytes, std::memory_order_relaxed);

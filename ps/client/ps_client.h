@@ -22,8 +22,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -74,6 +76,30 @@ struct PushStream {
 struct PsTraffic {
   uint64_t pull_bytes = 0;
   uint64_t push_bytes = 0;
+};
+
+// A follower's position in the change logs of every shard
+// (PsClient::ChangesSince). Default-constructed: none yet (the first call
+// says full_sync_needed).
+struct ChangeCursor {
+  // A hash of every shard's incarnation (never 0 once set): any one shard
+  // restarting changes it.
+  uint64_t incarnation = 0;
+  std::vector<uint64_t> next;  // per shard: the sequence to read from
+};
+
+// What changed on the PS since a cursor, or that everything must be copied.
+struct ChangeSet {
+  // Copy everything (ScanRows, PullDense), then ask again with `cursor`,
+  // which every shard gave before the copy began (nothing pushed during the
+  // copy is missed). No keys then.
+  bool full_sync_needed = false;
+  ChangeCursor cursor;  // where to ask from next time
+  // Changed keys per table, names WITHOUT the prefix the caller gave,
+  // sorted by name; keys sorted and distinct (merged over shards). A row
+  // listed here may have changed again since: read its current value.
+  std::vector<std::pair<std::string, std::vector<uint64_t>>> tables;
+  std::vector<std::string> dense;  // changed dense variables, without the prefix, sorted
 };
 
 class PsClient {
@@ -176,6 +202,39 @@ class PsClient {
   // Every shard's ParameterServer::ImportTables, in shard order (a job's
   // init_from). A prefixed client imports under its prefix + to_prefix.
   virtual absl::StatusOr<std::vector<ImportInfo>> ImportTables(const ImportOptions& options) = 0;
+
+  // The follower's read of every shard's change log
+  // (ParameterServer::ChangesSince) for tables and dense variables whose
+  // names start with `prefix`. full_sync_needed (and the cursor every shard
+  // gives now) when the cursor is empty, when any shard's process is not the
+  // one the cursor saw (a restart), or when a shard no longer holds the
+  // cursor's position (its log's byte budget dropped it, or a restore). Else
+  // the changes up to about where each shard is now: each shard is read in
+  // rounds of at most max_keys_per_shard keys while it has more, up to
+  // kMaxChangeRounds rounds (the cursor then says where to go on from).
+  // FAILED_PRECONDITION when a PS keeps no change log. Default: UNIMPLEMENTED.
+  //
+  //   ChangeCursor cursor;
+  //   while (true) {  // every few seconds
+  //     ASSIGN_OR_RETURN(ChangeSet c, ps->ChangesSince("", cursor, 1 << 20));
+  //     if (c.full_sync_needed) { ...ScanRows every table, PullDense... }
+  //     else { ...Pull c.tables' keys, PullDense c.dense... }
+  //     cursor = c.cursor;
+  //   }
+  virtual absl::StatusOr<ChangeSet> ChangesSince(std::string_view prefix,
+                                                 const ChangeCursor& cursor,
+                                                 uint64_t max_keys_per_shard);
+  static constexpr int kMaxChangeRounds = 16;
+
+  // Calls chunk(keys, weights) for every row of `table` on every shard
+  // (weights keys.size() x dim, no optimizer slots), shard after shard, in
+  // chunks of a few thousand rows, on the calling thread. Not a snapshot:
+  // take a cursor (ChangesSince) first and read the changes after. Stops at
+  // chunk's first error and returns it. NOT_FOUND when a shard lacks the
+  // table. Default: UNIMPLEMENTED.
+  using ChunkFn = std::function<absl::Status(absl::Span<const uint64_t>, absl::Span<const float>)>;
+  virtual absl::Status ScanRows(std::string_view table, const ChunkFn& chunk);
+  static constexpr uint32_t kScanChunkRows = 4096;
 
   // Every shard refuses later pushes from these client ids with ABORTED
   // (ParameterServer::FenceClients): the chief fences a trainer whose lease

@@ -90,6 +90,17 @@ absl::Status DenseVariable::Import(absl::Span<const float> weights, absl::Span<c
   return absl::OkStatus();
 }
 
+absl::Status DenseVariable::Assign(absl::Span<const float> values) {
+  if (values.size() != n_) {
+    return absl::InvalidArgumentError(absl::StrCat("dense variable '", options_.name,
+                                                   "': assign of ", values.size(),
+                                                   " values, the variable has ", n_));
+  }
+  WriterLock lock(&mu_);
+  std::copy(values.begin(), values.end(), weights_.begin());
+  return absl::OkStatus();
+}
+
 DenseStats DenseVariable::Stats() const {
   DenseStats s;
   s.name = options_.name;

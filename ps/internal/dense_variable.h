@@ -53,6 +53,10 @@ class DenseVariable {
   absl::Status Import(absl::Span<const float> weights, absl::Span<const float> slots)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Sets the weights; the slots stay. INVALID_ARGUMENT naming the variable
+  // and both sizes when values.size() != num_floats.
+  absl::Status Assign(absl::Span<const float> values) ABSL_LOCKS_EXCLUDED(mu_);
+
   DenseStats Stats() const;
 
  private:

@@ -15,6 +15,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "ps/internal/change_log.h"
 #include "ps/internal/checkpoint_files.h"
 #include "ps/internal/dense_variable.h"
 #include "ps/internal/mutex.h"
@@ -135,13 +136,17 @@ namespace brook::ps {
 // pull runs frees the table when that pull ends).
 struct ParameterServer::State {
   explicit State(const ParameterServerOptions& o)
-      : accountant(o.memory_limit_bytes), dedup(std::max<uint32_t>(o.dedup_window, 1)) {}
+      : accountant(o.memory_limit_bytes),
+        dedup(std::max<uint32_t>(o.dedup_window, 1)),
+        changes(o.change_log_bytes) {}
 
   // The node-wide memory limit; before `tables`, which borrow it.
   MemoryAccountant accountant;
   internal::PushDedup dedup;
   internal::CheckpointGate gate;
   StartupInfo startup;  // set by the constructor and Open, constant after
+  // Which rows and dense variables changed (ParameterServer::ChangesSince).
+  internal::ChangeLog changes;
 
   mutable internal::RwMutex mu;
   absl::flat_hash_map<std::string, std::shared_ptr<Table>> tables ABSL_GUARDED_BY(mu);
@@ -193,6 +198,12 @@ struct ParameterServer::State {
   uint64_t ApplyDensePush(internal::DenseVariable& v, std::string_view name,
                           absl::Span<const float> grads, uint64_t nonfinite,
                           const PushContext& ctx);
+  // Records a table push's keys in the change log once it was applied, or
+  // failed part way (the tier: some rows may have changed); a push refused
+  // for room (RESOURCE_EXHAUSTED) changed nothing.
+  void RecordPush(const absl::Status& applied, const internal::ChangePart& part) {
+    if (applied.ok() || !absl::IsResourceExhausted(applied)) changes.Append(part);
+  }
 };
 
 }  // namespace brook::ps

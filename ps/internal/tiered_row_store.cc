@@ -434,7 +434,8 @@ bool TieredRowStore::TakeCheckpointDelta(int stripe, std::vector<uint64_t>* evic
   return complete;
 }
 
-absl::Status TieredRowStore::ForEachCold(absl::FunctionRef<void(const RowHeader&)> fn) const {
+absl::Status TieredRowStore::ForEachCold(
+    absl::FunctionRef<absl::Status(const RowHeader&)> fn) const {
   if (!has_family()) return absl::OkStatus();         // never spilled: every row is in memory
   std::vector<uint64_t> row((value_bytes_ + 7) / 8);  // aligned copy
   return options_.db->ForEach(
@@ -445,8 +446,7 @@ absl::Status TieredRowStore::ForEachCold(absl::FunctionRef<void(const RowHeader&
                                                   " bytes, expected ", value_bytes_));
         }
         std::memcpy(row.data(), value.data(), value_bytes_);
-        fn(*reinterpret_cast<const RowHeader*>(row.data()));
-        return absl::OkStatus();
+        return fn(*reinterpret_cast<const RowHeader*>(row.data()));
       });
 }
 

@@ -116,8 +116,8 @@ class TieredRowStore final : public RowStore {
                            std::vector<uint64_t>* erased);
   // Calls fn on every row stored in RocksDB (including stale copies of rows
   // now in memory: the caller skips those), in key order. None without a
-  // family.
-  absl::Status ForEachCold(absl::FunctionRef<void(const RowHeader&)> fn) const;
+  // family. Stops at fn's first error and returns it.
+  absl::Status ForEachCold(absl::FunctionRef<absl::Status(const RowHeader&)> fn) const;
   // Reads the stored copies of `keys` (for checkpointing evicted rows):
   // found[i], and rows[i * value_bytes()...]. Any stripe; no lock needed.
   absl::Status ReadCold(absl::Span<const uint64_t> keys, char* rows, bool* found) const;

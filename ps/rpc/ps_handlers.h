@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -71,6 +72,20 @@ class PsHandlers {
   absl::Status Checkpoint(const v1::CheckpointRequest& req, v1::CheckpointResponse* resp);
   absl::Status Restore(const v1::RestoreRequest& req, v1::RestoreResponse* resp);
   absl::Status FenceClients(const v1::FenceClientsRequest& req, v1::FenceClientsResponse* resp);
+  // The change log (ParameterServer::ChangesSince; head_only: the
+  // incarnation and ChangeLogHead() alone). FAILED_PRECONDITION when the PS
+  // keeps no change log. max_keys 0 reads as kDefaultChangeKeys; past what
+  // fits in max_reply_bytes it is lowered.
+  absl::Status Changes(const v1::ChangesRequest& req, v1::ChangesResponse* resp);
+  static constexpr uint64_t kDefaultChangeKeys = 1u << 20;
+  // Every row of a table (ParameterServer::ScanRows), as chunks handed to
+  // `emit` in order on the calling thread (chunk_rows 0 reads as
+  // kDefaultScanChunkRows, and no chunk holds more than max_reply_bytes).
+  // Stops at emit's first error and returns it.
+  using ChunkSink = std::function<absl::Status(v1::ScanRowsChunk&& chunk)>;
+  absl::Status ScanRows(const v1::ScanRowsRequest& req, const ChunkSink& emit);
+  static constexpr uint32_t kDefaultScanChunkRows = 4096;
+
   // Fills version and commit; `serving` is the caller's to set.
   absl::Status Health(const v1::HealthRequest& req, v1::HealthResponse* resp);
 

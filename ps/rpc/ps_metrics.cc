@@ -41,6 +41,18 @@ std::shared_ptr<prometheus::Collectable> NewPsStatsCollector(const ParameterServ
                         "and the PS has no RocksDB tier"),
             {}, static_cast<double>(stats.memory_limit_rejections));
 
+    set.Add(set.Gauge("brook_ps_change_log_bytes",
+                      "Bytes the change log holds (which rows each push changed, for followers; "
+                      "at most --change-log-mib)"),
+            {}, static_cast<double>(stats.change_log.bytes));
+    set.Add(set.Gauge("brook_ps_change_log_oldest_sequence",
+                      "The oldest change-log sequence a follower may still read from (older "
+                      "cursors copy everything again)"),
+            {}, static_cast<double>(stats.change_log.oldest_sequence));
+    set.Add(set.Gauge("brook_ps_change_log_next_sequence",
+                      "The sequence the next change-log record gets"),
+            {}, static_cast<double>(stats.change_log.next_sequence));
+
     auto* pulled = set.Counter("brook_ps_rows_pulled_total", "Rows read by pulls");
     auto* pushed = set.Counter("brook_ps_rows_pushed_total", "Rows updated by pushes");
     auto* admissions = set.Counter("brook_ps_admissions_total", "Keys admitted as trained rows");

@@ -55,6 +55,8 @@ enum class PsMethod {
   kPullBatch,
   kPushBatch,
   kFenceClients,
+  kChanges,
+  kScanRows,
 };
 std::vector<std::string> PsMethodNames();
 
@@ -123,6 +125,15 @@ class PsService final
   grpc::ServerUnaryReactor* FenceClients(grpc::CallbackServerContext* ctx,
                                          const v1::FenceClientsRequest* req,
                                          v1::FenceClientsResponse* resp) override;
+  grpc::ServerUnaryReactor* Changes(grpc::CallbackServerContext* ctx, const v1::ChangesRequest* req,
+                                    v1::ChangesResponse* resp) override;
+  // Server streaming: the scan runs on a thread of its own (never the
+  // executor's: a slow reader must not hold a handler thread), a few chunks
+  // ahead of the writes; at most kMaxScans at once (more are UNAVAILABLE,
+  // retryable). A client that goes away stops the scan.
+  grpc::ServerWriteReactor<v1::ScanRowsChunk>* ScanRows(grpc::CallbackServerContext* ctx,
+                                                        const v1::ScanRowsRequest* req) override;
+  static constexpr int kMaxScans = 4;
 
  private:
   // Runs `handler(*req, resp)` (inline or on the executor), maps its status,
@@ -135,9 +146,15 @@ class PsService final
   // OK when the call may proceed: no token required, or the right one sent.
   absl::Status Authorize(const grpc::CallbackServerContext& ctx) const;
 
+  class ScanRowsReactor;
+  // Records a finished call in options_.metrics (if any).
+  void RecordCall(PsMethod method, grpc::StatusCode code,
+                  std::chrono::steady_clock::time_point start) const;
+
   PsHandlers handlers_;
   const PsServiceOptions options_;
   std::atomic<bool> serving_{true};
+  std::atomic<int> scans_{0};  // ScanRows in progress
 };
 
 }  // namespace brook::ps::rpc

@@ -4,6 +4,7 @@
 // reassembly are invisible), dense placement, size checks, concurrency.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <set>
@@ -202,6 +203,65 @@ TEST_P(PsClientTest, TableLifecycleAcrossShards) {
   BROOK_ASSERT_OK(client_->DropTable("emb"));
   BROOK_EXPECT_CODE(client_->DropTable("emb"), absl::StatusCode::kNotFound);
   for (int s = 0; s < kShards; ++s) EXPECT_TRUE(cluster_->shard(s)->Stats().tables.empty());
+}
+
+// A follower's two reads: the change log since a cursor, and every row.
+TEST_P(PsClientTest, FollowerReadsTheChangesAndScansEveryRow) {
+  constexpr int kDim = 3;
+  BROOK_ASSERT_OK(client_->CreateTable(CounterTable("job/emb", kDim)));
+  BROOK_ASSERT_OK(client_->CreateDense({CounterDense("job/w", {2})}));
+  absl::StatusOr<ChangeSet> start = client_->ChangesSince("job/", ChangeCursor{}, 100);
+  ASSERT_TRUE(start.ok()) << start.status();
+  EXPECT_TRUE(start->full_sync_needed);
+  ASSERT_EQ(start->cursor.next.size(), size_t{kShards});
+
+  std::vector<uint64_t> keys(10000);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i * 7919 + 3;
+  BROOK_ASSERT_OK(client_->Push("job/emb", keys, std::vector<float>(keys.size() * kDim, -1.0f), 1));
+  BROOK_ASSERT_OK(client_->PushDense("job/w", std::vector<float>(2, -1.0f), 1));
+  absl::StatusOr<ChangeSet> c = client_->ChangesSince("job/", start->cursor, 100000);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->full_sync_needed);
+  std::vector<uint64_t> sorted = keys;
+  std::sort(sorted.begin(), sorted.end());
+  ASSERT_EQ(c->tables.size(), 1u);
+  EXPECT_EQ(c->tables[0].first, "emb");
+  EXPECT_EQ(c->tables[0].second, sorted);
+  EXPECT_EQ(c->dense, std::vector<std::string>{"w"});
+
+  std::map<uint64_t, std::vector<float>> rows;
+  size_t chunks = 0;
+  BROOK_ASSERT_OK(client_->ScanRows(
+      "job/emb", [&](absl::Span<const uint64_t> k, absl::Span<const float> w) -> absl::Status {
+        ++chunks;
+        EXPECT_LE(k.size(), PsClient::kScanChunkRows);
+        EXPECT_EQ(w.size(), k.size() * kDim);
+        for (size_t i = 0; i < k.size(); ++i) {
+          rows[k[i]] = std::vector<float>(w.begin() + i * kDim, w.begin() + (i + 1) * kDim);
+        }
+        return absl::OkStatus();
+      }));
+  EXPECT_GT(chunks, 1u);
+  ASSERT_EQ(rows.size(), keys.size());
+  for (uint64_t k : keys) EXPECT_EQ(rows[k], std::vector<float>(kDim, 1.0f)) << k;
+
+  // The caller's error ends the scan (over gRPC: the stream is cancelled).
+  int calls = 0;
+  const absl::Status stopped = client_->ScanRows("job/emb", [&](auto, auto) {
+    ++calls;
+    return absl::AbortedError("enough");
+  });
+  EXPECT_EQ(stopped.code(), absl::StatusCode::kAborted) << stopped;
+  EXPECT_EQ(calls, 1);
+  BROOK_EXPECT_CODE(client_->ScanRows("missing", [](auto, auto) { return absl::OkStatus(); }),
+                    absl::StatusCode::kNotFound);
+  // The scan after a cancelled one works (the server let go of it).
+  size_t rows_again = 0;
+  BROOK_ASSERT_OK(client_->ScanRows("job/emb", [&](absl::Span<const uint64_t> k, auto) {
+    rows_again += k.size();
+    return absl::OkStatus();
+  }));
+  EXPECT_EQ(rows_again, keys.size());
 }
 
 TEST_P(PsClientTest, ClientIdIsRandomAndNonZero) {

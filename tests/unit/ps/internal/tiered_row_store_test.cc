@@ -94,7 +94,12 @@ TEST_F(TieredFamilyTest, NoFamilyUntilTheFirstSpillThenRowsComeBackFromIt) {
   EXPECT_EQ(Get(*store, 3), 3.5f);
   EXPECT_EQ(Get(*store, 100), -1.0f);  // a miss never asks RocksDB (no family to ask)
   int cold = 0;
-  ASSERT_TRUE(store->ForEachCold([&](const RowHeader&) { ++cold; }).ok());
+  ASSERT_TRUE(store
+                  ->ForEachCold([&](const RowHeader&) {
+                    ++cold;
+                    return absl::OkStatus();
+                  })
+                  .ok());
   EXPECT_EQ(cold, 0);
   EXPECT_EQ(store->tier_stats().errors, 0u);
   EXPECT_FALSE(store->tier_stats().has_family);
@@ -107,7 +112,12 @@ TEST_F(TieredFamilyTest, NoFamilyUntilTheFirstSpillThenRowsComeBackFromIt) {
   EXPECT_EQ(t.errors, 0u);
   for (uint64_t k = 0; k < 40; ++k) EXPECT_EQ(Get(*store, k), k + 0.5f) << "key " << k;
   cold = 0;
-  ASSERT_TRUE(store->ForEachCold([&](const RowHeader&) { ++cold; }).ok());
+  ASSERT_TRUE(store
+                  ->ForEachCold([&](const RowHeader&) {
+                    ++cold;
+                    return absl::OkStatus();
+                  })
+                  .ok());
   EXPECT_GE(cold, 32);
 }
 
