@@ -42,7 +42,8 @@ struct PsFlags {
   int rocksdb_cache_mib = kDefaultRocksDbCacheMib;
   int rocksdb_write_buffer_mib = kDefaultRocksDbWriteBufferMib;
   bool no_wal = false;
-  std::string memory_limit;  // ParseByteSize; "" or 0: none
+  std::string memory_limit;    // ParseByteSize; "" or 0: none
+  double change_log_mib = 64;  // ParameterServerOptions::change_log_bytes
   TokenFlags token;
   // Given on the command line or by BROOK_PS_*: these win over TF_CONFIG.
   bool listen_given = false, shard_index_given = false, num_shards_given = false;
@@ -88,6 +89,7 @@ absl::Status ResolvePsFlags(PsFlags* f) {
     }
     f->server.ps.memory_limit_bytes = *limit;
   }
+  f->server.ps.change_log_bytes = static_cast<uint64_t>(f->change_log_mib * (1 << 20));
   if (f->server.ps.data_dir.empty() &&
       (f->rocksdb_cache_mib != kDefaultRocksDbCacheMib ||
        f->rocksdb_write_buffer_mib != kDefaultRocksDbWriteBufferMib)) {
@@ -167,6 +169,9 @@ int RunPs(const PsFlags& flags) {
                     : ", data dir " + options.ps.data_dir +
                           (options.ps.wal ? (options.ps.wal_fsync ? ", WAL fsync" : ", WAL")
                                           : ", no WAL"))
+            << (options.ps.change_log_bytes == 0
+                    ? std::string(", no change log")
+                    : absl::StrCat(", change log ", options.ps.change_log_bytes, " bytes"))
             << "\n";
 
   int sig = 0;
@@ -212,6 +217,13 @@ void RegisterPs(CLI::App& app, int* exit_code) {
                   "RocksDB with --data-dir; without one, pushes that would create rows are "
                   "refused (RESOURCE_EXHAUSTED). Empty or 0: no limit")
       ->envname("BROOK_PS_MEMORY_LIMIT");
+  cmd->add_option("--change-log-mib", flags->change_log_mib,
+                  "MiB of the change log: which rows each push changed, newest kept, so that a "
+                  "model server following this PS copies only those (older changes past it: the "
+                  "follower copies everything again). Fractions allowed; 0: off")
+      ->envname("BROOK_PS_CHANGE_LOG_MIB")
+      ->check(CLI::Range(0.0, 1048576.0))
+      ->capture_default_str();
   cmd->add_option("--threads", flags->server.threads,
                   "Request handler threads; 0 runs handlers on gRPC's own threads")
       ->envname("BROOK_PS_THREADS")
