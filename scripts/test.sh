@@ -122,12 +122,13 @@ step "concurrency tests under TSan"
 #   trainer calls (the lease manager and job queue live under its mutex), and
 #   the lease table's failure simulation;
 # - serving: the batcher's workers under concurrent clients, and versions
-#   swapped while the old one still scores.
+#   swapped while the old one still scores, the follower's thread writing
+#   rows while they are scored.
 tsan_ps='ConcurrencyTest.*:PushDedupTest.*:MemRowStoreTest.*:ParameterServerTest.*:CheckpointTest.*:DurabilityTest.*:PartRunnerTest.*'
 tsan_storage='WalTest.*:AtomicFileTest.*'
 tsan_trainer='Pipeline*:ExactlyOnce*:UnitProgress*:BoundedQueue*:Ordered*:TrainerTest.*'
 tsan_chief='ChiefConcurrencyTest.*:ChiefTest.*:WorkLeases*:JobQueue*'
-tsan_serving='BatcherTest.*:ModelRepositoryTest.*'
+tsan_serving='BatcherTest.*:ModelRepositoryTest.*:PsFollowerTest.*'
 # The WAL tests that fork a child to kill it mid-log are left out: the child
 # writes through the WAL, whose writer thread TSan cannot start after a
 # multi-threaded fork ("starting new threads after multi-threaded fork is not

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "ps/client/prefixed_ps_client.h"
@@ -78,7 +79,9 @@ absl::Status PsFollower::Sync(const std::shared_ptr<const Servable>& servable, b
   std::lock_guard<std::mutex> lock(sync_mu_);
   const std::string job = options_.job.empty() ? servable->loaded().manifest.job_id : options_.job;
   ps::PrefixedPsClient job_ps(ps_, job + "/");
-  if (synced_servable_ != servable.get()) cursor_ = {};  // a new version: start over
+  // A new version: start over (a weak_ptr: a freed version's address may be
+  // reused by the next one).
+  if (synced_servable_.lock() != servable) cursor_ = {};
   ASSIGN_OR_RETURN(ps::ChangeSet changes,
                    job_ps.ChangesSince("", cursor_, options_.max_keys_per_call));
   uint64_t rows = 0;
@@ -112,7 +115,7 @@ absl::Status PsFollower::Sync(const std::shared_ptr<const Servable>& servable, b
     if (dense_changed) RETURN_IF_ERROR(servable->RefreshDense());
   }
   cursor_ = std::move(changes.cursor);
-  synced_servable_ = servable.get();
+  synced_servable_ = servable;
   std::lock_guard<std::mutex> stats_lock(mu_);
   stats_.rows += rows;
   return absl::OkStatus();
@@ -128,12 +131,21 @@ absl::Status PsFollower::FullSync(const Servable& servable, ps::PsClient* job_ps
           return absl::OkStatus();
         }));
   }
+  // Only now that every table was found (a wrong job fails above, creating
+  // nothing on the training cluster): the client learns where the dense
+  // variables live, as a trainer's does.
+  RETURN_IF_ERROR(servable.DeclareOn(job_ps));
   for (const auto& [name, size] : servable.DenseSizes()) {
     std::vector<float> values(static_cast<size_t>(size));
     RETURN_IF_ERROR(job_ps->PullDense(name, absl::MakeSpan(values)));
     RETURN_IF_ERROR(servable.AssignDense(name, values));
   }
   return servable.RefreshDense();
+}
+
+FollowerStats PsFollower::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
 }
 
 }  // namespace brook::serving

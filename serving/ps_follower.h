@@ -78,7 +78,7 @@ class PsFollower {
   ModelRepository* const repo_;
   ps::PsClient* const ps_;
   std::mutex sync_mu_;  // one sync at a time
-  const Servable* synced_servable_ = nullptr;
+  std::weak_ptr<const Servable> synced_servable_;
   ps::ChangeCursor cursor_;
   mutable std::mutex mu_;
   FollowerStats stats_;

@@ -81,6 +81,7 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& dir,
 
   ps::ParameterServerOptions po;
   po.memory_limit_bytes = options.memory_limit_bytes;
+  po.change_log_bytes = 0;  // nobody follows a serving copy
   if (options.memory_limit_bytes > 0) {
     std::error_code ec;
     fs::remove_all(options.data_dir, ec);
@@ -94,16 +95,9 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& dir,
   s->job_ps_ =
       std::make_unique<ps::PrefixedPsClient>(s->local_.get(), s->loaded_.manifest.table_prefix);
 
-  // Declares the model's tables and dense variables to the client (they
-  // exist: nothing changes), then the dense weights every score uses.
-  {
-    ASSIGN_OR_RETURN(std::unique_ptr<trainer::Backend> backend,
-                     trainer::CreateCpuBackend({.num_threads = 1}));
-    ASSIGN_OR_RETURN(std::unique_ptr<trainer::Trainer> t,
-                     trainer::Trainer::Create(s->job_ps_.get(), spec.model, spec.features,
-                                              spec.ToTrainerOptions(), backend.get()));
-    RETURN_IF_ERROR(t->Setup());
-  }
+  // The model's tables and dense variables exist (restored): this only
+  // tells the client where the dense variables live.
+  RETURN_IF_ERROR(s->DeclareOn(s->job_ps_.get()));
   // One scorer up front: a model that cannot be built fails the load, not
   // the first request.
   ASSIGN_OR_RETURN(std::unique_ptr<Scorer> first, s->NewScorer());
@@ -142,6 +136,16 @@ absl::StatusOr<std::unique_ptr<Servable::Scorer>> Servable::NewScorer() const {
   return sc;
 }
 
+absl::Status Servable::DeclareOn(ps::PsClient* job_ps) const {
+  const chief::JobSpec& spec = loaded_.spec;
+  ASSIGN_OR_RETURN(std::unique_ptr<trainer::Backend> backend,
+                   trainer::CreateCpuBackend({.num_threads = 1}));
+  ASSIGN_OR_RETURN(std::unique_ptr<trainer::Trainer> t,
+                   trainer::Trainer::Create(job_ps, spec.model, spec.features,
+                                            spec.ToTrainerOptions(), backend.get()));
+  return t->Setup();
+}
+
 const trainer::TableSpec* Servable::FindTable(std::string_view name) const {
   for (const trainer::TableSpec& t : tables_) {
     if (t.name == name) return &t;
@@ -154,6 +158,16 @@ int64_t Servable::DenseSize(std::string_view name) const {
     if (n == name) return size;
   }
   return -1;
+}
+
+absl::Status Servable::AssignRows(std::string_view table, absl::Span<const uint64_t> keys,
+                                  absl::Span<const float> weights) const {
+  return ps_->AssignRows(absl::StrCat(loaded_.manifest.table_prefix, std::string(table)), keys,
+                         weights);
+}
+
+absl::Status Servable::AssignDense(std::string_view name, absl::Span<const float> values) const {
+  return ps_->AssignDense(absl::StrCat(loaded_.manifest.table_prefix, std::string(name)), values);
 }
 
 absl::Status Servable::RefreshDense() const {

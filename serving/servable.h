@@ -100,6 +100,16 @@ class Servable {
   const std::vector<std::pair<std::string, int64_t>>& DenseSizes() const { return dense_sizes_; }
   // -1 when the model has no such variable.
   int64_t DenseSize(std::string_view name) const;
+  // Declares the model's tables and dense variables on `job_ps` as its
+  // trainers did (Trainer::Setup): where they exist with those options
+  // nothing changes, and the client learns where the dense variables live
+  // (a follower's client must, before PullDense).
+  absl::Status DeclareOn(ps::PsClient* job_ps) const;
+  // A follower's writes (job names): rows serve at once; dense values once
+  // RefreshDense() runs. ParameterServer::AssignRows / AssignDense errors.
+  absl::Status AssignRows(std::string_view table, absl::Span<const uint64_t> keys,
+                          absl::Span<const float> weights) const;
+  absl::Status AssignDense(std::string_view name, absl::Span<const float> values) const;
 
   ServableStats Stats() const;
 

@@ -1,5 +1,6 @@
 #include "serving/server/model_server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include "prometheus/registry.h"
 #include "ps/client/grpc_ps_client.h"
 #include "serving/http/http_server.h"
+#include "serving/ps_follower.h"
 #include "serving/rest_api.h"
 #include "serving/rpc/predict_service.h"
 
@@ -82,7 +84,8 @@ std::unique_ptr<ServingMetrics> NewMetrics(std::shared_ptr<prometheus::Registry>
   return m;
 }
 
-std::vector<prometheus::MetricFamily> Collect(const ModelRepository* repo, const Batcher* batcher) {
+std::vector<prometheus::MetricFamily> Collect(const ModelRepository* repo, const Batcher* batcher,
+                                              const PsFollower* follower) {
   metrics::FamilySet set;
   const RepositoryStats rs = repo->Stats();
   set.Add(set.Gauge("brook_serve_model_version", "The model version serving now"), {},
@@ -102,6 +105,19 @@ std::vector<prometheus::MetricFamily> Collect(const ModelRepository* repo, const
   // last sync that completed; without, since the export was written.
   const double now = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
   double fresh_at = static_cast<double>(rs.export_created_unix_micros) / 1e6;
+  if (follower != nullptr) {
+    const FollowerStats fs = follower->Stats();
+    if (fs.synced_unix_seconds > fresh_at) fresh_at = fs.synced_unix_seconds;
+    auto* syncs =
+        set.Counter("brook_serve_ps_syncs_total", "Syncs from the PS, by kind and result");
+    set.Add(syncs, {{"kind", "delta"}, {"result", "ok"}}, static_cast<double>(fs.delta_syncs));
+    set.Add(syncs, {{"kind", "full"}, {"result", "ok"}}, static_cast<double>(fs.full_syncs));
+    set.Add(syncs, {{"kind", "any"}, {"result", "error"}}, static_cast<double>(fs.failures));
+    set.Add(set.Counter("brook_serve_ps_synced_rows_total", "Rows copied from the PS"), {},
+            static_cast<double>(fs.rows));
+    set.Add(set.Gauge("brook_serve_ps_sync_duration_seconds", "How long the last sync took"), {},
+            fs.last_sync_seconds);
+  }
   set.Add(set.Gauge("brook_serve_staleness_seconds",
                     "Age of the served weights: seconds since the last PS sync completed "
                     "(--follow-ps), else since the export was written"),
@@ -136,7 +152,19 @@ absl::StatusOr<std::unique_ptr<ModelServer>> ModelServer::Start(ModelServerOptio
                                                     .servable = options.servable,
                                                     .log = options.log}));
   if (!options.follow_ps.empty()) {
-    return absl::UnimplementedError("--follow-ps: not in this build yet");
+    ps::GrpcPsClientOptions po;
+    po.addresses = options.follow_ps;
+    po.tls = options.ps_tls;
+    po.token = options.ps_token;
+    // A sync that cannot reach the PS fails and the next one tries again:
+    // no need to ride out an outage inside one call.
+    po.deadline = std::clamp(2 * options.sync_interval, absl::Seconds(2), absl::Seconds(20));
+    ASSIGN_OR_RETURN(s->follow_client_, ps::GrpcPsClient::Create(po));
+    PsFollowerOptions fo;
+    fo.job = options.follow_job;
+    fo.interval = options.sync_interval;
+    fo.log = options.log;
+    ASSIGN_OR_RETURN(s->follower_, PsFollower::Start(fo, s->repo_.get(), s->follow_client_.get()));
   }
   BatcherOptions bo = options.batching;
   bo.on_batch = [m = s->metrics_.get()](int n, double seconds) {
@@ -145,7 +173,9 @@ absl::StatusOr<std::unique_ptr<ModelServer>> ModelServer::Start(ModelServerOptio
   };
   s->batcher_ = std::make_unique<Batcher>(s->repo_.get(), bo);
   s->metrics_->collector = std::make_shared<metrics::FunctionCollector>(
-      [repo = s->repo_.get(), b = s->batcher_.get()] { return Collect(repo, b); });
+      [repo = s->repo_.get(), b = s->batcher_.get(), f = s->follower_.get()] {
+        return Collect(repo, b, f);
+      });
   if (s->exposer_ != nullptr) s->exposer_->RegisterCollectable(s->metrics_->collector);
 
   auto rest = std::make_shared<RestApi>(options.model_name, s->repo_.get(), s->batcher_.get());
@@ -199,6 +229,7 @@ ModelServer::~ModelServer() {
   // the gRPC server stops at once (a deadline would wait out idle clients).
   if (batcher_ != nullptr) batcher_->Drain(absl::Seconds(10));
   if (grpc_ != nullptr) grpc_->Shutdown(std::chrono::system_clock::now());
+  follower_.reset();
   batcher_.reset();
   http_.reset();
   grpc_.reset();

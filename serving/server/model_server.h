@@ -77,6 +77,8 @@ class ModelServer {
   std::unique_ptr<metrics::MetricsExposer> exposer_;
   std::unique_ptr<ServingMetrics> metrics_;
   std::unique_ptr<ModelRepository> repo_;
+  std::unique_ptr<ps::PsClient> follow_client_;
+  std::unique_ptr<PsFollower> follower_;
   std::unique_ptr<Batcher> batcher_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<PredictService> grpc_service_;

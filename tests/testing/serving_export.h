@@ -89,37 +89,64 @@ inline absl::Status EnsureServingData(const std::string& data_dir) {
   return WriteServingData((fs::path(data_dir) / "eval.tfrecord").string(), 3, 500);
 }
 
-// Trains `epochs` epochs on data_dir's data and writes the export to
-// out_dir (job `job_id`, tables under "<job_id>/").
+// A trainer of the serving test model on `job_ps` (a job's view: a
+// PrefixedPsClient), its tables declared; Train() runs one epoch of
+// data_dir's training data.
+class ServingTrainer {
+ public:
+  static absl::StatusOr<std::unique_ptr<ServingTrainer>> Create(ps::PsClient* job_ps,
+                                                                const std::string& data_dir) {
+    RETURN_IF_ERROR(EnsureServingData(data_dir));
+    auto t = std::unique_ptr<ServingTrainer>(new ServingTrainer());
+    t->data_dir_ = data_dir;
+    ASSIGN_OR_RETURN(t->spec_, chief::JobSpec::FromYaml(ServingSpecYaml(data_dir, 1), ""));
+    ASSIGN_OR_RETURN(t->backend_, trainer::CreateCpuBackend({.num_threads = 1}));
+    ASSIGN_OR_RETURN(t->trainer_,
+                     trainer::Trainer::Create(job_ps, t->spec_.model, t->spec_.features,
+                                              t->spec_.ToTrainerOptions(), t->backend_.get()));
+    RETURN_IF_ERROR(t->trainer_->Setup());
+    return t;
+  }
+  absl::Status Train() {
+    input::PipelineOptions po;
+    po.files = {data_dir_ + "/train.tfrecord"};
+    po.batch_size = spec_.training.batch_size;
+    ASSIGN_OR_RETURN(std::unique_ptr<input::Pipeline> p,
+                     input::Pipeline::Create(spec_.features, po));
+    return trainer_->Train(p.get());
+  }
+  // Writes the export of what `whole_ps` (every shard, no prefix) holds.
+  absl::Status Export(ps::PsClient* whole_ps, const std::string& out_dir,
+                      const std::string& job_id) {
+    chief::ExportRequest r;
+    r.dir = out_dir;
+    r.job_id = job_id;
+    r.table_prefix = job_id + "/";
+    r.step = trainer_->stats().steps;
+    r.train_files = {data_dir_ + "/train.tfrecord"};
+    r.eval_files = {data_dir_ + "/eval.tfrecord"};
+    return chief::WriteExport(whole_ps, spec_, r).status();
+  }
+  const chief::JobSpec& spec() const { return spec_; }
+
+ private:
+  ServingTrainer() = default;
+  std::string data_dir_;
+  chief::JobSpec spec_;
+  std::unique_ptr<trainer::Backend> backend_;
+  std::unique_ptr<trainer::Trainer> trainer_;
+};
+
+// Trains `epochs` epochs on data_dir's data against an in-process two-shard
+// PS and writes the export to out_dir (job `job_id`, tables under
+// "<job_id>/").
 inline absl::Status TrainAndExport(const std::string& data_dir, const std::string& out_dir,
                                    int epochs = 1, const std::string& job_id = "job-1") {
-  RETURN_IF_ERROR(EnsureServingData(data_dir));
-  ASSIGN_OR_RETURN(chief::JobSpec spec,
-                   chief::JobSpec::FromYaml(ServingSpecYaml(data_dir, epochs), ""));
   ps::LocalPsCluster cluster(2);
   ps::PrefixedPsClient job(cluster.client.get(), job_id + "/");
-  ASSIGN_OR_RETURN(std::unique_ptr<trainer::Backend> backend,
-                   trainer::CreateCpuBackend({.num_threads = 1}));
-  ASSIGN_OR_RETURN(std::unique_ptr<trainer::Trainer> t,
-                   trainer::Trainer::Create(&job, spec.model, spec.features,
-                                            spec.ToTrainerOptions(), backend.get()));
-  RETURN_IF_ERROR(t->Setup());
-  input::PipelineOptions po;
-  po.files = {data_dir + "/train.tfrecord"};
-  po.batch_size = spec.training.batch_size;
-  for (int e = 0; e < epochs; ++e) {
-    ASSIGN_OR_RETURN(std::unique_ptr<input::Pipeline> p,
-                     input::Pipeline::Create(spec.features, po));
-    RETURN_IF_ERROR(t->Train(p.get()));
-  }
-  chief::ExportRequest r;
-  r.dir = out_dir;
-  r.job_id = job_id;
-  r.table_prefix = job_id + "/";
-  r.step = t->stats().steps;
-  r.train_files = po.files;
-  r.eval_files = {data_dir + "/eval.tfrecord"};
-  return chief::WriteExport(cluster.client.get(), spec, r).status();
+  ASSIGN_OR_RETURN(std::unique_ptr<ServingTrainer> t, ServingTrainer::Create(&job, data_dir));
+  for (int e = 0; e < epochs; ++e) RETURN_IF_ERROR(t->Train());
+  return t->Export(cluster.client.get(), out_dir, job_id);
 }
 
 }  // namespace brook::testing

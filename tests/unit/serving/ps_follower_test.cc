@@ -1,0 +1,151 @@
+// The PS follower over a real in-process training PS (two shards, their
+// change logs on): the first sync copies everything, later ones only what
+// training changed, and the served scores equal scoring the live PS; a new
+// version swapped in starts over with a full sync; a job with no tables
+// fails the sync, counted, and the model keeps its weights.
+#include "serving/ps_follower.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "chief/export/model_export.h"
+#include "storage/tfrecord.h"
+#include "tensorflow/example.pb.h"
+#include "tests/testing/ps_rpc_testing.h"
+#include "tests/testing/serving_export.h"
+#include "tests/testing/test_util.h"
+
+namespace brook::serving {
+namespace {
+
+class PsFollowerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto t = testing::ServingTrainer::Create(&job_, dir_.Join("data"));
+    ASSERT_TRUE(t.ok()) << t.status();
+    trainer_ = std::move(*t);
+    BROOK_ASSERT_OK(trainer_->Train());
+    BROOK_ASSERT_OK(trainer_->Export(cluster_.client.get(), dir_.Join("models/1"), "job-1"));
+    auto repo = ModelRepository::Open({.path = dir_.Join("models")});
+    ASSERT_TRUE(repo.ok()) << repo.status();
+    repo_ = std::move(*repo);
+    auto r = storage::TFRecordReader::Open(dir_.Join("data/eval.tfrecord"), {});
+    ASSERT_TRUE(r.ok());
+    std::string_view rec;
+    while (examples_.size() < 200 && *(*r)->Next(&rec)) examples_.emplace_back(rec);
+  }
+
+  std::vector<float> Served() {
+    std::vector<std::string_view> views(examples_.begin(), examples_.end());
+    std::vector<float> out;
+    EXPECT_TRUE(repo_->Current()->Score(views, &out).ok());
+    return out;
+  }
+  std::vector<float> Live() {
+    std::vector<float> scores;
+    chief::ScoreOptions o;
+    o.num_threads = 1;
+    o.on_example = [&](float, float score, const tf::Feature*) {
+      if (scores.size() < examples_.size()) scores.push_back(score);
+      return absl::OkStatus();
+    };
+    EXPECT_TRUE(
+        chief::ScoreModel(&job_, trainer_->spec(), {dir_.Join("data/eval.tfrecord")}, o).ok());
+    return scores;
+  }
+  static double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
+    EXPECT_EQ(a.size(), b.size());
+    double d = 0;
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+      d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
+    }
+    return d;
+  }
+  // A follower whose thread syncs once at start and then not for an hour:
+  // the test drives SyncOnce itself.
+  std::unique_ptr<PsFollower> Follow(const std::string& job = "") {
+    PsFollowerOptions o;
+    o.job = job;
+    o.interval = absl::Hours(1);
+    o.log = [this](const std::string& line) { log_.push_back(line); };
+    auto f = PsFollower::Start(o, repo_.get(), cluster_.client.get());
+    EXPECT_TRUE(f.ok()) << f.status();
+    for (int i = 0; i < 2000 && f.ok(); ++i) {
+      const FollowerStats s = (*f)->Stats();
+      if (s.full_syncs + s.delta_syncs + s.failures > 0) break;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return f.ok() ? std::move(*f) : nullptr;
+  }
+
+  testing::TempDir dir_;
+  ps::LocalPsCluster cluster_{2};
+  ps::PrefixedPsClient job_{cluster_.client.get(), "job-1/"};
+  std::unique_ptr<testing::ServingTrainer> trainer_;
+  std::unique_ptr<ModelRepository> repo_;
+  std::vector<std::string> examples_;
+  std::vector<std::string> log_;
+};
+
+TEST_F(PsFollowerTest, DeltaSyncsServeThePsCurrentWeights) {
+  std::unique_ptr<PsFollower> f = Follow();
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->Stats().full_syncs, 1u);
+  const std::vector<float> at_export = Served();
+  EXPECT_LT(MaxDiff(at_export, Live()), 1e-6);
+
+  BROOK_ASSERT_OK(trainer_->Train());  // training goes on
+  const std::vector<float> live = Live();
+  EXPECT_GT(MaxDiff(live, at_export), 1e-3);
+  EXPECT_GT(MaxDiff(Served(), live), 1e-3);  // not yet synced
+  const uint64_t rows_before = f->Stats().rows;
+  BROOK_ASSERT_OK(f->SyncOnce());
+  const FollowerStats s = f->Stats();
+  EXPECT_EQ(s.delta_syncs, 1u);
+  EXPECT_EQ(s.full_syncs, 1u);
+  EXPECT_GT(s.rows, rows_before);
+  EXPECT_GT(s.synced_unix_seconds, 0);
+  EXPECT_LT(MaxDiff(Served(), live), 1e-6);
+
+  // Nothing trained since: a delta sync with nothing to copy.
+  const uint64_t rows = f->Stats().rows;
+  BROOK_ASSERT_OK(f->SyncOnce());
+  EXPECT_EQ(f->Stats().rows, rows);
+  EXPECT_EQ(f->Stats().delta_syncs, 2u);
+}
+
+TEST_F(PsFollowerTest, ANewVersionStartsOverWithAFullSync) {
+  std::unique_ptr<PsFollower> f = Follow();
+  ASSERT_NE(f, nullptr);
+  BROOK_ASSERT_OK(trainer_->Train());
+  BROOK_ASSERT_OK(trainer_->Export(cluster_.client.get(), dir_.Join("models/2"), "job-1"));
+  BROOK_ASSERT_OK(trainer_->Train());
+  BROOK_ASSERT_OK(repo_->Poll());
+  ASSERT_EQ(repo_->Current()->version(), 2);
+  BROOK_ASSERT_OK(f->SyncOnce());
+  EXPECT_EQ(f->Stats().full_syncs, 2u);
+  EXPECT_LT(MaxDiff(Served(), Live()), 1e-6);
+  ASSERT_FALSE(log_.empty());
+  EXPECT_NE(log_.back().find("full sync"), std::string::npos) << log_.back();
+}
+
+TEST_F(PsFollowerTest, AJobWithNoTablesFailsTheSyncAndKeepsTheWeights) {
+  const std::vector<float> before = Served();
+  std::unique_ptr<PsFollower> f = Follow("no-such-job");
+  ASSERT_NE(f, nullptr);
+  absl::Status s = f->SyncOnce();
+  EXPECT_FALSE(s.ok());
+  const FollowerStats st = f->Stats();
+  EXPECT_EQ(st.failures, 2u);
+  EXPECT_EQ(st.full_syncs, 0u);
+  EXPECT_NE(st.last_error.find("no-such-job"), std::string::npos) << st.last_error;
+  EXPECT_EQ(log_.size(), 1u);  // the same error is logged once, not every interval
+  EXPECT_LT(MaxDiff(Served(), before), 1e-9);
+}
+
+}  // namespace
+}  // namespace brook::serving
