@@ -8,9 +8,13 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -65,6 +69,23 @@ absl::Status Resolve(ServeFlags* f) {
           absl::StrCat("--memory-limit ", f->memory_limit,
                        " needs --data-dir: the rows past it are kept in RocksDB there"));
     }
+  }
+  for (const auto& [flag, seconds, zero_ok] :
+       {std::tuple{"--poll-seconds", f->poll_seconds, true},
+        std::tuple{"--sync-seconds", f->sync_seconds, false}}) {
+    if (!std::isfinite(seconds) || seconds > 1e6 ||
+        (seconds < 0.01 && !(zero_ok && seconds == 0))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, " ", seconds, ": give seconds between 0.01 and 1e6", zero_ok ? " (0: never)" : ""));
+    }
+  }
+  if (o.model_name.empty() || o.model_name.size() > 128 ||
+      !std::all_of(o.model_name.begin(), o.model_name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+      })) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--model-name \"", o.model_name,
+        "\": use letters, digits, '-', '_' and '.' (it is the NAME in /v1/models/NAME)"));
   }
   o.batching.max_wait = absl::Microseconds(f->batch_timeout_micros);
   o.poll_interval = absl::Seconds(f->poll_seconds);
@@ -213,7 +234,6 @@ void RegisterServe(CLI::App& app, int* exit_code) {
   cmd->add_option("--poll-seconds", f->poll_seconds,
                   "How often --model is looked at for a newer export; 0: never")
       ->envname("BROOK_SERVE_POLL_SECONDS")
-      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--memory-limit", f->memory_limit,
                   "Bytes of embedding rows held in memory, e.g. 2GiB; past it rows live in "
@@ -236,7 +256,6 @@ void RegisterServe(CLI::App& app, int* exit_code) {
       ->envname("BROOK_SERVE_JOB");
   cmd->add_option("--sync-seconds", f->sync_seconds, "With --follow-ps: seconds between syncs")
       ->envname("BROOK_SERVE_SYNC_SECONDS")
-      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   AddTlsFlags(cmd, &f->ps_tls, TlsRole::kClient);
   AddPsClientTokenFlags(cmd, &f->ps_token);

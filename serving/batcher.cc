@@ -110,40 +110,48 @@ void Batcher::Run(std::vector<Request> batch) {
   for (const Request& r : batch) {
     for (const std::string& e : r.examples) views.push_back(e);
   }
+  std::vector<absl::StatusOr<Prediction>> results;
+  results.reserve(batch.size());
   std::vector<float> scores;
   absl::Status s = servable->Score(views, &scores);
   if (s.ok()) {
     size_t at = 0;
-    for (Request& r : batch) {
+    for (const Request& r : batch) {
       Prediction p;
       p.version = servable->version();
       p.scores.assign(scores.begin() + static_cast<std::ptrdiff_t>(at),
                       scores.begin() + static_cast<std::ptrdiff_t>(at + r.examples.size()));
       at += r.examples.size();
-      r.done(std::move(p));
+      results.push_back(std::move(p));
     }
   } else {
     // One request's bad example must not fail the others: score each alone.
-    for (Request& r : batch) {
+    for (const Request& r : batch) {
       std::vector<std::string_view> own(r.examples.begin(), r.examples.end());
       Prediction p;
       p.version = servable->version();
       absl::Status one = batch.size() == 1 ? s : servable->Score(own, &p.scores);
       if (one.ok()) {
-        r.done(std::move(p));
+        results.push_back(std::move(p));
       } else {
-        r.done(one);
+        results.push_back(one);
       }
     }
   }
+  // Counted before the replies go out: a client that has its reply sees
+  // its examples in the stats and metrics.
   const auto n = static_cast<int>(views.size());
   if (options_.on_batch) options_.on_batch(n, absl::ToDoubleSeconds(absl::Now() - start));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.batches;
+    stats_.examples += static_cast<uint64_t>(n);
+  }
+  for (size_t i = 0; i < batch.size(); ++i) batch[i].done(std::move(results[i]));
   bool idle = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     --running_;
-    ++stats_.batches;
-    stats_.examples += static_cast<uint64_t>(n);
     idle = draining_ && running_ == 0 && queue_.empty();
   }
   if (idle) idle_.notify_all();

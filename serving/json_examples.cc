@@ -76,6 +76,12 @@ absl::Status AppendScalar(const std::string& where, input::FeatureType t, const 
         f->mutable_int64_list()->add_value(static_cast<int64_t>(v.get<uint64_t>()));
       } else if (v.is_number_integer()) {
         f->mutable_int64_list()->add_value(v.get<int64_t>());
+      } else if (v.is_number_float() && std::isfinite(v.get<double>()) &&
+                 v.get<double>() == std::floor(v.get<double>()) &&
+                 std::fabs(v.get<double>()) >= 9.2e18) {
+        // JSON reads an integer beyond int64 and uint64 as a double.
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": ", v.dump(), " is out of range (ids are int64, or uint64 up to 2^64-1)"));
       } else {
         return TypeError(where, t, v);
       }

@@ -65,7 +65,11 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Open(
     ModelRepositoryOptions options) {
   std::error_code ec;
   if (!fs::is_directory(options.path, ec)) {
-    return absl::NotFoundError(absl::StrCat("--model ", options.path, ": no such directory"));
+    return absl::NotFoundError(absl::StrCat(
+        "--model ", options.path,
+        fs::exists(options.path, ec) ? ": not a directory (give the export directory, the one "
+                                       "holding manifest.json, or a directory of them)"
+                                     : ": no such directory"));
   }
   std::unique_ptr<ModelRepository> repo(new ModelRepository(std::move(options)));
   std::vector<Candidate> found = repo->Scan();
@@ -125,7 +129,8 @@ absl::Status ModelRepository::LoadAndSwap(const Candidate& c) {
     if (!loaded.ok()) {
       failed_[c.dir] = TreeStamp(c.dir);
       ++stats_.load_failures;
-      versions_[c.version] = {c.version, c.dir, "END", std::string(loaded.status().message())};
+      versions_[c.version] = {c.version, c.dir, "END", std::string(loaded.status().message()),
+                              absl::StatusCodeToString(loaded.status().code())};
     } else {
       if (current_ != nullptr) {
         VersionStatus& old = versions_[current_->version()];
@@ -134,7 +139,7 @@ absl::Status ModelRepository::LoadAndSwap(const Candidate& c) {
       failed_.erase(c.dir);
       now = std::shared_ptr<const Servable>(std::move(*loaded));
       current_ = now;
-      versions_[c.version] = {c.version, c.dir, "AVAILABLE", ""};
+      versions_[c.version] = {c.version, c.dir, "AVAILABLE", "", "OK"};
       ++stats_.loads;
       stats_.version = c.version;
       stats_.loaded_unix_seconds = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
@@ -161,15 +166,22 @@ absl::Status ModelRepository::LoadAndSwap(const Candidate& c) {
 absl::Status ModelRepository::Poll() {
   std::lock_guard<std::mutex> poll(poll_mu_);
   const std::vector<Candidate> found = Scan();
-  if (found.empty()) return absl::OkStatus();  // keep serving what is loaded
-  const Candidate& newest = found.back();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (current_ != nullptr && newest.version <= current_->version()) return absl::OkStatus();
-    auto f = failed_.find(newest.dir);
-    if (f != failed_.end() && f->second == TreeStamp(newest.dir)) return absl::OkStatus();
+  // Newest first: the newest that loads and is newer than the serving one.
+  // One that failed and has not changed since is passed over, so a mended
+  // older version is not stuck behind a broken newer one.
+  absl::Status first_error;
+  for (auto it = found.rbegin(); it != found.rend(); ++it) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (current_ != nullptr && it->version <= current_->version()) break;
+      auto f = failed_.find(it->dir);
+      if (f != failed_.end() && f->second == TreeStamp(it->dir)) continue;
+    }
+    absl::Status s = LoadAndSwap(*it);
+    if (s.ok()) return s;
+    if (first_error.ok()) first_error = s;
   }
-  return LoadAndSwap(newest);
+  return first_error;  // OK when nothing newer, or nothing changed
 }
 
 void ModelRepository::StartPolling(absl::Duration interval) {

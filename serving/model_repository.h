@@ -50,8 +50,9 @@ struct ModelRepositoryOptions {
 struct VersionStatus {
   int64_t version = 0;
   std::string dir;
-  std::string state;  // "AVAILABLE", "END" (unloaded, a newer one serves)
-  std::string error;  // a failed load's message ("" if it loaded)
+  std::string state;       // "AVAILABLE", "END" (unloaded, a newer one serves)
+  std::string error;       // a failed load's message ("" if it loaded)
+  std::string error_code;  // its code, e.g. "DATA_LOSS" ("OK" if it loaded)
 };
 
 struct RepositoryStats {

@@ -136,11 +136,11 @@ RestReply RestApi::Status(int64_t version) const {
   Json list = Json::array();
   for (const VersionStatus& v : repo_->Versions()) {
     if (version != 0 && v.version != version) continue;
-    list.push_back(
-        {{"version", std::to_string(v.version)},
-         {"state", v.state},
-         {"status",
-          {{"error_code", v.error.empty() ? "OK" : "UNKNOWN"}, {"error_message", v.error}}}});
+    list.push_back({{"version", std::to_string(v.version)},
+                    {"state", v.state},
+                    {"status",
+                     {{"error_code", v.error.empty() ? std::string("OK") : v.error_code},
+                      {"error_message", v.error}}}});
   }
   if (list.empty()) {
     return Error(404, absl::StrCat("Servable not found for request: Specific(", model_name_, ", ",

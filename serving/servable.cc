@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "ps/client/local_ps_client.h"
@@ -188,7 +189,15 @@ absl::Status Servable::Check(std::string_view example) const {
   ScorerLease lease(this);
   ASSIGN_OR_RETURN(Scorer * sc, lease.Get());
   sc->columns.Clear();
-  return sc->parser->Append(example, &sc->columns, nullptr);
+  absl::Status s = sc->parser->Append(example, &sc->columns, nullptr);
+  if (!s.ok() && !options_.fill_missing && absl::StrContains(s.message(), "missing")) {
+    // The parser names the spec's policy; serving's own is the flag.
+    return absl::Status(s.code(), absl::StrCat(s.message(),
+                                               " (serving refuses examples that lack "
+                                               "a feature; brook serve --fill-missing fills the "
+                                               "spec's default as training did)"));
+  }
+  return s;
 }
 
 absl::Status Servable::Score(absl::Span<const std::string_view> examples,

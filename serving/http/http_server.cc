@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -9,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -46,22 +48,38 @@ std::string ErrorJson(std::string_view message) {
 
 }  // namespace
 
+class Session;
+
 struct HttpServer::Impl {
   HttpServerOptions options;
   Handler handler;
   net::io_context ioc;
   tcp::acceptor acceptor{ioc};
+  net::steady_timer accept_backoff{ioc};
   std::vector<std::thread> threads;
   int port = 0;
-  // Requests read whose reply is not yet written: the destructor lets them
-  // finish (a SIGTERM drain) before stopping the threads.
+  // Requests whose header arrived and whose reply is not yet written:
+  // WaitIdle (a SIGTERM drain) waits for them.
   std::atomic<int> in_flight{0};
+  std::atomic<bool> shutting_down{false};
+  std::mutex sessions_mu;  // guards sessions
+  std::vector<std::weak_ptr<Session>> sessions;
 
   void Accept();
 };
 
 namespace {
 
+bool IsHttpParseError(const beast::error_code& ec) {
+  return ec.category() == http::make_error_code(http::error::bad_method).category() &&
+         ec != http::error::end_of_stream && ec != http::error::partial_message;
+}
+
+}  // namespace
+
+// One connection: read a header (a request starts), maybe answer
+// "100 Continue", read the body, hand it to the handler, write its reply,
+// and again while the connection is kept alive.
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, HttpServer::Impl* server)
@@ -71,18 +89,61 @@ class Session : public std::enable_shared_from_this<Session> {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
   }
 
+  // Shutdown: a connection waiting for its next request is closed; one
+  // mid-request finishes it (and is closed after its reply).
+  void CloseIfIdle() {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (self->waiting_for_request_) self->Close();
+    });
+  }
+
  private:
   void Read() {
+    if (server_->shutting_down.load()) return Close();
     parser_.emplace();
     parser_->body_limit(server_->options.max_body_bytes);
     parser_->header_limit(64 << 10);
+    waiting_for_request_ = true;
     stream_.expires_after(std::chrono::seconds(server_->options.idle_timeout_seconds));
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    waiting_for_request_ = false;
+    if (ec && !IsHttpParseError(ec) && ec != http::error::body_limit) return Close();
+    server_->in_flight.fetch_add(1);
+    counted_ = true;
+    read_done_ = absl::Now();
+    if (ec) return Refuse(ec);
+    const auto& req = parser_->get();
+    version_ = req.version();
+    if (req.method() == http::verb::post && !parser_->content_length() && !parser_->chunked()) {
+      return Write({411, ErrorJson("a POST needs a Content-Length (or chunked) body"), {}},
+                   /*close=*/true);
+    }
+    if (beast::iequals(req[http::field::expect], "100-continue")) {
+      // curl waits a second for this before sending a body over 1 MiB.
+      auto cont =
+          std::make_shared<http::response<http::empty_body>>(http::status::continue_, version_);
+      return http::async_write(stream_, *cont,
+                               [self = shared_from_this(), cont](beast::error_code ec, size_t) {
+                                 if (ec) return self->Close();
+                                 self->ReadBody();
+                               });
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
     http::async_read(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
-  void OnRead(beast::error_code ec) {
+  // A request that cannot be read: 413 or 400, then the connection closes.
+  void Refuse(beast::error_code ec) {
     if (ec == http::error::body_limit) {
       return Write({413,
                     ErrorJson(absl::StrCat("request body larger than the limit of ",
@@ -91,19 +152,18 @@ class Session : public std::enable_shared_from_this<Session> {
                     {}},
                    /*close=*/true);
     }
-    if (ec && ec.category() == http::make_error_code(http::error::bad_method).category() &&
-        ec != http::error::end_of_stream && ec != http::error::partial_message) {
-      return Write({400, ErrorJson(absl::StrCat("malformed HTTP request: ", ec.message())), {}},
-                   /*close=*/true);
-    }
+    Write({400, ErrorJson(absl::StrCat("malformed HTTP request: ", ec.message())), {}},
+          /*close=*/true);
+  }
+
+  void OnRead(beast::error_code ec) {
+    if (ec == http::error::body_limit || (ec && IsHttpParseError(ec))) return Refuse(ec);
     if (ec) return Close();  // closed, timed out, reset
     http::request<http::string_body> req = parser_->release();
     keep_alive_ = req.keep_alive();
     version_ = req.version();
     stream_.expires_never();
     read_done_ = absl::Now();
-    server_->in_flight.fetch_add(1);
-    counted_ = true;
     server_->handler(View(req.method_string()), View(req.target()), std::move(req.body()),
                      [self = shared_from_this()](HttpReply reply) {
                        net::post(self->stream_.get_executor(),
@@ -119,28 +179,34 @@ class Session : public std::enable_shared_from_this<Session> {
     res->set(http::field::server, "brook-serve");
     res->set(http::field::content_type, "application/json");
     for (const auto& [name, value] : reply.headers) res->set(name, value);
-    res->keep_alive(!close);
+    res->keep_alive(!close && !server_->shutting_down.load());
     res->body() = std::move(reply.body);
     res->prepare_payload();
     const int status = reply.status;
+    stream_.expires_after(std::chrono::seconds(server_->options.idle_timeout_seconds));
     http::async_write(stream_, *res,
                       [self = shared_from_this(), res, status](beast::error_code ec, size_t) {
-                        if (self->counted_) {
-                          self->counted_ = false;
-                          self->server_->in_flight.fetch_sub(1);
-                        }
                         if (self->server_->options.on_reply) {
                           self->server_->options.on_reply(
                               status, absl::ToDoubleSeconds(absl::Now() - self->read_done_));
                         }
+                        self->Uncount();
                         if (ec || !res->keep_alive()) return self->Close();
                         self->Read();
                       });
   }
 
+  void Uncount() {
+    if (!counted_) return;
+    counted_ = false;
+    server_->in_flight.fetch_sub(1);
+  }
+
   void Close() {
+    Uncount();
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
   }
 
   beast::tcp_stream stream_;
@@ -148,21 +214,33 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   HttpServer::Impl* server_;
   bool keep_alive_ = true;
-  bool counted_ = false;  // this request is in server_->in_flight
+  bool waiting_for_request_ = false;  // between requests (idle)
+  bool counted_ = false;              // this request is in server_->in_flight
   unsigned version_ = 11;
   absl::Time read_done_;
 };
 
-}  // namespace
-
 void HttpServer::Impl::Accept() {
   acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
     if (!acceptor.is_open()) return;
-    if (!ec) {
-      beast::error_code ignored;
-      socket.set_option(tcp::no_delay(true), ignored);  // a reply is one small write
-      std::make_shared<Session>(std::move(socket), this)->Start();
+    if (ec) {
+      // Out of file descriptors (or another transient error): back off
+      // instead of spinning on an accept that fails at once.
+      accept_backoff.expires_after(std::chrono::milliseconds(50));
+      accept_backoff.async_wait([this](beast::error_code) {
+        if (acceptor.is_open()) Accept();
+      });
+      return;
     }
+    beast::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);  // a reply is one small write
+    auto session = std::make_shared<Session>(std::move(socket), this);
+    {
+      std::lock_guard<std::mutex> lock(sessions_mu);
+      std::erase_if(sessions, [](const std::weak_ptr<Session>& w) { return w.expired(); });
+      sessions.push_back(session);
+    }
+    session->Start();
     Accept();
   });
 }
@@ -213,9 +291,7 @@ HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 HttpServer::~HttpServer() {
   Shutdown();
-  const absl::Time give_up = absl::Now() + absl::Seconds(5);
-  while (impl_->in_flight.load() > 0 && absl::Now() < give_up)
-    absl::SleepFor(absl::Milliseconds(5));
+  WaitIdle(absl::Seconds(5));
   impl_->ioc.stop();
   for (std::thread& t : impl_->threads) t.join();
 }
@@ -223,10 +299,29 @@ HttpServer::~HttpServer() {
 int HttpServer::port() const { return impl_->port; }
 
 void HttpServer::Shutdown() {
+  if (impl_->shutting_down.exchange(true)) return;
   net::post(impl_->ioc, [impl = impl_.get()] {
     beast::error_code ec;
     impl->acceptor.close(ec);
+    impl->accept_backoff.cancel();
   });
+  std::vector<std::shared_ptr<Session>> live;
+  {
+    std::lock_guard<std::mutex> lock(impl_->sessions_mu);
+    for (const std::weak_ptr<Session>& w : impl_->sessions) {
+      if (auto s = w.lock()) live.push_back(std::move(s));
+    }
+  }
+  for (const auto& s : live) s->CloseIfIdle();
+}
+
+bool HttpServer::WaitIdle(absl::Duration timeout) {
+  const absl::Time give_up = absl::Now() + timeout;
+  while (impl_->in_flight.load() > 0) {
+    if (absl::Now() >= give_up) return false;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return true;
 }
 
 }  // namespace brook::serving

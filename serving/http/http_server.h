@@ -7,8 +7,10 @@
 //   std::cout << "HTTP on port " << http->port() << "\n";
 //
 // A body over max_body_bytes is answered 413, a request line or header that
-// does not parse 400, both in TF Serving's {"error": ...} shape, and the
-// connection closed. Thread-safe; the destructor closes every connection.
+// does not parse 400, a POST without Content-Length 411, all in TF
+// Serving's {"error": ...} shape, and the connection closed. "Expect:
+// 100-continue" is answered. A failed accept (out of descriptors) backs off. Thread-safe; the
+// destructor closes every connection.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace brook::serving {
 
@@ -57,8 +60,12 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   int port() const;
-  // Stops accepting and closes idle connections; replies in progress finish.
+  // Stops accepting and closes idle connections; requests already begun
+  // (their header read) are read, answered and their connections closed.
   void Shutdown();
+  // Waits until no request is in progress (after Shutdown: the drain);
+  // false if some still were after `timeout`.
+  bool WaitIdle(absl::Duration timeout);
 
   struct Impl;  // http_server.cc's; its sessions reach it
 

@@ -15,13 +15,25 @@ grpc::Status PredictService::Predict(grpc::ServerContext* context,
                                      const v1::PredictRequest* request,
                                      v1::PredictResponse* response) {
   const absl::Time start = absl::Now();
-  const absl::Status s = DoPredict(*request, response);
+  in_flight_.fetch_add(1);
+  const absl::Status s = stopping_.load() ? absl::UnavailableError("the server is shutting down")
+                                          : DoPredict(*request, response);
+  in_flight_.fetch_sub(1);
   const grpc::Status g = rpc::ToGrpcStatus(s);
   if (metrics_ != nullptr) {
     metrics_->Record(0, static_cast<int>(g.error_code()),
                      absl::ToDoubleSeconds(absl::Now() - start));
   }
   return g;
+}
+
+bool PredictService::WaitIdle(absl::Duration timeout) const {
+  const absl::Time give_up = absl::Now() + timeout;
+  while (in_flight_.load() > 0) {
+    if (absl::Now() >= give_up) return false;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return true;
 }
 
 absl::Status PredictService::DoPredict(const v1::PredictRequest& request,
@@ -39,7 +51,10 @@ absl::Status PredictService::DoPredict(const v1::PredictRequest& request,
   std::vector<std::string> examples(request.examples().begin(), request.examples().end());
   for (size_t i = 0; i < examples.size(); ++i) {
     absl::Status ok = s->Check(examples[i]);
-    if (!ok.ok()) return absl::Status(ok.code(), absl::StrCat("examples[", i, "]: ", ok.message()));
+    if (!ok.ok()) {
+      // DATA_LOSS from the parser means a malformed example: the caller's.
+      return absl::InvalidArgumentError(absl::StrCat("examples[", i, "]: ", ok.message()));
+    }
   }
   std::promise<absl::StatusOr<Prediction>> done;
   std::future<absl::StatusOr<Prediction>> result = done.get_future();

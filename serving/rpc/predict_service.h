@@ -4,8 +4,10 @@
 // Thread-safe: each call blocks its gRPC thread until its batch is scored.
 #pragma once
 
+#include <atomic>
 #include <string>
 
+#include "absl/time/time.h"
 #include "brook/v1/serving.grpc.pb.h"
 #include "metrics/rpc_metrics.h"
 #include "serving/batcher.h"
@@ -23,6 +25,11 @@ class PredictService final : public v1::Predict::Service {
   grpc::Status Predict(grpc::ServerContext* context, const v1::PredictRequest* request,
                        v1::PredictResponse* response) override;
 
+  // The drain: calls from now on are refused UNAVAILABLE; WaitIdle waits
+  // for the ones in progress (false if some still are after `timeout`).
+  void StopAccepting() { stopping_.store(true); }
+  bool WaitIdle(absl::Duration timeout) const;
+
  private:
   absl::Status DoPredict(const v1::PredictRequest& request, v1::PredictResponse* response);
 
@@ -30,6 +37,8 @@ class PredictService final : public v1::Predict::Service {
   const ModelRepository* const repo_;
   Batcher* const batcher_;
   metrics::RpcMetrics* const metrics_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> in_flight_{0};
 };
 
 }  // namespace brook::serving

@@ -1,7 +1,14 @@
 #include "serving/server/model_server.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -148,6 +155,9 @@ absl::StatusOr<std::unique_ptr<ModelServer>> ModelServer::Start(ModelServerOptio
   } else {
     s->metrics_ = NewMetrics(metrics::MetricsExposer::NewRegistry());
   }
+  if (!options.servable.data_dir.empty()) {
+    ASSIGN_OR_RETURN(s->data_dir_lock_, LockDataDir(options.servable.data_dir));
+  }
   ASSIGN_OR_RETURN(s->repo_, ModelRepository::Open({.path = options.model_path,
                                                     .servable = options.servable,
                                                     .log = options.log}));
@@ -220,20 +230,57 @@ absl::StatusOr<std::unique_ptr<ModelServer>> ModelServer::Start(ModelServerOptio
   return s;
 }
 
+absl::StatusOr<int> ModelServer::LockDataDir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--data-dir ", dir, ": cannot create it: ", ec.message()));
+  }
+  const std::string path = (std::filesystem::path(dir) / "LOCK").string();
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--data-dir ", dir, ": cannot open ", path, ": ", std::strerror(errno)));
+  }
+  // Each loaded version's rows live in a subdirectory that a load empties
+  // first: two servers on one data dir would delete each other's files.
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {};
+    const ssize_t n = ::pread(fd, pid, sizeof(pid) - 1, 0);
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--data-dir ", dir, " is in use by another brook serve",
+        n > 0 ? absl::StrCat(" (pid ", std::string(pid, static_cast<size_t>(n)), ")") : "",
+        "; give each server its own"));
+  }
+  const std::string me = std::to_string(::getpid());
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) < 0) {
+    // Only the message of a later refusal loses the pid.
+  }
+  return fd;
+}
+
 ModelServer::~ModelServer() {
   // No new connections; the batcher answers what is queued while the HTTP
   // server can still write those replies; then the transports go.
+  // Requests already begun are answered (the batcher still runs): HTTP
+  // stops accepting and waits for them; a gRPC call arriving now is refused
+  // UNAVAILABLE and the ones in progress finish. Then the gRPC server stops
+  // at once (with a deadline it would wait out idle clients).
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
   if (http_ != nullptr) http_->Shutdown();
-  // What was taken is scored and answered; a gRPC call arriving now is
-  // refused UNAVAILABLE by the batcher, so no handler is left waiting and
-  // the gRPC server stops at once (a deadline would wait out idle clients).
-  if (batcher_ != nullptr) batcher_->Drain(absl::Seconds(10));
+  if (grpc_service_ != nullptr) grpc_service_->StopAccepting();
+  if (http_ != nullptr) http_->WaitIdle(give_up - absl::Now());
+  if (grpc_service_ != nullptr) grpc_service_->WaitIdle(give_up - absl::Now());
+  if (batcher_ != nullptr) batcher_->Drain(absl::Seconds(1));
   if (grpc_ != nullptr) grpc_->Shutdown(std::chrono::system_clock::now());
   follower_.reset();
   batcher_.reset();
   http_.reset();
   grpc_.reset();
   repo_.reset();
+  if (data_dir_lock_ >= 0) ::close(data_dir_lock_);
 }
 
 int ModelServer::http_port() const { return http_->port(); }

@@ -73,6 +73,8 @@ class ModelServer {
 
  private:
   ModelServer() = default;
+  // An exclusive flock on DIR/LOCK holding this pid: the fd.
+  static absl::StatusOr<int> LockDataDir(const std::string& dir);
   ModelServerOptions options_;
   std::unique_ptr<metrics::MetricsExposer> exposer_;
   std::unique_ptr<ServingMetrics> metrics_;
@@ -84,6 +86,7 @@ class ModelServer {
   std::unique_ptr<PredictService> grpc_service_;
   std::unique_ptr<grpc::Server> grpc_;
   int grpc_port_ = 0;
+  int data_dir_lock_ = -1;
 };
 
 }  // namespace brook::serving

@@ -25,6 +25,7 @@
 #include "tests/testing/http_get.h"
 #include "tests/testing/process.h"
 #include "tests/testing/ps_rpc_testing.h"
+#include "tests/testing/raw_tcp.h"
 #include "tests/testing/serving_export.h"
 #include "tests/testing/test_util.h"
 
@@ -44,10 +45,8 @@ struct Serve {
 // Starts `brook serve` with `args` on free ports; parses its line
 // "brook serve listening on http H:P grpc H:P metrics H:P".
 Serve StartServe(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {BrookBinary(),         "serve",
-                                   "--http",              "127.0.0.1:0",
-                                   "--grpc",              "127.0.0.1:0",
-                                   "--metrics-listen",    "127.0.0.1:0"};
+  std::vector<std::string> argv = {BrookBinary(), "serve",       "--http",           "127.0.0.1:0",
+                                   "--grpc",      "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"};
   argv.insert(argv.end(), args.begin(), args.end());
   std::string error;
   Serve s;
@@ -140,7 +139,8 @@ TEST_F(ServeTest, ScoresEqualBrookPredictOverHttpAndGrpc) {
   for (size_t at = 0; at < examples_->size(); at += 100) {
     v1::PredictRequest req;
     req.set_model_name("ctr");
-    for (size_t i = at; i < at + 100 && i < examples_->size(); ++i) req.add_examples((*examples_)[i]);
+    for (size_t i = at; i < at + 100 && i < examples_->size(); ++i)
+      req.add_examples((*examples_)[i]);
     v1::PredictResponse resp;
     grpc::ClientContext ctx;
     const grpc::Status st = stub->Predict(&ctx, req, &resp);
@@ -174,7 +174,56 @@ TEST_F(ServeTest, ScoresEqualBrookPredictOverHttpAndGrpc) {
   EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_NE(st.error_message().find("ctr"), std::string::npos) << st.error_message();
 
+  // A record that is not a tf.train.Example is the caller's error.
+  v1::PredictRequest garbage;
+  garbage.add_examples("\x0a\xff\xff\xff");
+  grpc::ClientContext ctx2;
+  const grpc::Status bad = stub->Predict(&ctx2, garbage, &resp);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad.error_message();
+  EXPECT_NE(bad.error_message().find("examples[0]"), std::string::npos) << bad.error_message();
+
   s.process->Signal(SIGTERM);
+  EXPECT_EQ(s.process->Wait(std::chrono::seconds(30)), std::optional<int>(0));
+}
+
+// SIGTERM with requests sent and not yet answered: every one is answered
+// (the drain), then the server exits 0.
+TEST_F(ServeTest, SigtermAnswersTheRequestsAlreadySent) {
+  Place("e1", "1");
+  Serve s = StartServe({"--model", models_.path(), "--workers", "1"});
+  ASSERT_GT(s.http, 0);
+  Json body = {{"instances", Json::array()}};
+  for (size_t i = 0; i < 4 * examples_->size(); ++i) {
+    tf::Example ex;
+    ASSERT_TRUE(ex.ParseFromString((*examples_)[i % examples_->size()]));
+    body["instances"].push_back(Instance(ex));
+  }
+  const std::string text = body.dump();
+  constexpr int kClients = 16;
+  std::vector<int> status(kClients, 0);
+  std::atomic<int> sent{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      std::string error;
+      auto conn = testing::RawConnection::Connect(absl::StrCat("127.0.0.1:", s.http),
+                                                  std::chrono::milliseconds(3000), &error);
+      if (conn == nullptr) return;
+      const bool ok = conn->Send(
+          absl::StrCat("POST /v1/models/brook:predict HTTP/1.1\r\nHost: x\r\n",
+                       "Connection: close\r\nContent-Length: ", text.size(), "\r\n\r\n", text),
+          std::chrono::milliseconds(10000));
+      sent.fetch_add(ok ? 1 : 0);
+      std::string got;
+      conn->ReadUntilClosed(std::chrono::milliseconds(30000), &got);
+      if (got.compare(0, 9, "HTTP/1.1 ") == 0)
+        status[static_cast<size_t>(c)] = std::stoi(got.substr(9, 3));
+    });
+  }
+  while (sent.load() < kClients) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  s.process->Signal(SIGTERM);  // 16 x 2000 examples on one worker: most still queued
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(status, std::vector<int>(kClients, 200));
   EXPECT_EQ(s.process->Wait(std::chrono::seconds(30)), std::optional<int>(0));
 }
 
@@ -280,6 +329,10 @@ TEST_F(ServeTest, BadInputIsRefusedNamingItAndCounted) {
     const std::string family = absl::StrCat("`brook_serve_", line.substr(0, line.find(' ')), "`");
     EXPECT_NE(doc.find(family), std::string::npos) << family << " is not in docs/metrics.md";
   }
+  // Refused requests are timed from their header too, not from the epoch.
+  auto sum = testing::ScrapeMetric(s.metrics, "brook_serve_http_request_duration_seconds_sum");
+  ASSERT_TRUE(sum.has_value());
+  EXPECT_LT(*sum, 60.0);
   if (!testing::FindPromtool().empty()) {
     std::string out;
     EXPECT_EQ(testing::PromtoolCheckMetrics(page->body, &out), 0) << out;
@@ -294,16 +347,45 @@ TEST_F(ServeTest, BadFlagsAreUsageErrorsNamingThem) {
       {BrookBinary(), "serve", "--model", dir_->Join("e1"), "--memory-limit", "64MiB"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--data-dir"), std::string::npos) << r.output;
-  r = testing::RunCommand({BrookBinary(), "serve", "--model", dir_->Join("e1"), "--http",
-                           "127.0.0.1:99999"});
+  r = testing::RunCommand(
+      {BrookBinary(), "serve", "--model", dir_->Join("e1"), "--http", "127.0.0.1:99999"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   r = testing::RunCommand({BrookBinary(), "serve", "--model", dir_->Join("e1"), "--follow-ps",
                            "nohost", "--check-config"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--follow-ps nohost"), std::string::npos) << r.output;
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--poll-seconds", "nan"},
+                                              {"--poll-seconds", "1e-9"},
+                                              {"--sync-seconds", "0"},
+                                              {"--model-name", "a/b"},
+                                              {"--model-name", ""}}) {
+    std::vector<std::string> argv = {BrookBinary(), "serve", "--model", dir_->Join("e1"),
+                                     "--check-config"};
+    argv.insert(argv.end(), bad.begin(), bad.end());
+    r = testing::RunCommand(argv);
+    EXPECT_EQ(r.exit_code, 2) << bad[0] << " " << bad[1] << ": " << r.output;
+    EXPECT_NE(r.output.find(bad[0]), std::string::npos) << r.output;
+  }
+  testing::WriteFileOrDie(dir_->Join("a-file"), "x");
+  r = testing::RunCommand({BrookBinary(), "serve", "--model", dir_->Join("a-file")});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("not a directory"), std::string::npos) << r.output;
   r = testing::RunCommand({BrookBinary(), "serve", "--model", dir_->Join("e1"), "--check-config"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("config ok"), std::string::npos);
+  // Two servers on one --data-dir would delete each other's rows: the
+  // second is refused, naming the first.
+  Serve a = StartServe(
+      {"--model", dir_->Join("e1"), "--memory-limit", "1MiB", "--data-dir", dir_->Join("dd")});
+  ASSERT_GT(a.http, 0);
+  r = testing::RunCommand({BrookBinary(), "serve", "--model", dir_->Join("e1"), "--http",
+                           "127.0.0.1:0", "--grpc", "", "--memory-limit", "1MiB", "--data-dir",
+                           dir_->Join("dd")});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(absl::StrCat("in use by another brook serve (pid ", a.process->pid())),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::is_empty(dir_->Join("dd")));
   // A taken port: exit 1 naming the address.
   Serve s = StartServe({"--model", dir_->Join("e1")});
   ASSERT_GT(s.http, 0);

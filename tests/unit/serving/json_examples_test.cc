@@ -100,6 +100,10 @@ TEST(JsonExamplesTest, ErrorsNameTheInstanceAndFeature) {
   EXPECT_NE(not_json.find("body is not JSON"), std::string::npos);
   EXPECT_NE(not_json.find("byte 24"), std::string::npos) << not_json;
   EXPECT_NE(Error("").find("body is not JSON"), std::string::npos);
+  EXPECT_NE(Error("1e400").find("number overflow"), std::string::npos);
+  EXPECT_EQ(Error(R"({"instances": [{"c": 18446744073709551616}]})"),
+            "instances[0].c: 1.8446744073709552e+19 is out of range (ids are int64, or uint64 up "
+            "to 2^64-1)");
   // A number beyond a double is nlohmann's out_of_range, not a parse error.
   EXPECT_NE(Error(R"({"instances": [{"x": 1e400}]})").find("number overflow"), std::string::npos);
 }

@@ -116,6 +116,31 @@ TEST_F(ModelRepositoryTest, BrokenVersionReportedOnceAndOldOneKeepsServing) {
   EXPECT_EQ((*repo)->Current()->version(), 3);
 }
 
+TEST_F(ModelRepositoryTest, AMendedOlderVersionIsNotStuckBehindABrokenNewerOne) {
+  Place("e1", "1");
+  auto repo = ModelRepository::Open(Options());
+  ASSERT_TRUE(repo.ok()) << repo.status();
+  Place("e2", "2");
+  Place("e2", "3");
+  testing::WriteFileOrDie(models_.Join("2/manifest.json"), "{");
+  testing::WriteFileOrDie(models_.Join("3/manifest.json"), "{");
+  EXPECT_FALSE((*repo)->Poll().ok());
+  EXPECT_EQ((*repo)->Current()->version(), 1);
+  EXPECT_EQ((*repo)->Stats().load_failures, 2u);  // 3, then 2
+  for (const VersionStatus& v : (*repo)->Versions()) {
+    if (v.version > 1) {
+      EXPECT_EQ(v.error_code, "INVALID_ARGUMENT") << v.error;
+    }
+  }
+  fs::copy(dir_->Join("e2/manifest.json"), models_.Join("2/manifest.json"),
+           fs::copy_options::overwrite_existing);
+  fs::last_write_time(models_.Join("2/manifest.json"),
+                      fs::file_time_type::clock::now() + std::chrono::seconds(5));
+  BROOK_ASSERT_OK((*repo)->Poll());  // 3 unchanged is passed over; 2 loads
+  EXPECT_EQ((*repo)->Current()->version(), 2);
+  EXPECT_EQ((*repo)->Stats().load_failures, 2u);
+}
+
 TEST_F(ModelRepositoryTest, ASingleExportAndNamedDirectoriesAreVersionedByTime) {
   auto single = ModelRepository::Open({.path = dir_->Join("e1")});
   ASSERT_TRUE(single.ok()) << single.status();

@@ -176,8 +176,37 @@ TEST_F(RestApiTest, ErrorsInTfServingShape) {
   EXPECT_TRUE(conn->ReadUntilClosed(std::chrono::milliseconds(5000), &got));
   EXPECT_NE(got.find("HTTP/1.1 400"), std::string::npos) << got;
   EXPECT_NE(got.find("malformed HTTP request"), std::string::npos) << got;
+  // A POST without a Content-Length: 411, not an empty body.
+  conn = testing::RawConnection::Connect(absl::StrCat("127.0.0.1:", http_->port()),
+                                         std::chrono::milliseconds(3000), &error);
+  ASSERT_NE(conn, nullptr) << error;
+  ASSERT_TRUE(conn->Send("POST /v1/models/ctr:predict HTTP/1.1\r\nHost: x\r\n\r\n{}"));
+  got.clear();
+  EXPECT_TRUE(conn->ReadUntilClosed(std::chrono::milliseconds(5000), &got));
+  EXPECT_NE(got.find("HTTP/1.1 411"), std::string::npos) << got;
   // Every reply was counted with its code.
   EXPECT_GE(codes_.size(), 12u);
+}
+
+// curl sends "Expect: 100-continue" before a body over 1 MiB and waits a
+// second for the go-ahead: it gets it at once.
+TEST_F(RestApiTest, ExpectContinueIsAnswered) {
+  std::string error;
+  auto conn = testing::RawConnection::Connect(absl::StrCat("127.0.0.1:", http_->port()),
+                                              std::chrono::milliseconds(3000), &error);
+  ASSERT_NE(conn, nullptr) << error;
+  const std::string body = R"({"instances": [{"c": 4, "tag": "red", "x": 0.5}]})";
+  ASSERT_TRUE(conn->Send(absl::StrCat("POST /v1/models/ctr:predict HTTP/1.1\r\nHost: x\r\n",
+                                      "Connection: close\r\nExpect: 100-continue\r\n",
+                                      "Content-Length: ", body.size(), "\r\n\r\n")));
+  std::string got;
+  // The go-ahead comes before the body is sent (the connection stays open).
+  EXPECT_FALSE(conn->ReadUntilClosed(std::chrono::milliseconds(500), &got));
+  EXPECT_NE(got.find("HTTP/1.1 100 Continue"), std::string::npos) << got;
+  ASSERT_TRUE(conn->Send(body));
+  EXPECT_TRUE(conn->ReadUntilClosed(std::chrono::milliseconds(5000), &got));
+  EXPECT_NE(got.find("HTTP/1.1 200"), std::string::npos) << got;
+  EXPECT_NE(got.find("predictions"), std::string::npos) << got;
 }
 
 TEST(HttpStatusForTest, TfServingCodes) {
