@@ -16,7 +16,8 @@
 // every phase. Ceiling: `brook predict`'s offline examples/s on the same
 // records (chief::ScoreModel over the export restored in process, the
 // restore untimed, backend and parse threads = the server's workers),
-// measured in the same run. Equality: the served scores of the records vs
+// measured in slices alternating with the batched phases' (the ratio is the
+// median slice pair's, as in `brook bench ps`). Equality: the served scores of the records vs
 // chief::ScoreExport's, max |difference| over HTTP and over gRPC. Swaps:
 // while `swap_clients` clients load the server, `swaps` new versions (copies
 // of the export renamed into the directory it watches) are placed one
@@ -56,7 +57,10 @@ struct ServeBenchOptions {
   int max_batch = 64;
   int64_t batch_timeout_micros = 2000;
   bool fill_missing = false;
-  double seconds = 4;                      // per phase
+  double seconds = 4;  // per phase
+  // The batched phases and the offline ceiling alternate in this many
+  // slice pairs (bench/paired_rate.h); the ratio is the median pair's.
+  int slices = 4;
   std::vector<int> concurrency = {1, 16};  // clients, one example a request
   int batch = 64;                          // examples a request in the batched phases
   int batch_clients = 4;

@@ -308,6 +308,10 @@ void RegisterBenchServe(CLI::App& bench, int* exit_code) {
   cmd->add_option("--seconds", opts->seconds, "Seconds per phase")
       ->envname("BROOK_BENCH_SECONDS")
       ->capture_default_str();
+  cmd->add_option("--slices", opts->slices,
+                  "Slice pairs in which each batched phase alternates with the offline ceiling "
+                  "(the ratio is the median pair's)")
+      ->capture_default_str();
   cmd->add_option("--concurrency", opts->concurrency,
                   "Client counts of the one-example phases, comma-separated")
       ->delimiter(',')

@@ -104,10 +104,20 @@ class BenchServeTest : public ::testing::Test {
     EXPECT_EQ(j["equality"]["pass"], true);
     EXPECT_GT(j["offline"]["examples_per_second"].get<double>(), 0);
     EXPECT_GT(j["offline"]["examples_per_second_at_request_batch"].get<double>(), 0);
-    EXPECT_GT(j["ratios"]["http_batch16_vs_offline"].get<double>(), 0);
-    if (grpc) {
-      EXPECT_GT(j["ratios"]["grpc_batch16_vs_offline"].get<double>(), 0);
+    EXPECT_EQ(j["offline"]["slice_pairs"], 2);
+    // Each ratio is the median of its slice pairs, the lowest and highest
+    // beside it.
+    for (std::string ratio : {"http_batch16_vs_offline", "grpc_batch16_vs_offline"}) {
+      if (!grpc && ratio[0] == 'g') continue;
+      SCOPED_TRACE(ratio);
+      ASSERT_TRUE(j["ratios"].contains(ratio) && j["ratios"].contains(ratio + "_low") &&
+                  j["ratios"].contains(ratio + "_high"))
+          << j["ratios"].dump(2);
+      EXPECT_GT(j["ratios"][ratio + "_low"].get<double>(), 0);
+      EXPECT_LE(j["ratios"][ratio + "_low"].get<double>(), j["ratios"][ratio].get<double>());
+      EXPECT_GE(j["ratios"][ratio + "_high"].get<double>(), j["ratios"][ratio].get<double>());
     }
+    EXPECT_TRUE(j["load_average_at_start"].is_number());
     EXPECT_EQ(j["failed_requests"], 0) << j["first_failure"];
     for (const char* goal :
          {"http_c1_p99_ms", "http_batched_vs_offline", "failed_requests", "scores_equal"}) {
@@ -126,7 +136,7 @@ testing::TempDir* BenchServeTest::dir_ = nullptr;
 const std::vector<std::string> kTinyServeBench = {
     "--seconds",       "0.3",  "--concurrency", "1,2", "--batch",        "16",
     "--batch-clients", "2",    "--swaps",       "2",   "--swap-clients", "2",
-    "--poll-seconds",  "0.05", "--output",      "json"};
+    "--poll-seconds",  "0.05", "--slices",      "2",   "--output",       "json"};
 
 TEST_F(BenchServeTest, InProcessServerReportsEveryFigure) {
   testing::TempDir work;
@@ -201,7 +211,7 @@ TEST_F(BenchServeTest, ScoresOfAnotherModelFailTheBench) {
   ASSERT_FALSE(s.http.empty());
   auto r = RunCommand({BrookBinary(), "bench", "serve", "--model", dir_->Join("e1"), "--target",
                        s.http, "--seconds", "0.1", "--concurrency", "1", "--batch", "16",
-                       "--batch-clients", "1", "--output", "json"},
+                       "--batch-clients", "1", "--slices", "2", "--output", "json"},
                       300);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("differ from brook predict"), std::string::npos) << r.output;
