@@ -35,6 +35,7 @@
 #include "ps/client/local_ps_client.h"
 #include "ps/client/prefixed_ps_client.h"
 #include "serving/json_examples.h"
+#include "serving/servable.h"
 #include "serving/server/model_server.h"
 #include "storage/tfrecord.h"
 #include "trainer/input/sources.h"
@@ -369,6 +370,50 @@ class OfflineScorer {
   std::unique_ptr<ps::PrefixedPsClient> job_;
 };
 
+// Where a served request's time goes, on one thread with no transport:
+// microseconds per example of each step the server takes for a request of
+// `batch` examples (serving/rest_api.cc, serving/rpc/predict_service.cc).
+struct StepCosts {
+  double json_us = 0;   // HTTP only: the JSON body to tf.Examples
+  double check_us = 0;  // both: each example checked before it joins a batch
+  double score_us = 0;  // the batch's model step: parse, row lookups, forward
+};
+
+absl::StatusOr<StepCosts> MeasureStepCosts(const std::string& model, bool fill_missing,
+                                           const std::vector<std::string>& records, int batch,
+                                           double seconds) {
+  serving::ServableOptions so;
+  so.fill_missing = fill_missing;
+  ASSIGN_OR_RETURN(std::unique_ptr<serving::Servable> servable,
+                   serving::Servable::Load(model, 1, so));
+  std::vector<std::string> part;
+  for (size_t i = 0; i < static_cast<size_t>(batch); ++i)
+    part.push_back(records[i % records.size()]);
+  ASSIGN_OR_RETURN(std::string body, serving::PredictJsonFromExamples(part, servable->features()));
+  const std::vector<std::string_view> views(part.begin(), part.end());
+  std::vector<float> scores;
+  // Microseconds per example of `step`, repeated for `seconds`.
+  auto time = [&](const std::function<absl::Status()>& step) -> absl::StatusOr<double> {
+    int64_t rounds = 0;
+    const auto t0 = Clock::now();
+    do {
+      RETURN_IF_ERROR(step());
+      ++rounds;
+    } while (Since(t0) < seconds);
+    return 1e6 * Since(t0) / static_cast<double>(rounds * batch);
+  };
+  StepCosts c;
+  ASSIGN_OR_RETURN(c.json_us, time([&]() -> absl::Status {
+                     return serving::ExamplesFromPredictJson(body, servable->features()).status();
+                   }));
+  ASSIGN_OR_RETURN(c.check_us, time([&]() -> absl::Status {
+                     for (const std::string& e : part) RETURN_IF_ERROR(servable->Check(e));
+                     return absl::OkStatus();
+                   }));
+  ASSIGN_OR_RETURN(c.score_us, time([&] { return servable->Score(views, &scores); }));
+  return c;
+}
+
 struct Equality {
   int64_t examples = 0;
   double http_max_diff = 0;
@@ -699,6 +744,14 @@ absl::Status RunServeBench(const ServeBenchOptions& options, std::ostream& out, 
                      {"examples_per_second_at_request_batch", offline_small},
                      {"request_batch", options.batch}};
 
+  // Information: the server's steps alone, one thread, no transport.
+  ASSIGN_OR_RETURN(StepCosts costs, MeasureStepCosts(options.model, options.fill_missing, records,
+                                                     options.batch, options.seconds / 8));
+  json["server_steps_us_per_example"] = {{"request_batch", options.batch},
+                                         {"json_to_examples", costs.json_us},
+                                         {"check", costs.check_us},
+                                         {"score", costs.score_us}};
+
   // Swaps under load, beside the same load without.
   std::vector<ClientSpec> mix;
   for (int c = 0; c < options.swap_clients; ++c) mix.push_back({grpc && c % 2 == 1, &single});
@@ -756,6 +809,10 @@ absl::Status RunServeBench(const ServeBenchOptions& options, std::ostream& out, 
       "%.0f examples/s\n",
       options.offline_batch, options.workers, options.workers, offline, options.slices,
       options.batch, offline_small);
+  out << absl::StrFormat(
+      "server steps per example at %d a request, one thread, no transport: JSON -> tf.Example "
+      "%.1f us (HTTP only), check %.1f us, model step (parse, lookups, forward) %.1f us\n",
+      options.batch, costs.json_us, costs.check_us, costs.score_us);
   Json goals = Json::object();
   out << "goals:\n";
   if (phases.contains("http_c1")) {

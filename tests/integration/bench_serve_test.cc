@@ -118,6 +118,11 @@ class BenchServeTest : public ::testing::Test {
       EXPECT_GE(j["ratios"][ratio + "_high"].get<double>(), j["ratios"][ratio].get<double>());
     }
     EXPECT_TRUE(j["load_average_at_start"].is_number());
+    // The server's steps alone, per example.
+    EXPECT_EQ(j["server_steps_us_per_example"]["request_batch"], 16);
+    for (const char* step : {"json_to_examples", "check", "score"}) {
+      EXPECT_GT(j["server_steps_us_per_example"][step].get<double>(), 0) << step;
+    }
     EXPECT_EQ(j["failed_requests"], 0) << j["first_failure"];
     for (const char* goal :
          {"http_c1_p99_ms", "http_batched_vs_offline", "failed_requests", "scores_equal"}) {
