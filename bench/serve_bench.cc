@@ -747,10 +747,16 @@ absl::Status RunServeBench(const ServeBenchOptions& options, std::ostream& out, 
   // Information: the server's steps alone, one thread, no transport.
   ASSIGN_OR_RETURN(StepCosts costs, MeasureStepCosts(options.model, options.fill_missing, records,
                                                      options.batch, options.seconds / 8));
+  ASSIGN_OR_RETURN(StepCosts single_costs, MeasureStepCosts(options.model, options.fill_missing,
+                                                            records, 1, options.seconds / 8));
   json["server_steps_us_per_example"] = {{"request_batch", options.batch},
                                          {"json_to_examples", costs.json_us},
                                          {"check", costs.check_us},
-                                         {"score", costs.score_us}};
+                                         {"score", costs.score_us},
+                                         {"single",
+                                          {{"json_to_examples", single_costs.json_us},
+                                           {"check", single_costs.check_us},
+                                           {"score", single_costs.score_us}}}};
 
   // Swaps under load, beside the same load without.
   std::vector<ClientSpec> mix;
@@ -810,9 +816,11 @@ absl::Status RunServeBench(const ServeBenchOptions& options, std::ostream& out, 
       options.offline_batch, options.workers, options.workers, offline, options.slices,
       options.batch, offline_small);
   out << absl::StrFormat(
-      "server steps per example at %d a request, one thread, no transport: JSON -> tf.Example "
-      "%.1f us (HTTP only), check %.1f us, model step (parse, lookups, forward) %.1f us\n",
-      options.batch, costs.json_us, costs.check_us, costs.score_us);
+      "server steps per example, one thread, no transport: JSON -> tf.Example (HTTP only), "
+      "check, model step (parse, lookups, forward): at %d a request %.1f + %.1f + %.1f us; "
+      "a single-example request %.1f + %.1f + %.1f us\n",
+      options.batch, costs.json_us, costs.check_us, costs.score_us, single_costs.json_us,
+      single_costs.check_us, single_costs.score_us);
   Json goals = Json::object();
   out << "goals:\n";
   if (phases.contains("http_c1")) {

@@ -122,6 +122,7 @@ class BenchServeTest : public ::testing::Test {
     EXPECT_EQ(j["server_steps_us_per_example"]["request_batch"], 16);
     for (const char* step : {"json_to_examples", "check", "score"}) {
       EXPECT_GT(j["server_steps_us_per_example"][step].get<double>(), 0) << step;
+      EXPECT_GT(j["server_steps_us_per_example"]["single"][step].get<double>(), 0) << step;
     }
     EXPECT_EQ(j["failed_requests"], 0) << j["first_failure"];
     for (const char* goal :
