@@ -71,8 +71,13 @@ struct ServeBenchOptions {
   std::string work_dir;       // the swap versions' copies; "" = temp dir
 };
 
-// Runs every phase, printing the table to `out`; *result gets every figure
-// (fields in BENCHMARKS.md, "Serving"). OK even when a goal is missed;
+// Runs every phase, printing the table to `out`; *result gets every figure:
+// "phases" (by name: http_c1, grpc_c16, http_batch64, mix_steady,
+// mix_swaps, ...: requests, failed, requests_per_second,
+// examples_per_second, p50_ms, p99_ms, max_ms, cores_busy), "offline",
+// "ratios" (median slice pair, _low, _high), "equality", "swaps",
+// "server_steps_us_per_example", "goals" (value, goal, pass each),
+// "failed_requests", plus the machine and server. OK even when a goal is missed;
 // INVALID_ARGUMENT for bad options, the error of a server or export that
 // cannot be used. Failed requests and scores that differ are reported in
 // *result ("failed_requests", "equality.pass"): the caller decides.
