@@ -658,8 +658,15 @@ absl::Status RunServeBench(const ServeBenchOptions& options, std::ostream& out, 
                     {"batch_timeout_micros", options.batch_timeout_micros}};
 
   // Equality first: a server answering wrong scores makes the rest moot.
-  ASSIGN_OR_RETURN(Equality eq, CheckEquality(loaded, files, records, options.batch,
-                                              options.workers, at, options.model_name));
+  absl::StatusOr<Equality> checked =
+      CheckEquality(loaded, files, records, options.batch, options.workers, at, options.model_name);
+  if (!checked.ok()) {
+    return absl::Status(
+        checked.status().code(),
+        absl::StrCat("the first requests (the equality check) failed: ", checked.status().message(),
+                     in_process ? "" : " (is --target a brook serve?)"));
+  }
+  const Equality eq = *checked;
   json["equality"] = {{"examples", eq.examples},
                       {"http_max_abs_diff", eq.http_max_diff},
                       {"grpc_max_abs_diff", grpc ? Json(eq.grpc_max_diff) : Json(nullptr)},

@@ -5,7 +5,7 @@
 // is served. Against a running `brook serve` (--target) the same, the
 // swaps placed in the directory it watches. A server answering another
 // model's scores fails the bench (exit 1) naming it; flags that do not go
-// together are usage errors.
+// together are usage errors; nothing at --target fails naming it.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -230,7 +230,7 @@ TEST_F(BenchServeTest, ScoresOfAnotherModelFailTheBench) {
   EXPECT_EQ(j["swaps"]["swaps"], 0);  // no --swap-dir
 }
 
-TEST_F(BenchServeTest, FlagsThatDoNotGoTogetherAreUsageErrors) {
+TEST_F(BenchServeTest, BadFlagsAreUsageErrorsAndAWrongTargetFailsNamingIt) {
   auto r = RunCommand({BrookBinary(), "bench", "serve", "--model", dir_->Join("e1"),
                        "--grpc-target", "127.0.0.1:1"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
@@ -242,6 +242,13 @@ TEST_F(BenchServeTest, FlagsThatDoNotGoTogetherAreUsageErrors) {
                   dir_->Join("nothing-*.tfrecord")});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("nothing-*.tfrecord"), std::string::npos) << r.output;
+  // Nothing at --target: exit 1 at once, naming the address.
+  r = RunCommand(
+      {BrookBinary(), "bench", "serve", "--model", dir_->Join("e1"), "--target", "127.0.0.1:1"},
+      60);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("127.0.0.1:1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("is --target a brook serve?"), std::string::npos) << r.output;
 }
 
 }  // namespace
