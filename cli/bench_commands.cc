@@ -16,6 +16,7 @@
 #include "bench/bench_util.h"
 #include "bench/interrupt_cleanup.h"
 #include "bench/ps_bench.h"
+#include "bench/serve_bench.h"
 #include "bench/tfrecord_bench.h"
 #include "bench/trainer_bench.h"
 #include "cli/address_flags.h"
@@ -261,6 +262,101 @@ void RegisterBenchTrainer(CLI::App& bench, int* exit_code) {
       return;
     }
     if (*json_out) std::cout << result.dump(2) << "\n";
+    *exit_code = kExitOk;
+  });
+}
+
+void RegisterBenchServe(CLI::App& bench, int* exit_code) {
+  auto opts = std::make_shared<bench::ServeBenchOptions>();
+  auto output = std::make_shared<std::string>("table");
+  CLI::App* cmd = bench.add_subcommand(
+      "serve",
+      "brook serve under closed-loop load: p50/p99 and requests/s over HTTP and gRPC, batched "
+      "examples/s vs brook predict offline, scores vs brook predict, version swaps under load");
+  cmd->add_option("--model", opts->model,
+                  "Export directory (`brook local --demo-train 200000 --demo-test 20000` writes "
+                  "one under WORK_DIR/export/)")
+      ->required();
+  cmd->add_option("--data", opts->data,
+                  "TFRecord files or globs of the model's data (default: the eval files the "
+                  "export recorded)");
+  cmd->add_option("--max-examples", opts->max_examples,
+                  "Records of --data the requests carry in turn (and the equality check scores)")
+      ->capture_default_str();
+  cmd->add_option("--target", opts->target,
+                  "HTTP HOST:PORT of a running `brook serve` to load instead of one started in "
+                  "this process (it must serve --model)");
+  cmd->add_option("--grpc-target", opts->grpc_target,
+                  "With --target: its gRPC HOST:PORT (without: no gRPC phases)");
+  cmd->add_option("--swap-dir", opts->swap_dir,
+                  "With --target: the directory it watches (its --model), where the swaps place "
+                  "new versions (without: no swaps)");
+  cmd->add_option("--model-name", opts->model_name, "The NAME in /v1/models/NAME")
+      ->capture_default_str();
+  cmd->add_option("--workers", opts->workers,
+                  "Server threads scoring batches; also the offline ceiling's threads")
+      ->capture_default_str();
+  cmd->add_option("--http-threads", opts->http_threads, "Server threads reading and writing HTTP")
+      ->capture_default_str();
+  cmd->add_option("--max-batch", opts->max_batch, "Server: examples per model step at most")
+      ->capture_default_str();
+  cmd->add_option("--batch-timeout-micros", opts->batch_timeout_micros,
+                  "Server: how long a batch taken under load waits for more")
+      ->capture_default_str();
+  cmd->add_flag("--fill-missing", opts->fill_missing,
+                "Server: fill features an example lacks with the spec's defaults");
+  cmd->add_option("--seconds", opts->seconds, "Seconds per phase")
+      ->envname("BROOK_BENCH_SECONDS")
+      ->capture_default_str();
+  cmd->add_option("--slices", opts->slices,
+                  "Slice pairs in which each batched phase alternates with the offline ceiling "
+                  "(the ratio is the median pair's)")
+      ->capture_default_str();
+  cmd->add_option("--concurrency", opts->concurrency,
+                  "Client counts of the one-example phases, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--batch", opts->batch, "Examples a request in the batched phases")
+      ->capture_default_str();
+  cmd->add_option("--batch-clients", opts->batch_clients, "Clients of the batched phases")
+      ->capture_default_str();
+  cmd->add_option("--swaps", opts->swaps, "New versions placed while clients load the server")
+      ->capture_default_str();
+  cmd->add_option("--swap-clients", opts->swap_clients,
+                  "Clients during the swaps (and the same load without), alternately HTTP and gRPC")
+      ->capture_default_str();
+  cmd->add_option("--poll-seconds", opts->poll_seconds,
+                  "Server in this process: how often it looks for new versions")
+      ->capture_default_str();
+  cmd->add_option("--offline-batch", opts->offline_batch,
+                  "The offline ceiling's batch (brook predict's)")
+      ->capture_default_str();
+  cmd->add_option("--work-dir", opts->work_dir, "Where the versions' copies go (and are removed)");
+  cmd->add_option("--output", *output,
+                  "table, or json: every figure as one JSON object on stdout (the table then "
+                  "goes to stderr)")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  cmd->callback([opts, output, exit_code] {
+    const bool json_out = *output == "json";
+    nlohmann::json result;
+    absl::Status st = bench::RunServeBench(*opts, json_out ? std::cerr : std::cout, &result);
+    if (!st.ok()) {
+      std::cerr << "brook bench serve: " << st.message() << "\n";
+      *exit_code = absl::IsInvalidArgument(st) || absl::IsNotFound(st) ? kExitUsage : kExitFailed;
+      return;
+    }
+    if (json_out) std::cout << result.dump(2) << std::endl;
+    // Wrong answers fail the bench; a missed speed goal does not.
+    const int64_t failed = result["failed_requests"].get<int64_t>();
+    const bool equal = result["equality"]["pass"].get<bool>();
+    if (failed > 0 || !equal) {
+      std::cerr << "brook bench serve: FAILED: " << failed << " failed request(s)"
+                << (equal ? "" : "; served scores differ from brook predict's by more than 1e-6")
+                << "\n";
+      *exit_code = kExitFailed;
+      return;
+    }
     *exit_code = kExitOk;
   });
 }

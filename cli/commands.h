@@ -23,6 +23,7 @@ void RegisterDataSpec(CLI::App& data, int* exit_code);        // data_stats.cc
 void RegisterBenchTfrecord(CLI::App& bench, int* exit_code);  // bench_commands.cc
 void RegisterBenchPs(CLI::App& bench, int* exit_code);        // bench_commands.cc
 void RegisterBenchTrainer(CLI::App& bench, int* exit_code);   // bench_commands.cc
+void RegisterBenchServe(CLI::App& bench, int* exit_code);     // bench_commands.cc
 void RegisterBenchSoak(CLI::App& bench, int* exit_code);      // soak_command.cc
 void RegisterPs(CLI::App& app, int* exit_code);               // ps_command.cc
 void RegisterTrainer(CLI::App& app, int* exit_code);          // trainer_command.cc

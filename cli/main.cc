@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   brook::cli::RegisterBenchTfrecord(*bench, &exit_code);
   brook::cli::RegisterBenchPs(*bench, &exit_code);
   brook::cli::RegisterBenchTrainer(*bench, &exit_code);
+  brook::cli::RegisterBenchServe(*bench, &exit_code);
   brook::cli::RegisterBenchSoak(*bench, &exit_code);
 
   brook::cli::RegisterPs(app, &exit_code);
