@@ -1,10 +1,9 @@
 // Server-side batching: concurrent predict requests are scored together in
 // one model step by a pool of workers. A free worker takes every queued
 // request up to max_batch examples; when it took more than one (the queue
-// grew while the workers were busy: load), it waits up to max_wait for more
-// to fill the batch. A lone request runs at once, so batching costs a lone
-// client no latency. A request is never split: one larger than max_batch
-// runs alone.
+// grew while the workers were busy: load) and no other worker is idle, it
+// waits up to max_wait for more to fill the batch. A lone request runs at once, so batching costs a
+// lone client no latency. A request is never split: one larger than max_batch runs alone.
 //
 // Every batch scores on the servable current when it starts; a request
 // whose examples do not parse under it (a version swapped in between the
@@ -99,6 +98,7 @@ class Batcher {
   bool draining_ = false;  // Submit refuses
   bool stop_ = false;      // workers exit
   int running_ = 0;        // batches being scored
+  int idle_workers_ = 0;   // workers waiting for a request
   Stats stats_;
   std::vector<std::thread> workers_;
 };

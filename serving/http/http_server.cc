@@ -2,11 +2,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
+#include <future>
 #include <optional>
 #include <thread>
 
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -54,6 +55,10 @@ struct HttpServer::Impl {
   HttpServerOptions options;
   Handler handler;
   net::io_context ioc;
+  // Keeps the threads running while no socket operation is pending: a
+  // request waiting for its batch has none, and once the acceptor closes
+  // (shutdown) nothing else would; its reply must still be written.
+  net::executor_work_guard<net::io_context::executor_type> work{ioc.get_executor()};
   tcp::acceptor acceptor{ioc};
   net::steady_timer accept_backoff{ioc};
   std::vector<std::thread> threads;
@@ -62,10 +67,9 @@ struct HttpServer::Impl {
   // WaitIdle (a SIGTERM drain) waits for them.
   std::atomic<int> in_flight{0};
   std::atomic<bool> shutting_down{false};
-  std::mutex sessions_mu;  // guards sessions
-  std::vector<std::weak_ptr<Session>> sessions;
 
   void Accept();
+  void StartSession(tcp::socket socket);
 };
 
 namespace {
@@ -89,17 +93,8 @@ class Session : public std::enable_shared_from_this<Session> {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
   }
 
-  // Shutdown: a connection waiting for its next request is closed; one
-  // mid-request finishes it (and is closed after its reply).
-  void CloseIfIdle() {
-    net::post(stream_.get_executor(), [self = shared_from_this()] {
-      if (self->waiting_for_request_) self->Close();
-    });
-  }
-
  private:
   void Read() {
-    if (server_->shutting_down.load()) return Close();
     parser_.emplace();
     parser_->body_limit(server_->options.max_body_bytes);
     parser_->header_limit(64 << 10);
@@ -113,8 +108,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnHeader(beast::error_code ec) {
     waiting_for_request_ = false;
     if (ec && !IsHttpParseError(ec) && ec != http::error::body_limit) return Close();
-    server_->in_flight.fetch_add(1);
-    counted_ = true;
+    Count();
     read_done_ = absl::Now();
     if (ec) return Refuse(ec);
     const auto& req = parser_->get();
@@ -196,6 +190,12 @@ class Session : public std::enable_shared_from_this<Session> {
                       });
   }
 
+  void Count() {
+    if (counted_) return;
+    counted_ = true;
+    server_->in_flight.fetch_add(1);
+  }
+
   void Uncount() {
     if (!counted_) return;
     counted_ = false;
@@ -220,6 +220,12 @@ class Session : public std::enable_shared_from_this<Session> {
   absl::Time read_done_;
 };
 
+void HttpServer::Impl::StartSession(tcp::socket socket) {
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);  // a reply is one small write
+  std::make_shared<Session>(std::move(socket), this)->Start();
+}
+
 void HttpServer::Impl::Accept() {
   acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
     if (!acceptor.is_open()) return;
@@ -232,15 +238,7 @@ void HttpServer::Impl::Accept() {
       });
       return;
     }
-    beast::error_code ignored;
-    socket.set_option(tcp::no_delay(true), ignored);  // a reply is one small write
-    auto session = std::make_shared<Session>(std::move(socket), this);
-    {
-      std::lock_guard<std::mutex> lock(sessions_mu);
-      std::erase_if(sessions, [](const std::weak_ptr<Session>& w) { return w.expired(); });
-      sessions.push_back(session);
-    }
-    session->Start();
+    StartSession(std::move(socket));
     Accept();
   });
 }
@@ -292,6 +290,7 @@ HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HttpServer::~HttpServer() {
   Shutdown();
   WaitIdle(absl::Seconds(5));
+  impl_->work.reset();
   impl_->ioc.stop();
   for (std::thread& t : impl_->threads) t.join();
 }
@@ -300,24 +299,31 @@ int HttpServer::port() const { return impl_->port; }
 
 void HttpServer::Shutdown() {
   if (impl_->shutting_down.exchange(true)) return;
-  net::post(impl_->ioc, [impl = impl_.get()] {
+  std::promise<void> closed;
+  net::post(impl_->ioc, [impl = impl_.get(), &closed] {
+    // Connections the kernel accepted already hold requests clients sent:
+    // take them before closing, so the drain answers them too.
     beast::error_code ec;
+    impl->acceptor.non_blocking(true, ec);
+    while (!ec) {
+      tcp::socket socket(net::make_strand(impl->ioc));
+      impl->acceptor.accept(socket, ec);
+      if (!ec) impl->StartSession(std::move(socket));
+    }
     impl->acceptor.close(ec);
     impl->accept_backoff.cancel();
+    closed.set_value();
   });
-  std::vector<std::shared_ptr<Session>> live;
-  {
-    std::lock_guard<std::mutex> lock(impl_->sessions_mu);
-    for (const std::weak_ptr<Session>& w : impl_->sessions) {
-      if (auto s = w.lock()) live.push_back(std::move(s));
-    }
-  }
-  for (const auto& s : live) s->CloseIfIdle();
+  closed.get_future().wait();
 }
 
 bool HttpServer::WaitIdle(absl::Duration timeout) {
+  // Idle = nothing in progress for a while: a request the client already
+  // sent on an open connection is read within it.
   const absl::Time give_up = absl::Now() + timeout;
-  while (impl_->in_flight.load() > 0) {
+  absl::Time quiet_since = absl::Now();
+  while (absl::Now() - quiet_since < absl::Milliseconds(200)) {
+    if (impl_->in_flight.load() > 0) quiet_since = absl::Now();
     if (absl::Now() >= give_up) return false;
     absl::SleepFor(absl::Milliseconds(2));
   }

@@ -271,7 +271,9 @@ ModelServer::~ModelServer() {
   const absl::Time give_up = absl::Now() + absl::Seconds(10);
   if (http_ != nullptr) http_->Shutdown();
   if (grpc_service_ != nullptr) grpc_service_->StopAccepting();
-  if (http_ != nullptr) http_->WaitIdle(give_up - absl::Now());
+  if (http_ != nullptr && !http_->WaitIdle(give_up - absl::Now()) && options_.log) {
+    options_.log("drain: HTTP requests still in progress after 10 s are dropped");
+  }
   if (grpc_service_ != nullptr) grpc_service_->WaitIdle(give_up - absl::Now());
   if (batcher_ != nullptr) batcher_->Drain(absl::Seconds(1));
   if (grpc_ != nullptr) grpc_->Shutdown(std::chrono::system_clock::now());

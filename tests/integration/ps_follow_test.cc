@@ -27,7 +27,7 @@ using std::chrono::milliseconds;
 using TableKeys = std::vector<std::pair<std::string, std::vector<uint64_t>>>;
 
 constexpr int kShards = 2;
-constexpr int kDim = 2;
+constexpr int kFollowDim = 2;
 
 struct Cluster {
   std::vector<testing::PsProcess> ps;
@@ -67,7 +67,7 @@ std::vector<uint64_t> Keys(uint64_t from, uint64_t n) {
 
 // Pushes gradient -1 to every key: with CounterTable each row counts its pushes.
 absl::Status PushOnce(ps::PsClient& c, const std::vector<uint64_t>& keys) {
-  return c.Push("t", keys, std::vector<float>(keys.size() * kDim, -1.0f), 1);
+  return c.Push("t", keys, std::vector<float>(keys.size() * kFollowDim, -1.0f), 1);
 }
 
 TEST(PsFollowTest, AFollowerCopiesOnceThenReadsOnlyTheChanges) {
@@ -75,7 +75,7 @@ TEST(PsFollowTest, AFollowerCopiesOnceThenReadsOnlyTheChanges) {
   Cluster cluster = StartCluster({}, &error);
   ASSERT_TRUE(error.empty()) << error;
   ps::PrefixedPsClient job(cluster.client.get(), "job-1/");
-  BROOK_ASSERT_OK(job.CreateTable(testing::CounterTable("t", kDim)));
+  BROOK_ASSERT_OK(job.CreateTable(testing::CounterTable("t", kFollowDim)));
   BROOK_ASSERT_OK(job.CreateDense({testing::CounterDense("w", {3})}));
 
   // No cursor yet: copy everything, from every shard's head.
@@ -91,7 +91,7 @@ TEST(PsFollowTest, AFollowerCopiesOnceThenReadsOnlyTheChanges) {
   BROOK_ASSERT_OK(job.PushDense("w", std::vector<float>(3, -1.0f), 1));
   // Another job's pushes on the same PS are not this follower's business.
   ps::PrefixedPsClient other(cluster.client.get(), "job-2/");
-  BROOK_ASSERT_OK(other.CreateTable(testing::CounterTable("t", kDim)));
+  BROOK_ASSERT_OK(other.CreateTable(testing::CounterTable("t", kFollowDim)));
   BROOK_ASSERT_OK(PushOnce(other, Keys(5, 3)));
 
   absl::StatusOr<ps::ChangeSet> changes = job.ChangesSince("", start->cursor, 1000);
@@ -104,17 +104,17 @@ TEST(PsFollowTest, AFollowerCopiesOnceThenReadsOnlyTheChanges) {
   std::map<uint64_t, std::vector<float>> rows;
   BROOK_ASSERT_OK(job.ScanRows(
       "t", [&](absl::Span<const uint64_t> k, absl::Span<const float> w) -> absl::Status {
-        EXPECT_EQ(w.size(), k.size() * kDim);
+        EXPECT_EQ(w.size(), k.size() * kFollowDim);
         for (size_t i = 0; i < k.size(); ++i) {
-          EXPECT_TRUE(rows.emplace(k[i], std::vector<float>(w.begin() + i * kDim,
-                                                            w.begin() + (i + 1) * kDim))
+          EXPECT_TRUE(rows.emplace(k[i], std::vector<float>(w.begin() + i * kFollowDim,
+                                                            w.begin() + (i + 1) * kFollowDim))
                           .second)
               << k[i];
         }
         return absl::OkStatus();
       }));
   ASSERT_EQ(rows.size(), keys.size());
-  for (uint64_t k : keys) EXPECT_EQ(rows[k], std::vector<float>(kDim, 1.0f)) << k;
+  for (uint64_t k : keys) EXPECT_EQ(rows[k], std::vector<float>(kFollowDim, 1.0f)) << k;
   EXPECT_EQ(job.ScanRows("absent", [](auto, auto) { return absl::OkStatus(); }).code(),
             absl::StatusCode::kNotFound);
 
@@ -152,7 +152,7 @@ TEST(PsFollowTest, AFollowerCopiesOnceThenReadsOnlyTheChanges) {
   EXPECT_TRUE(restarted->tables.empty());
   EXPECT_NE(restarted->cursor.incarnation, more->cursor.incarnation);
   // From the new cursor on, changes are read again.
-  BROOK_ASSERT_OK(job.CreateTable(testing::CounterTable("t", kDim)));
+  BROOK_ASSERT_OK(job.CreateTable(testing::CounterTable("t", kFollowDim)));
   BROOK_ASSERT_OK(PushOnce(job, some));
   absl::StatusOr<ps::ChangeSet> after = job.ChangesSince("", restarted->cursor, 1000);
   ASSERT_TRUE(after.ok()) << after.status();
@@ -164,7 +164,7 @@ TEST(PsFollowTest, AChangeLogTooSmallForWhatWasPushedMeansCopyEverything) {
   std::string error;
   Cluster cluster = StartCluster({"--change-log-mib", "0.01"}, &error);  // ~10 KiB
   ASSERT_TRUE(error.empty()) << error;
-  BROOK_ASSERT_OK(cluster.client->CreateTable(testing::CounterTable("t", kDim)));
+  BROOK_ASSERT_OK(cluster.client->CreateTable(testing::CounterTable("t", kFollowDim)));
   absl::StatusOr<ps::ChangeSet> start = cluster.client->ChangesSince("", ps::ChangeCursor{}, 1000);
   ASSERT_TRUE(start.ok()) << start.status();
   // A small push fits...

@@ -65,9 +65,13 @@ class ServeFollowTest : public ::testing::Test {
 
   void StartServe(const std::vector<std::string>& extra) {
     std::vector<std::string> argv = {
-        BrookBinary(), "serve", "--model", dir_.Join("export"), "--http", "127.0.0.1:0", "--grpc",
-        "", "--metrics-listen", "127.0.0.1:0", "--follow-ps",
-        absl::StrCat(ps_[0].address, ",", ps_[1].address), "--sync-seconds", "0.2"};
+        BrookBinary(),      "serve",
+        "--model",          dir_.Join("export"),
+        "--http",           "127.0.0.1:0",
+        "--grpc",           "",
+        "--metrics-listen", "127.0.0.1:0",
+        "--follow-ps",      absl::StrCat(ps_[0].address, ",", ps_[1].address),
+        "--sync-seconds",   "0.2"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     std::string error;
     serve_ = testing::ChildProcess::Start(argv, &error);
@@ -139,7 +143,8 @@ class ServeFollowTest : public ::testing::Test {
   static double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
     EXPECT_EQ(a.size(), b.size());
     double d = 0;
-    for (size_t i = 0; i < a.size() && i < b.size(); ++i) d = std::max(d, std::fabs(double(a[i]) - b[i]));
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+      d = std::max(d, std::fabs(double(a[i]) - b[i]));
     return d;
   }
 
