@@ -91,9 +91,17 @@ absl::Status Resolve(ServeFlags* f) {
   o.poll_interval = absl::Seconds(f->poll_seconds);
   o.sync_interval = absl::Seconds(f->sync_seconds);
   o.follow_ps = absl::StrSplit(f->follow_ps, ',', absl::SkipEmpty());
+  if (o.follow_ps.empty() && !f->follow_ps.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--follow-ps \"", f->follow_ps, "\": no address in it (host:port,...)"));
+  }
   for (const std::string& a : o.follow_ps) {
     if (const std::string why = ListenAddressProblem(a); !why.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("--follow-ps ", a, ": ", why));
+    }
+    if (a.substr(a.rfind(':') + 1) == "0") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--follow-ps ", a, ": port 0 names no PS; give the port it listens on"));
     }
   }
   if (o.follow_ps.empty() && !o.follow_job.empty()) {

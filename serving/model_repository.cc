@@ -89,10 +89,7 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Open(
   return first_error;
 }
 
-ModelRepository::~ModelRepository() {
-  stop_.Notify();
-  if (poller_.joinable()) poller_.join();
-}
+ModelRepository::~ModelRepository() { StopPolling(); }
 
 std::vector<ModelRepository::Candidate> ModelRepository::Scan() const {
   std::vector<Candidate> out;
@@ -122,8 +119,22 @@ absl::Status ModelRepository::LoadAndSwap(const Candidate& c) {
   if (!so.data_dir.empty())
     so.data_dir = (fs::path(so.data_dir) / absl::StrCat("v", c.version)).string();
   absl::StatusOr<std::unique_ptr<Servable>> loaded = Servable::Load(c.dir, c.version, so);
-  std::function<void(const std::shared_ptr<const Servable>&)> on_swap;
   std::shared_ptr<const Servable> now;
+  if (loaded.ok()) {
+    now = std::shared_ptr<const Servable>(std::move(*loaded));
+    std::function<absl::Status(const std::shared_ptr<const Servable>&)> before_swap;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      before_swap = before_swap_;
+    }
+    if (before_swap) {
+      absl::Status s = before_swap(now);
+      if (!s.ok() && options_.log) {
+        options_.log(absl::StrCat("version ", c.version, ": ", s.message(),
+                                  "; serving it with its exported weights"));
+      }
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!loaded.ok()) {
@@ -137,14 +148,12 @@ absl::Status ModelRepository::LoadAndSwap(const Candidate& c) {
         old.state = "END";
       }
       failed_.erase(c.dir);
-      now = std::shared_ptr<const Servable>(std::move(*loaded));
       current_ = now;
       versions_[c.version] = {c.version, c.dir, "AVAILABLE", "", "OK"};
       ++stats_.loads;
       stats_.version = c.version;
       stats_.loaded_unix_seconds = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
       stats_.export_created_unix_micros = now->loaded().manifest.created_unix_micros;
-      on_swap = on_swap_;
     }
   }
   if (!loaded.ok()) {
@@ -159,7 +168,6 @@ absl::Status ModelRepository::LoadAndSwap(const Candidate& c) {
                               now->loaded().manifest.job_id, ", step ", now->loaded().manifest.step,
                               ")"));
   }
-  if (on_swap) on_swap(now);
   return absl::OkStatus();
 }
 
@@ -193,9 +201,15 @@ void ModelRepository::StartPolling(absl::Duration interval) {
   });
 }
 
-void ModelRepository::OnSwap(std::function<void(const std::shared_ptr<const Servable>&)> fn) {
+void ModelRepository::SetBeforeSwap(
+    std::function<absl::Status(const std::shared_ptr<const Servable>&)> fn) {
   std::lock_guard<std::mutex> lock(mu_);
-  on_swap_ = std::move(fn);
+  before_swap_ = std::move(fn);
+}
+
+void ModelRepository::StopPolling() {
+  stop_.Notify();
+  if (poller_.joinable()) poller_.join();
 }
 
 std::shared_ptr<const Servable> ModelRepository::Current() const {

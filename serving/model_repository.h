@@ -77,9 +77,13 @@ class ModelRepository {
   absl::Status Poll();
   // Poll() every `interval` on a thread of its own until destroyed.
   void StartPolling(absl::Duration interval);
-  // Called with every newly swapped-in servable (from the thread that
-  // swapped it), e.g. to point a follower at it.
-  void OnSwap(std::function<void(const std::shared_ptr<const Servable>&)> fn);
+  // Called with every newly loaded servable before it is swapped in (on the
+  // loading thread): a follower brings its weights up to the PS's first, so
+  // a new version never serves older weights than the one it replaces. An
+  // error is logged and the version swapped in with its exported weights.
+  void SetBeforeSwap(std::function<absl::Status(const std::shared_ptr<const Servable>&)> fn);
+  // Ends StartPolling's thread (a poll in progress finishes).
+  void StopPolling();
 
   std::vector<VersionStatus> Versions() const;
   RepositoryStats Stats() const;
@@ -101,7 +105,7 @@ class ModelRepository {
   std::map<int64_t, VersionStatus> versions_;
   std::map<std::string, std::string> failed_;  // dir -> TreeStamp
   RepositoryStats stats_;
-  std::function<void(const std::shared_ptr<const Servable>&)> on_swap_;
+  std::function<absl::Status(const std::shared_ptr<const Servable>&)> before_swap_;
   std::mutex poll_mu_;  // one Poll at a time
   StopSignal stop_;
   std::thread poller_;

@@ -38,9 +38,10 @@ PsFollower::~PsFollower() {
   if (thread_.joinable()) thread_.join();
 }
 
-absl::Status PsFollower::SyncOnce() {
+absl::Status PsFollower::SyncOnce() { return SyncInto(repo_->Current()); }
+
+absl::Status PsFollower::SyncInto(const std::shared_ptr<const Servable>& servable) {
   const absl::Time start = absl::Now();
-  std::shared_ptr<const Servable> servable = repo_->Current();
   bool full = false;
   uint64_t rows_before = 0;
   {
@@ -77,8 +78,11 @@ absl::Status PsFollower::SyncOnce() {
 
 absl::Status PsFollower::Sync(const std::shared_ptr<const Servable>& servable, bool* full) {
   std::lock_guard<std::mutex> lock(sync_mu_);
-  const std::string job = options_.job.empty() ? servable->loaded().manifest.job_id : options_.job;
-  ps::PrefixedPsClient job_ps(ps_, job + "/");
+  // The export's own tables (its manifest's prefix: "" for a standalone
+  // trainer's), or another job's.
+  const std::string prefix =
+      options_.job.empty() ? servable->loaded().manifest.table_prefix : options_.job + "/";
+  ps::PrefixedPsClient job_ps(ps_, prefix);
   // A new version: start over (a weak_ptr: a freed version's address may be
   // reused by the next one).
   if (synced_servable_.lock() != servable) cursor_ = {};
@@ -131,10 +135,9 @@ absl::Status PsFollower::FullSync(const Servable& servable, ps::PsClient* job_ps
           return absl::OkStatus();
         }));
   }
-  // Only now that every table was found (a wrong job fails above, creating
-  // nothing on the training cluster): the client learns where the dense
-  // variables live, as a trainer's does.
-  RETURN_IF_ERROR(servable.DeclareOn(job_ps));
+  // Where the dense variables live (placement only: nothing is created or
+  // checked on the training cluster, whose tables may have other options).
+  RETURN_IF_ERROR(servable.LocateDenseOn(job_ps));
   for (const auto& [name, size] : servable.DenseSizes()) {
     std::vector<float> values(static_cast<size_t>(size));
     RETURN_IF_ERROR(job_ps->PullDense(name, absl::MakeSpan(values)));

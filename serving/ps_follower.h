@@ -48,7 +48,8 @@ struct FollowerStats {
 };
 
 struct PsFollowerOptions {
-  // The job whose tables to follow ("" = the serving export's job).
+  // The job whose tables to follow ("" = the serving export's own tables,
+  // under its manifest's table prefix).
   std::string job;
   absl::Duration interval = absl::Seconds(10);
   // Keys asked per shard and call of the change log.
@@ -66,6 +67,9 @@ class PsFollower {
 
   // One sync now, on the calling thread (tests; the thread does the same).
   absl::Status SyncOnce();
+  // The same into `servable` (a version about to be swapped in: the
+  // repository's before-swap hook); a full copy, since it is new.
+  absl::Status SyncInto(const std::shared_ptr<const Servable>& servable);
   FollowerStats Stats() const;
 
  private:

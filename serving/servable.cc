@@ -105,6 +105,7 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& dir,
   s->tables_ = first->model->layout().tables;
   for (const trainer::DenseVariableSpec& v : first->model->dense_variables()) {
     s->dense_sizes_.emplace_back(v.name, v.num_floats());
+    s->dense_specs_.emplace_back(v.name, v.shape);
   }
   RETURN_IF_ERROR(s->RefreshDense());
   s->free_.push_back(std::move(first));
@@ -145,6 +146,17 @@ absl::Status Servable::DeclareOn(ps::PsClient* job_ps) const {
                    trainer::Trainer::Create(job_ps, spec.model, spec.features,
                                             spec.ToTrainerOptions(), backend.get()));
   return t->Setup();
+}
+
+absl::Status Servable::LocateDenseOn(ps::PsClient* job_ps) const {
+  std::vector<ps::DenseOptions> dense;
+  for (const auto& [name, spec] : dense_specs_) {
+    ps::DenseOptions d;
+    d.name = name;
+    d.shape = spec;
+    dense.push_back(std::move(d));
+  }
+  return job_ps->LocateDense(dense);
 }
 
 const trainer::TableSpec* Servable::FindTable(std::string_view name) const {

@@ -102,9 +102,12 @@ class Servable {
   int64_t DenseSize(std::string_view name) const;
   // Declares the model's tables and dense variables on `job_ps` as its
   // trainers did (Trainer::Setup): where they exist with those options
-  // nothing changes, and the client learns where the dense variables live
-  // (a follower's client must, before PullDense).
+  // nothing changes, and the client learns where the dense variables live.
   absl::Status DeclareOn(ps::PsClient* job_ps) const;
+  // Only tells `job_ps` where the model's dense variables live
+  // (PsClient::LocateDense), creating nothing: a follower's client, before
+  // PullDense, on a training cluster whose tables may have other options.
+  absl::Status LocateDenseOn(ps::PsClient* job_ps) const;
   // A follower's writes (job names): rows serve at once; dense values once
   // RefreshDense() runs. ParameterServer::AssignRows / AssignDense errors.
   absl::Status AssignRows(std::string_view table, absl::Span<const uint64_t> keys,
@@ -128,6 +131,7 @@ class Servable {
   std::unique_ptr<ps::PsClient> job_ps_;  // PrefixedPsClient over local_
   std::vector<trainer::TableSpec> tables_;
   std::vector<std::pair<std::string, int64_t>> dense_sizes_;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> dense_specs_;  // name, shape
   // The dense variables, model order; replaced whole by RefreshDense.
   mutable std::mutex dense_mu_;
   mutable std::shared_ptr<const std::vector<std::vector<float>>> dense_;

@@ -645,6 +645,10 @@ absl::Status GrpcPsClient::CreateDense(absl::Span<const DenseOptions> variables)
   return Run(calls, CallDeadline());
 }
 
+absl::Status GrpcPsClient::LocateDense(absl::Span<const DenseOptions> variables) {
+  return dense_.Place(variables, num_shards()).status();
+}
+
 absl::Status GrpcPsClient::PullDense(std::string_view name, absl::Span<float> out) {
   ASSIGN_OR_RETURN(DenseDirectory::Entry e, dense_.Find(name));
   if (out.size() != e.num_floats) {

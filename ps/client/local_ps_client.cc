@@ -127,6 +127,10 @@ absl::Status LocalPsClient::CreateDense(absl::Span<const DenseOptions> variables
   return absl::OkStatus();
 }
 
+absl::Status LocalPsClient::LocateDense(absl::Span<const DenseOptions> variables) {
+  return dense_.Place(variables, num_shards()).status();
+}
+
 absl::Status LocalPsClient::PullDense(std::string_view name, absl::Span<float> out) {
   ASSIGN_OR_RETURN(DenseDirectory::Entry e, dense_.Find(name));
   if (out.size() != e.num_floats) {

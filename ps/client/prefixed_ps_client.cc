@@ -39,6 +39,12 @@ absl::Status PrefixedPsClient::Push(std::string_view table, absl::Span<const uin
   return inner_->Push(Prefixed(table), keys, grads, step);
 }
 
+absl::Status PrefixedPsClient::LocateDense(absl::Span<const DenseOptions> variables) {
+  std::vector<DenseOptions> prefixed(variables.begin(), variables.end());
+  for (DenseOptions& v : prefixed) v.name = Prefixed(v.name);
+  return inner_->LocateDense(prefixed);
+}
+
 absl::Status PrefixedPsClient::CreateDense(absl::Span<const DenseOptions> variables) {
   std::vector<DenseOptions> prefixed(variables.begin(), variables.end());
   for (DenseOptions& v : prefixed) v.name = Prefixed(v.name);

@@ -44,6 +44,7 @@ class PrefixedPsClient final : public PsClient {
   absl::Status Push(std::string_view table, absl::Span<const uint64_t> keys,
                     absl::Span<const float> grads, int64_t step) override;
   absl::Status CreateDense(absl::Span<const DenseOptions> variables) override;
+  absl::Status LocateDense(absl::Span<const DenseOptions> variables) override;
   absl::Status PullDense(std::string_view name, absl::Span<float> out) override;
   absl::Status PushDense(std::string_view name, absl::Span<const float> grads,
                          int64_t step) override;

@@ -39,6 +39,10 @@ absl::Status PsClient::ScanRows(std::string_view /*table*/, const ChunkFn& /*chu
   return absl::UnimplementedError("this PS client cannot scan rows");
 }
 
+absl::Status PsClient::LocateDense(absl::Span<const DenseOptions> /*variables*/) {
+  return absl::UnimplementedError("this PS client cannot locate dense variables");
+}
+
 void PsClient::CountPull(size_t keys, size_t values, WirePrecision precision) {
   const size_t value_bytes = wire::WireValueBytes(precision);
   pull_bytes_.fetch_add(keys * sizeof(uint64_t) + values * value_bytes, std::memory_order_relaxed);

@@ -138,6 +138,11 @@ class PsClient {
   // earlier that now lands on another shard or has another size is
   // FAILED_PRECONDITION.
   virtual absl::Status CreateDense(absl::Span<const DenseOptions> variables) = 0;
+  // CreateDense's placement alone, no RPC: for variables that already exist
+  // on the PS (a follower pulling what trainers declared), so that
+  // PullDense finds them. The set must be the trainers' full set. Default:
+  // UNIMPLEMENTED.
+  virtual absl::Status LocateDense(absl::Span<const DenseOptions> variables);
   // NOT_FOUND for a name not declared through this client; INVALID_ARGUMENT
   // if out.size() / grads.size() is not the variable's size.
   virtual absl::Status PullDense(std::string_view name, absl::Span<float> out) = 0;

@@ -175,6 +175,9 @@ absl::StatusOr<std::unique_ptr<ModelServer>> ModelServer::Start(ModelServerOptio
     fo.interval = options.sync_interval;
     fo.log = options.log;
     ASSIGN_OR_RETURN(s->follower_, PsFollower::Start(fo, s->repo_.get(), s->follow_client_.get()));
+    s->repo_->SetBeforeSwap([f = s->follower_.get()](const std::shared_ptr<const Servable>& v) {
+      return f->SyncInto(v);
+    });
   }
   BatcherOptions bo = options.batching;
   bo.on_batch = [m = s->metrics_.get()](int n, double seconds) {
@@ -277,6 +280,7 @@ ModelServer::~ModelServer() {
   if (grpc_service_ != nullptr) grpc_service_->WaitIdle(give_up - absl::Now());
   if (batcher_ != nullptr) batcher_->Drain(absl::Seconds(1));
   if (grpc_ != nullptr) grpc_->Shutdown(std::chrono::system_clock::now());
+  if (repo_ != nullptr) repo_->StopPolling();  // no before-swap call into the follower after this
   follower_.reset();
   batcher_.reset();
   http_.reset();

@@ -214,9 +214,9 @@ TEST_F(WrongTargetTest, ChiefWhosePsListNamesAChiefRefusesTheJobNamingIt) {
 
 TEST_F(WrongTargetTest, UnknownCommandsAndFlagsExit2NamingTheNearestWord) {
   double seconds = 0;
-  auto r = Brook({"serve", "--help"}, &seconds);
+  auto r = Brook({"deploy", "--help"}, &seconds);
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("brook: unknown command 'serve' (commands: data, bench, ps"));
+  EXPECT_THAT(r.output, HasSubstr("brook: unknown command 'deploy' (commands: data, bench, ps"));
   r = Brook({"trainr", "--chief", kClosedPort}, &seconds);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("brook: unknown command 'trainr'; did you mean 'trainer'?"));

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -116,12 +117,14 @@ class ServingTrainer {
     return trainer_->Train(p.get());
   }
   // Writes the export of what `whole_ps` (every shard, no prefix) holds.
-  absl::Status Export(ps::PsClient* whole_ps, const std::string& out_dir,
-                      const std::string& job_id) {
+  // `table_prefix`: where the job's tables are on the PS (a chief's jobs:
+  // "<job id>/"; a standalone trainer's: "").
+  absl::Status Export(ps::PsClient* whole_ps, const std::string& out_dir, const std::string& job_id,
+                      std::optional<std::string> table_prefix = {}) {
     chief::ExportRequest r;
     r.dir = out_dir;
     r.job_id = job_id;
-    r.table_prefix = job_id + "/";
+    r.table_prefix = table_prefix.value_or(job_id + "/");
     r.step = trainer_->stats().steps;
     r.train_files = {data_dir_ + "/train.tfrecord"};
     r.eval_files = {data_dir_ + "/eval.tfrecord"};

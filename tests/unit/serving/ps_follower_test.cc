@@ -133,6 +133,41 @@ TEST_F(PsFollowerTest, ANewVersionStartsOverWithAFullSync) {
   EXPECT_NE(log_.back().find("full sync"), std::string::npos) << log_.back();
 }
 
+// With the repository's before-swap hook (as brook serve sets it), a new
+// version serves the PS's weights from its first request, not its export's.
+TEST_F(PsFollowerTest, ANewVersionIsSyncedBeforeItIsSwappedIn) {
+  std::unique_ptr<PsFollower> f = Follow();
+  ASSERT_NE(f, nullptr);
+  repo_->SetBeforeSwap([&](const std::shared_ptr<const Servable>& v) { return f->SyncInto(v); });
+  BROOK_ASSERT_OK(trainer_->Export(cluster_.client.get(), dir_.Join("models/2"), "job-1"));
+  BROOK_ASSERT_OK(trainer_->Train());  // the PS moves past version 2's export
+  BROOK_ASSERT_OK(repo_->Poll());
+  ASSERT_EQ(repo_->Current()->version(), 2);
+  EXPECT_LT(MaxDiff(Served(), Live()), 1e-6);  // no SyncOnce after the swap
+  EXPECT_EQ(f->Stats().full_syncs, 2u);
+  repo_->SetBeforeSwap(nullptr);
+}
+
+// A standalone trainer's export has no table prefix: its tables are
+// followed where they are.
+TEST_F(PsFollowerTest, AnExportWithoutATablePrefixIsFollowed) {
+  ps::LocalPsCluster solo_cluster(2);
+  auto t = testing::ServingTrainer::Create(solo_cluster.client.get(), dir_.Join("data"));
+  ASSERT_TRUE(t.ok()) << t.status();
+  BROOK_ASSERT_OK((*t)->Train());
+  BROOK_ASSERT_OK((*t)->Export(solo_cluster.client.get(), dir_.Join("solo"), "solo", ""));
+  auto repo = ModelRepository::Open({.path = dir_.Join("solo")});
+  ASSERT_TRUE(repo.ok()) << repo.status();
+  BROOK_ASSERT_OK((*t)->Train());
+  PsFollowerOptions o;
+  o.interval = absl::Hours(1);
+  auto f = PsFollower::Start(o, repo->get(), solo_cluster.client.get());
+  ASSERT_TRUE(f.ok()) << f.status();
+  BROOK_ASSERT_OK((*f)->SyncOnce());
+  EXPECT_GE((*f)->Stats().full_syncs, 1u);
+  EXPECT_EQ((*f)->Stats().failures, 0u) << (*f)->Stats().last_error;
+}
+
 TEST_F(PsFollowerTest, AJobWithNoTablesFailsTheSyncAndKeepsTheWeights) {
   const std::vector<float> before = Served();
   std::unique_ptr<PsFollower> f = Follow("no-such-job");
