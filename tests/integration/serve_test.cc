@@ -358,7 +358,9 @@ TEST_F(ServeTest, BadFlagsAreUsageErrorsNamingThem) {
                                               {"--poll-seconds", "1e-9"},
                                               {"--sync-seconds", "0"},
                                               {"--model-name", "a/b"},
-                                              {"--model-name", ""}}) {
+                                              {"--model-name", ""},
+                                              {"--follow-ps", ",,"},
+                                              {"--follow-ps", "127.0.0.1:0"}}) {
     std::vector<std::string> argv = {BrookBinary(), "serve", "--model", dir_->Join("e1"),
                                      "--check-config"};
     argv.insert(argv.end(), bad.begin(), bad.end());
