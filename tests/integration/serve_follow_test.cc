@@ -49,10 +49,7 @@ class ServeFollowTest : public ::testing::Test {
     trainer_ = std::move(*t);
     BROOK_ASSERT_OK(trainer_->Train());
     BROOK_ASSERT_OK(trainer_->Export(client_.get(), dir_.Join("export"), "job-1"));
-    auto r = storage::TFRecordReader::Open(dir_.Join("data/eval.tfrecord"), {});
-    ASSERT_TRUE(r.ok());
-    std::string_view rec;
-    while (examples_.size() < 64 && *(*r)->Next(&rec)) examples_.emplace_back(rec);
+    examples_ = testing::ReadRecords(dir_.Join("data/eval.tfrecord"), 64);
   }
 
   void ConnectClient() {
@@ -128,24 +125,11 @@ class ServeFollowTest : public ::testing::Test {
 
   // What the live PS scores for the same examples.
   std::vector<float> Live() {
-    std::vector<float> scores;
-    chief::ScoreOptions o;
-    o.num_threads = 1;
-    o.on_example = [&](float, float score, const tf::Feature*) {
-      if (scores.size() < examples_.size()) scores.push_back(score);
-      return absl::OkStatus();
-    };
-    EXPECT_TRUE(
-        chief::ScoreModel(job_.get(), trainer_->spec(), {dir_.Join("data/eval.tfrecord")}, o).ok());
-    return scores;
+    return testing::ScoresOnPs(job_.get(), trainer_->spec(), dir_.Join("data/eval.tfrecord"),
+                               examples_.size());
   }
-
   static double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
-    EXPECT_EQ(a.size(), b.size());
-    double d = 0;
-    for (size_t i = 0; i < a.size() && i < b.size(); ++i)
-      d = std::max(d, std::fabs(double(a[i]) - b[i]));
-    return d;
+    return testing::MaxAbsDiff(a, b);
   }
 
   testing::TempDir dir_;

@@ -92,24 +92,13 @@ class ServeTest : public ::testing::Test {
     dir_ = new testing::TempDir();
     BROOK_ASSERT_OK(testing::TrainAndExport(dir_->Join("data"), dir_->Join("e1"), 1));
     BROOK_ASSERT_OK(testing::TrainAndExport(dir_->Join("data"), dir_->Join("e2"), 2));
-    auto r = storage::TFRecordReader::Open(dir_->Join("data/eval.tfrecord"), {});
-    ASSERT_TRUE(r.ok());
-    std::string_view rec;
-    while (*(*r)->Next(&rec)) examples_->emplace_back(rec);
+    *examples_ = testing::ReadRecords(dir_->Join("data/eval.tfrecord"));
   }
   static void TearDownTestSuite() { delete dir_; }
 
   // `brook predict`'s score of every eval example under export `name`.
   static std::vector<float> Offline(const std::string& name) {
-    std::vector<float> scores;
-    chief::ScoreOptions o;
-    o.num_threads = 1;
-    o.on_example = [&](float, float score, const tf::Feature*) {
-      scores.push_back(score);
-      return absl::OkStatus();
-    };
-    EXPECT_TRUE(chief::ScoreExport(dir_->Join(name), {dir_->Join("data/eval.tfrecord")}, o).ok());
-    return scores;
+    return testing::ScoresOfExport(dir_->Join(name), dir_->Join("data/eval.tfrecord"));
   }
 
   // Copied beside, then renamed in: the server never sees half a copy.

@@ -5,8 +5,10 @@
 // its few dependencies; the tests that include it link the chief's.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <random>
@@ -150,6 +152,60 @@ inline absl::Status TrainAndExport(const std::string& data_dir, const std::strin
   ASSIGN_OR_RETURN(std::unique_ptr<ServingTrainer> t, ServingTrainer::Create(&job, data_dir));
   for (int e = 0; e < epochs; ++e) RETURN_IF_ERROR(t->Train());
   return t->Export(cluster.client.get(), out_dir, job_id);
+}
+
+// The first `max` records of a TFRecord file (empty on an error).
+inline std::vector<std::string> ReadRecords(const std::string& path,
+                                            size_t max = static_cast<size_t>(-1)) {
+  std::vector<std::string> out;
+  auto r = storage::TFRecordReader::Open(path, {});
+  if (!r.ok()) return out;
+  std::string_view rec;
+  while (out.size() < max) {
+    absl::StatusOr<bool> more = (*r)->Next(&rec);
+    if (!more.ok() || !*more) break;
+    out.emplace_back(rec);
+  }
+  return out;
+}
+
+// `brook predict`'s score of each of the first `max` records of `file`:
+// over a live PS (ScoreModel on the job's view), or of an export
+// (ScoreExport). Empty on an error.
+inline std::vector<float> ScoresOnPs(ps::PsClient* job_ps, const chief::JobSpec& spec,
+                                     const std::string& file,
+                                     size_t max = static_cast<size_t>(-1)) {
+  std::vector<float> scores;
+  chief::ScoreOptions o;
+  o.num_threads = 1;
+  o.on_example = [&](float, float score, const tf::Feature*) {
+    if (scores.size() < max) scores.push_back(score);
+    return absl::OkStatus();
+  };
+  if (!chief::ScoreModel(job_ps, spec, {file}, o).ok()) scores.clear();
+  return scores;
+}
+inline std::vector<float> ScoresOfExport(const std::string& dir, const std::string& file,
+                                         size_t max = static_cast<size_t>(-1)) {
+  std::vector<float> scores;
+  chief::ScoreOptions o;
+  o.num_threads = 1;
+  o.on_example = [&](float, float score, const tf::Feature*) {
+    if (scores.size() < max) scores.push_back(score);
+    return absl::OkStatus();
+  };
+  if (!chief::ScoreExport(dir, {file}, o).ok()) scores.clear();
+  return scores;
+}
+
+// The largest |a[i] - b[i]|; infinity when the sizes differ.
+inline double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d = std::max(d, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+  }
+  return d;
 }
 
 }  // namespace brook::testing

@@ -33,10 +33,8 @@ class PsFollowerTest : public ::testing::Test {
     auto repo = ModelRepository::Open({.path = dir_.Join("models")});
     ASSERT_TRUE(repo.ok()) << repo.status();
     repo_ = std::move(*repo);
-    auto r = storage::TFRecordReader::Open(dir_.Join("data/eval.tfrecord"), {});
-    ASSERT_TRUE(r.ok());
-    std::string_view rec;
-    while (examples_.size() < 200 && *(*r)->Next(&rec)) examples_.emplace_back(rec);
+    examples_ = testing::ReadRecords(dir_.Join("data/eval.tfrecord"), 200);
+    ASSERT_EQ(examples_.size(), 200u);
   }
 
   std::vector<float> Served() {
@@ -46,24 +44,11 @@ class PsFollowerTest : public ::testing::Test {
     return out;
   }
   std::vector<float> Live() {
-    std::vector<float> scores;
-    chief::ScoreOptions o;
-    o.num_threads = 1;
-    o.on_example = [&](float, float score, const tf::Feature*) {
-      if (scores.size() < examples_.size()) scores.push_back(score);
-      return absl::OkStatus();
-    };
-    EXPECT_TRUE(
-        chief::ScoreModel(&job_, trainer_->spec(), {dir_.Join("data/eval.tfrecord")}, o).ok());
-    return scores;
+    return testing::ScoresOnPs(&job_, trainer_->spec(), dir_.Join("data/eval.tfrecord"),
+                               examples_.size());
   }
   static double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
-    EXPECT_EQ(a.size(), b.size());
-    double d = 0;
-    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-      d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
-    }
-    return d;
+    return testing::MaxAbsDiff(a, b);
   }
   // A follower whose thread syncs once at start and then not for an hour:
   // the test drives SyncOnce itself.

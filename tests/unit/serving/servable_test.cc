@@ -28,31 +28,11 @@ class ServableTest : public ::testing::Test {
   static void TearDownTestSuite() { delete dir_; }
 
   static std::vector<std::string> EvalExamples() {
-    std::vector<std::string> out;
-    auto r = storage::TFRecordReader::Open(dir_->Join("data/eval.tfrecord"), {});
-    EXPECT_TRUE(r.ok());
-    std::string_view rec;
-    while (true) {
-      auto more = (*r)->Next(&rec);
-      EXPECT_TRUE(more.ok());
-      if (!more.ok() || !*more) break;
-      out.emplace_back(rec);
-    }
-    return out;
+    return testing::ReadRecords(dir_->Join("data/eval.tfrecord"));
   }
-
   // What `brook predict` scores for each eval example, in file order.
   static std::vector<float> OfflineScores() {
-    std::vector<float> scores;
-    chief::ScoreOptions o;
-    o.num_threads = 1;
-    o.on_example = [&](float, float score, const tf::Feature*) {
-      scores.push_back(score);
-      return absl::OkStatus();
-    };
-    auto r = chief::ScoreExport(dir_->Join("export"), {dir_->Join("data/eval.tfrecord")}, o);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return scores;
+    return testing::ScoresOfExport(dir_->Join("export"), dir_->Join("data/eval.tfrecord"));
   }
 
   static void ExpectScoresMatchOffline(const Servable& s) {
