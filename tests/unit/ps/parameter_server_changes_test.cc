@@ -73,7 +73,8 @@ TEST(ParameterServerChangesTest, PushPushBatchAndPushDenseAreRecorded) {
   const uint64_t start = ps.ChangeLogHead();
 
   PS_ASSERT_OK(ps.Push("job/a", {{5, 1}}, {{1, 1, 1, 1}}, PushContext{}));
-  PS_ASSERT_OK(ps.Push("other/c", {{9}}, {{1, 1}}, PushContext{}));
+  PS_ASSERT_OK(
+      ps.Push("other/c", std::vector<uint64_t>{9}, std::vector<float>{1, 1}, PushContext{}));
   const std::vector<uint64_t> bk = {7, 3}, ak = {1, 2};
   const std::vector<float> g4(4, 0.5f), g3(3, 0.5f);
   const std::vector<TablePushPart> parts = {{.table = "job/b", .keys = bk, .grads = g4},
@@ -104,13 +105,14 @@ TEST(ParameterServerChangesTest, RefusedPushesAndDuplicatesRecordNothing) {
   const uint64_t start = ps.ChangeLogHead();
   PS_EXPECT_CODE(ps.Push("t", {{1, 1}}, {{1, 1}}, PushContext{}),
                  absl::StatusCode::kInvalidArgument);  // duplicate keys
-  PS_EXPECT_CODE(ps.Push("nope", {{1}}, {{1}}, PushContext{}), absl::StatusCode::kNotFound);
+  PS_EXPECT_CODE(ps.Push("nope", std::vector<uint64_t>{1}, std::vector<float>{1}, PushContext{}),
+                 absl::StatusCode::kNotFound);
   PushContext ctx;
   ctx.client_id = 7;
   ctx.sequence = 1;
-  PS_ASSERT_OK(ps.Push("t", {{1}}, {{1}}, ctx));
+  PS_ASSERT_OK(ps.Push("t", {1}, {1}, ctx));
   EXPECT_EQ(ps.ChangeLogHead(), start + 1);
-  absl::StatusOr<PushOutcome> again = ps.Push("t", {{1}}, {{1}}, ctx);
+  absl::StatusOr<PushOutcome> again = ps.Push("t", {1}, {1}, ctx);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(*again, PushOutcome::kDuplicate);
   EXPECT_EQ(ps.ChangeLogHead(), start + 1);
@@ -122,7 +124,7 @@ TEST(ParameterServerChangesTest, MaxKeysAndOverflowToOutOfRange) {
   ParameterServer ps(o);
   PS_ASSERT_OK(ps.CreateTable(test::SgdTable("t", 1)));
   const uint64_t start = ps.ChangeLogHead();
-  for (uint64_t k = 0; k < 3; ++k) PS_ASSERT_OK(ps.Push("t", {{k}}, {{1}}, PushContext{}));
+  for (uint64_t k = 0; k < 3; ++k) PS_ASSERT_OK(ps.Push("t", {k}, {1}, PushContext{}));
   Changes c = ChangesOrDie(ps, "", start, /*max_keys=*/2);
   EXPECT_EQ(c.tables, (TableKeys{{"t", {0, 1}}}));
   EXPECT_TRUE(c.more);
@@ -138,7 +140,7 @@ TEST(ParameterServerChangesTest, MaxKeysAndOverflowToOutOfRange) {
   EXPECT_LE(ps.Stats().change_log.bytes, o.change_log_bytes);
   // From the head on, all is well again.
   const uint64_t head = ps.ChangeLogHead();
-  PS_ASSERT_OK(ps.Push("t", {{1}}, {{1}}, PushContext{}));
+  PS_ASSERT_OK(ps.Push("t", {1}, {1}, PushContext{}));
   EXPECT_EQ(ChangesOrDie(ps, "", head).tables, (TableKeys{{"t", {1}}}));
 }
 
@@ -147,7 +149,7 @@ TEST(ParameterServerChangesTest, OffRecordsNothingAndSaysSo) {
   o.change_log_bytes = 0;
   ParameterServer ps(o);
   PS_ASSERT_OK(ps.CreateTable(test::SgdTable("t", 1)));
-  PS_ASSERT_OK(ps.Push("t", {{1}}, {{1}}, PushContext{}));
+  PS_ASSERT_OK(ps.Push("t", {1}, {1}, PushContext{}));
   PS_EXPECT_CODE(ps.ChangesSince("", 1, 100), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(ps.Stats().change_log.bytes, 0u);
 }
@@ -171,7 +173,7 @@ TEST(ParameterServerChangesTest, AssignRowsCreatesAndOverwritesAndIsRecorded) {
   t.optimizer.kind = OptimizerKind::kAdagrad;
   t.optimizer.initial_accumulator = 0.25f;
   PS_ASSERT_OK(ps.CreateTable(t));
-  PS_ASSERT_OK(ps.Push("t", {{1}}, {{1, 1}}, PushContext{}));
+  PS_ASSERT_OK(ps.Push("t", {1}, {{1, 1}}, PushContext{}));
   std::map<uint64_t, std::vector<float>> slots_before;
   PS_ASSERT_OK(
       ps.ScanTable("t", [&](uint64_t key, absl::Span<const float>, absl::Span<const float> slots) {
@@ -191,9 +193,9 @@ TEST(ParameterServerChangesTest, AssignRowsCreatesAndOverwritesAndIsRecorded) {
   EXPECT_EQ(slots_after[2], (std::vector<float>{0.25f, 0.25f}));
   EXPECT_EQ(ps.Stats().tables[0].rows, 2u);
 
-  PS_EXPECT_CODE(ps.AssignRows("t", {{3}}, {{1}}), absl::StatusCode::kInvalidArgument);
+  PS_EXPECT_CODE(ps.AssignRows("t", {3}, {1}), absl::StatusCode::kInvalidArgument);
   PS_EXPECT_CODE(ps.AssignRows("t", {{3, 3}}, {{1, 1, 1, 1}}), absl::StatusCode::kInvalidArgument);
-  PS_EXPECT_CODE(ps.AssignRows("nope", {{3}}, {{1, 1}}), absl::StatusCode::kNotFound);
+  PS_EXPECT_CODE(ps.AssignRows("nope", {3}, {{1, 1}}), absl::StatusCode::kNotFound);
 }
 
 TEST(ParameterServerChangesTest, AssignRowsPastTheBudgetWithoutATierIsRefused) {
@@ -202,7 +204,7 @@ TEST(ParameterServerChangesTest, AssignRowsPastTheBudgetWithoutATierIsRefused) {
   t.memory_budget_bytes = 2 * 4 * sizeof(float);  // two rows
   PS_ASSERT_OK(ps.CreateTable(t));
   PS_ASSERT_OK(ps.AssignRows("t", {{1, 2}}, std::vector<float>(8, 1.0f)));
-  PS_EXPECT_CODE(ps.AssignRows("t", {{3}}, std::vector<float>(4, 1.0f)),
+  PS_EXPECT_CODE(ps.AssignRows("t", {3}, std::vector<float>(4, 1.0f)),
                  absl::StatusCode::kResourceExhausted);
   // Existing rows need no room.
   PS_ASSERT_OK(ps.AssignRows("t", {{2, 1}}, std::vector<float>(8, 3.0f)));
@@ -303,7 +305,7 @@ TEST(ParameterServerChangesTest, ARestoreOrAnImportForcesFollowersToCopyEverythi
   testing::TempDir dir;
   ParameterServer ps(ParameterServerOptions{});
   PS_ASSERT_OK(ps.CreateTable(test::SgdTable("t", 1)));
-  PS_ASSERT_OK(ps.Push("t", {{1}}, {{1}}, PushContext{}));
+  PS_ASSERT_OK(ps.Push("t", {1}, {1}, PushContext{}));
   CheckpointOptions co;
   co.dir = dir.Join("ckpt");
   PS_ASSERT_OK(ps.Checkpoint(co));
@@ -327,7 +329,7 @@ TEST(ParameterServerChangesTest, ARestartIsANewIncarnation) {
     absl::StatusOr<std::unique_ptr<ParameterServer>> ps = ParameterServer::Open(o);
     ASSERT_TRUE(ps.ok()) << ps.status();
     PS_ASSERT_OK((*ps)->CreateTable(test::SgdTable("t", 1)));
-    PS_ASSERT_OK((*ps)->Push("t", {{1}}, {{1}}, PushContext{}));
+    PS_ASSERT_OK((*ps)->Push("t", {1}, {1}, PushContext{}));
     first = ChangesOrDie(**ps, "", 0).incarnation;
     EXPECT_NE(first, 0u);
   }
