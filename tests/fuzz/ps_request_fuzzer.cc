@@ -104,7 +104,11 @@ void RunPullRaw(PsHandlers* handlers, const std::string& bytes) {
   v1::PullResponse resp;
   grpc::ProtoBufferReader reader(&reply);
   if (!resp.ParseFromZeroCopyStream(&reader)) __builtin_trap();
-  if (resp.dim() != 0 && resp.rows().size() % (4 * uint64_t{resp.dim()}) != 0) __builtin_trap();
+  // 4 bytes a value in fp32, 2 in bf16 / fp16 (the request's precision).
+  const uint64_t value_bytes = resp.precision() == v1::WIRE_PRECISION_FP32 ? 4 : 2;
+  if (resp.dim() != 0 && resp.rows().size() % (value_bytes * uint64_t{resp.dim()}) != 0) {
+    __builtin_trap();
+  }
 }
 
 void RunOne(PsHandlers* handlers, uint8_t method, const std::string& bytes) {
