@@ -169,6 +169,18 @@ inline std::vector<std::string> ReadRecords(const std::string& path,
   return out;
 }
 
+// Options that collect each scored example's score into *scores (the
+// first `max`), on one backend thread as `brook predict` runs in tests.
+inline chief::ScoreOptions CollectScores(std::vector<float>* scores, size_t max) {
+  chief::ScoreOptions o;
+  o.num_threads = 1;
+  o.on_example = [scores, max](float, float score, const tf::Feature*) {
+    if (scores->size() < max) scores->push_back(score);
+    return absl::OkStatus();
+  };
+  return o;
+}
+
 // `brook predict`'s score of each of the first `max` records of `file`:
 // over a live PS (ScoreModel on the job's view), or of an export
 // (ScoreExport). Empty on an error.
@@ -176,25 +188,13 @@ inline std::vector<float> ScoresOnPs(ps::PsClient* job_ps, const chief::JobSpec&
                                      const std::string& file,
                                      size_t max = static_cast<size_t>(-1)) {
   std::vector<float> scores;
-  chief::ScoreOptions o;
-  o.num_threads = 1;
-  o.on_example = [&](float, float score, const tf::Feature*) {
-    if (scores.size() < max) scores.push_back(score);
-    return absl::OkStatus();
-  };
-  if (!chief::ScoreModel(job_ps, spec, {file}, o).ok()) scores.clear();
+  if (!chief::ScoreModel(job_ps, spec, {file}, CollectScores(&scores, max)).ok()) scores.clear();
   return scores;
 }
 inline std::vector<float> ScoresOfExport(const std::string& dir, const std::string& file,
                                          size_t max = static_cast<size_t>(-1)) {
   std::vector<float> scores;
-  chief::ScoreOptions o;
-  o.num_threads = 1;
-  o.on_example = [&](float, float score, const tf::Feature*) {
-    if (scores.size() < max) scores.push_back(score);
-    return absl::OkStatus();
-  };
-  if (!chief::ScoreExport(dir, {file}, o).ok()) scores.clear();
+  if (!chief::ScoreExport(dir, {file}, CollectScores(&scores, max)).ok()) scores.clear();
   return scores;
 }
 
