@@ -66,6 +66,9 @@ struct HttpServer::Impl {
   // Requests whose header arrived and whose reply is not yet written:
   // WaitIdle (a SIGTERM drain) waits for them.
   std::atomic<int> in_flight{0};
+  // Connections accepted whose first request header has not been read: a
+  // client that connected just before a SIGTERM has usually sent it already.
+  std::atomic<int> fresh{0};
   std::atomic<bool> shutting_down{false};
 
   void Accept();
@@ -98,7 +101,6 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.emplace();
     parser_->body_limit(server_->options.max_body_bytes);
     parser_->header_limit(64 << 10);
-    waiting_for_request_ = true;
     stream_.expires_after(std::chrono::seconds(server_->options.idle_timeout_seconds));
     http::async_read_header(
         stream_, buffer_, *parser_,
@@ -106,7 +108,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void OnHeader(beast::error_code ec) {
-    waiting_for_request_ = false;
+    NotFresh();
     if (ec && !IsHttpParseError(ec) && ec != http::error::body_limit) return Close();
     Count();
     read_done_ = absl::Now();
@@ -202,7 +204,14 @@ class Session : public std::enable_shared_from_this<Session> {
     server_->in_flight.fetch_sub(1);
   }
 
+  void NotFresh() {
+    if (!fresh_) return;
+    fresh_ = false;
+    server_->fresh.fetch_sub(1);
+  }
+
   void Close() {
+    NotFresh();
     Uncount();
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
@@ -214,8 +223,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   HttpServer::Impl* server_;
   bool keep_alive_ = true;
-  bool waiting_for_request_ = false;  // between requests (idle)
-  bool counted_ = false;              // this request is in server_->in_flight
+  bool counted_ = false;  // this request is in server_->in_flight
+  bool fresh_ = true;     // counted in server_->fresh
   unsigned version_ = 11;
   absl::Time read_done_;
 };
@@ -223,11 +232,15 @@ class Session : public std::enable_shared_from_this<Session> {
 void HttpServer::Impl::StartSession(tcp::socket socket) {
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);  // a reply is one small write
+  fresh.fetch_add(1);
   std::make_shared<Session>(std::move(socket), this)->Start();
 }
 
 void HttpServer::Impl::Accept() {
   acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+    // An accept the reactor completed before Shutdown closed the acceptor
+    // still holds a client's request: serve it, or the drain drops it.
+    if (!ec) StartSession(std::move(socket));
     if (!acceptor.is_open()) return;
     if (ec) {
       // Out of file descriptors (or another transient error): back off
@@ -238,7 +251,6 @@ void HttpServer::Impl::Accept() {
       });
       return;
     }
-    StartSession(std::move(socket));
     Accept();
   });
 }
@@ -319,11 +331,17 @@ void HttpServer::Shutdown() {
 
 bool HttpServer::WaitIdle(absl::Duration timeout) {
   // Idle = nothing in progress for a while: a request the client already
-  // sent on an open connection is read within it.
-  const absl::Time give_up = absl::Now() + timeout;
-  absl::Time quiet_since = absl::Now();
+  // sent on an open connection is read within it. A new connection is
+  // waited for a little longer (its request is on its way, or it is a
+  // client that connected and sends nothing: not worth more than that).
+  const absl::Time start = absl::Now();
+  const absl::Time give_up = start + timeout;
+  const absl::Time fresh_grace = start + absl::Seconds(2);
+  absl::Time quiet_since = start;
   while (absl::Now() - quiet_since < absl::Milliseconds(200)) {
-    if (impl_->in_flight.load() > 0) quiet_since = absl::Now();
+    if (impl_->in_flight.load() > 0 || (impl_->fresh.load() > 0 && absl::Now() < fresh_grace)) {
+      quiet_since = absl::Now();
+    }
     if (absl::Now() >= give_up) return false;
     absl::SleepFor(absl::Milliseconds(2));
   }

@@ -60,11 +60,13 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   int port() const;
-  // Stops accepting and closes idle connections; requests already begun
-  // (their header read) are read, answered and their connections closed.
+  // Stops accepting, after taking the connections the kernel already
+  // accepted. Requests read from now on are answered and their connections
+  // closed; idle keep-alive connections stay open until destruction.
   void Shutdown();
-  // Waits until no request is in progress (after Shutdown: the drain);
-  // false if some still were after `timeout`.
+  // Waits until no request is in progress and no new connection has gone
+  // 2 s without sending its request (after Shutdown: the drain); false if
+  // some still were after `timeout`.
   bool WaitIdle(absl::Duration timeout);
 
   struct Impl;  // http_server.cc's; its sessions reach it
