@@ -38,6 +38,17 @@ struct JsonExamples {
 absl::StatusOr<JsonExamples> ExamplesFromPredictJson(std::string_view body,
                                                      const input::FeatureSpec& spec);
 
+// The same through nlohmann's DOM. ExamplesFromPredictJson reads the row
+// form as a stream of parse events instead (4-5x faster; no tree, no
+// tf::Example) and comes here for the columnar form. Kept public as the
+// reference the fast path is tested and fuzzed against: whatever the fast
+// path accepts, this gives equal Examples for; whatever this refuses, the
+// fast path refuses too. A key given twice is where they part: both keep
+// the last value, but the fast path has checked the first one too, and
+// refuses "instances" or a {"b64"} key given twice.
+absl::StatusOr<JsonExamples> ExamplesFromPredictJsonDom(std::string_view body,
+                                                        const input::FeatureSpec& spec);
+
 // The other way: {"instances": [...]} holding the spec's features of each
 // serialized tf.train.Example (the label left out; bytes that are not
 // printable ASCII as {"b64": ...}). For example requests (`brook local

@@ -3,11 +3,16 @@
 // every type and kind, the way POST /v1/models/NAME:predict reads it. Any
 // input must give examples or an INVALID_ARGUMENT status: no crash, no
 // exception escaping, no other code. Examples it gives must parse back.
+// Differential: the fast path (parse events written straight to the wire
+// format) against the DOM path. What the DOM path refuses the fast path
+// refuses; what the fast path accepts the DOM path accepts, with Examples
+// equal field for field.
 // Seeds: corpus/predict_json/ (both request forms, b64, nulls, errors).
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
+#include <google/protobuf/util/message_differencer.h>
 #include "features/feature_spec.h"
 #include "serving/json_examples.h"
 #include "tensorflow/example.pb.h"
@@ -34,13 +39,21 @@ const brook::input::FeatureSpec& Spec() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   auto r = brook::serving::ExamplesFromPredictJson(body, Spec());
+  auto dom = brook::serving::ExamplesFromPredictJsonDom(body, Spec());
+  if (!dom.ok() && dom.status().code() != absl::StatusCode::kInvalidArgument) std::abort();
   if (!r.ok()) {
     if (r.status().code() != absl::StatusCode::kInvalidArgument) std::abort();
     return 0;
   }
-  for (const std::string& e : r->examples) {
-    brook::tf::Example ex;
-    if (!ex.ParseFromString(e)) std::abort();
+  if (!dom.ok() || dom->examples.size() != r->examples.size() || dom->columnar != r->columnar) {
+    std::abort();
+  }
+  for (size_t i = 0; i < r->examples.size(); ++i) {
+    brook::tf::Example ex, want;
+    if (!ex.ParseFromString(r->examples[i]) || !want.ParseFromString(dom->examples[i])) {
+      std::abort();
+    }
+    if (!google::protobuf::util::MessageDifferencer::Equals(ex, want)) std::abort();
   }
   return 0;
 }

@@ -1,12 +1,18 @@
 // TF Serving's predict JSON into tf.train.Examples: both request forms, each
 // feature type, b64 bytes, null as missing, the label ignored, and errors
-// that name the instance and feature.
+// that name the instance and feature. The row form's fast path (parse
+// events straight into the wire format) against the DOM path it replaced.
 #include "serving/json_examples.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <random>
 #include <string>
+#include <vector>
 
+#include <google/protobuf/util/message_differencer.h>
+#include "absl/strings/str_cat.h"
 #include "tensorflow/example.pb.h"
 
 namespace brook::serving {
@@ -136,6 +142,131 @@ TEST(JsonExamplesTest, ExamplesToJsonAndBackKeepTheFeatures) {
   const std::string bad[] = {"\xff\xff"};
   EXPECT_EQ(PredictJsonFromExamples(bad, Spec()).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Both paths on `body`: the fast one accepts iff the DOM one does, with
+// Examples equal field for field, or both refuse with the same message.
+void ExpectSameAsDom(std::string_view body) {
+  SCOPED_TRACE(std::string(body.substr(0, 200)));
+  auto fast = ExamplesFromPredictJson(body, Spec());
+  auto dom = ExamplesFromPredictJsonDom(body, Spec());
+  ASSERT_EQ(fast.ok(), dom.ok()) << fast.status() << " vs " << dom.status();
+  if (!fast.ok()) {
+    EXPECT_EQ(fast.status(), dom.status());
+    return;
+  }
+  EXPECT_EQ(fast->columnar, dom->columnar);
+  ASSERT_EQ(fast->examples.size(), dom->examples.size());
+  for (size_t i = 0; i < fast->examples.size(); ++i) {
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(Decode(fast->examples[i]),
+                                                                   Decode(dom->examples[i])))
+        << "example " << i << ": " << Decode(fast->examples[i]).DebugString() << " vs "
+        << Decode(dom->examples[i]).DebugString();
+  }
+}
+
+TEST(JsonExamplesTest, TheFastRowPathGivesWhatTheDomPathGives) {
+  for (
+      const char* body : {
+          R"({"instances": []})",
+          R"({"instances": [{}]})",
+          R"({"signature_name": {"a": [1, {"b": null}]}, "instances": [{"c": []}]})",
+          R"({"instances": [{"c": [], "tag": [], "x": []}]})",
+          R"({"instances": [{"c": null, "tag": null, "x": null, "label": {"any": [1]}}]})",
+          R"({"instances": [{"tag": ["é
+"q"", "", {"b64": ""}]}]})",
+          R"({"instances": [{"c": [-1, 0, 9223372036854775807, -9223372036854775808]}]})",
+          R"({"instances": [{"x": [3, -0.0, 1e-45, 3.4028234663852886e38, 18446744073709551615]}]})",
+          R"({"instances": [{"x": 1}, {"x": [1]}, {"c": 5, "x": 2.5}]})",
+          // Errors, each alone in its body.
+          R"({"instances": [{"c": true}]})",
+          R"({"instances": [{"c": [1, null]}]})",
+          R"({"instances": [{"c": [[1]]}]})",
+          R"({"instances": [{"c": {"b64": "AA=="}}]})",
+          R"({"instances": [{"tag": 5}]})",
+          R"({"instances": [{"tag": [{"b64": 5}]}]})",
+          R"({"instances": [{"tag": [{"b64": "AA==", "x": 1}]}]})",
+          R"({"instances": [{"tag": {}}]})",
+          R"({"instances": [{"tag": ["a", {"b64": "%"}]}]})",
+          R"({"instances": [{"x": 3.5e38}]})",
+          R"({"instances": [{"x": [-1e39]}]})",
+          R"({"instances": [{"c": -1e19}]})",
+          R"({"instances": [{"nope": 1}]})",
+          R"({"instances": [{"c": 1}, [1]]})",
+          R"({"instances": [{"c": 1}, "x"]})",
+          R"({"instances": {"c": 1}})",
+          R"({"instances": 7})",
+          R"({"instances": null})",
+          R"({})",
+          R"({"signature_name": "s"})",
+          R"({"zeta": 1, "alpha": 2, "instances": []})",
+          R"({"instances": [], "inputs": {}})",
+          R"({"inputs": {"c": [1, 2]}, "instances": []})",
+          R"({"inputs": {"c": [1, 2], "x": [0.5, 1]}})",
+          R"("instances")",
+          R"(null)",
+          R"([{"c": 1}])",
+          R"({"instances": [{"c": 1}]} trailing)",
+          R"({"instances": [{"c": 1e400}]})",
+          R"({"instances": [{"c": 1)",
+          "",
+      }) {
+    ExpectSameAsDom(body);
+  }
+}
+
+// The bodies clients send: many instances of every feature kind, as
+// PredictJsonFromExamples writes them (the bench's and `brook local`'s).
+TEST(JsonExamplesTest, TheFastRowPathMatchesTheDomPathOnGeneratedBodies) {
+  std::mt19937_64 rng(7);
+  std::vector<std::string> records;
+  for (int i = 0; i < 300; ++i) {
+    tf::Example ex;
+    auto& f = *ex.mutable_features()->mutable_feature();
+    const int n = static_cast<int>(rng() % 4);
+    if (rng() % 5 != 0) {
+      auto* c = f["c"].mutable_int64_list();
+      for (int k = 0; k < n; ++k) c->add_value(static_cast<int64_t>(rng()));
+    }
+    if (rng() % 5 != 0) {
+      auto* tag = f["tag"].mutable_bytes_list();
+      for (int k = 0; k < n; ++k) {
+        std::string b(rng() % 6, '\0');
+        for (char& ch : b) ch = static_cast<char>(rng() % (k % 2 ? 256 : 26) + (k % 2 ? 0 : 'a'));
+        tag->add_value(b);
+      }
+    }
+    if (rng() % 5 != 0) {
+      f["x"].mutable_float_list()->add_value(
+          std::ldexp(static_cast<float>(rng() % 1000) - 500, static_cast<int>(rng() % 40) - 20));
+    }
+    records.push_back(ex.SerializeAsString());
+  }
+  auto body = PredictJsonFromExamples(records, Spec());
+  ASSERT_TRUE(body.ok()) << body.status();
+  ExpectSameAsDom(*body);
+  auto fast = ExamplesFromPredictJson(*body, Spec());
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  ASSERT_EQ(fast->examples.size(), records.size());
+  tf::Example want;
+  ASSERT_TRUE(want.ParseFromString(records[3]));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(Decode(fast->examples[3]), want));
+}
+
+// Where the paths differ, the fast one refuses what the DOM one would take
+// a last value of: a key given twice.
+TEST(JsonExamplesTest, TheFastRowPathOrdersErrorsAsTheDomPathAndRefusesDuplicates) {
+  // A syntax error after a bad value still wins; so does the body's shape.
+  EXPECT_NE(Error(R"({"instances": [{"c": "a"}], )").find("body is not JSON"), std::string::npos);
+  EXPECT_NE(Error(R"({"instances": [{"c": "a"}], "zz": 1})").find("unknown field \"zz\""),
+            std::string::npos);
+  // The first bad value in the body is the one named.
+  EXPECT_EQ(Error(R"({"instances": [{"x": 1}, {"c": "a"}, {"x": "b"}]})"),
+            "instances[1].c: expected int64 (an integer or list of integers), got string");
+  EXPECT_EQ(Error(R"({"instances": [], "instances": []})"), "\"instances\" is given twice");
+  auto dup = ExamplesFromPredictJson(R"({"instances": [{"c": 1, "c": [2, 3]}]})", Spec());
+  ASSERT_TRUE(dup.ok()) << dup.status();  // the last value of a feature, as the DOM
+  EXPECT_EQ(Decode(dup->examples[0]).features().feature().at("c").int64_list().value_size(), 2);
 }
 
 }  // namespace
