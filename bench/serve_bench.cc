@@ -375,7 +375,6 @@ class OfflineScorer {
 // `batch` examples (serving/rest_api.cc, serving/rpc/predict_service.cc).
 struct StepCosts {
   double json_us = 0;   // HTTP only: the JSON body to tf.Examples
-  double check_us = 0;  // both: each example checked before it joins a batch
   double score_us = 0;  // the batch's model step: parse, row lookups, forward
 };
 
@@ -405,10 +404,6 @@ absl::StatusOr<StepCosts> MeasureStepCosts(const std::string& model, bool fill_m
   StepCosts c;
   ASSIGN_OR_RETURN(c.json_us, time([&]() -> absl::Status {
                      return serving::ExamplesFromPredictJson(body, servable->features()).status();
-                   }));
-  ASSIGN_OR_RETURN(c.check_us, time([&]() -> absl::Status {
-                     for (const std::string& e : part) RETURN_IF_ERROR(servable->Check(e));
-                     return absl::OkStatus();
                    }));
   ASSIGN_OR_RETURN(c.score_us, time([&] { return servable->Score(views, &scores); }));
   return c;
@@ -756,14 +751,11 @@ absl::Status RunServeBench(const ServeBenchOptions& options, std::ostream& out, 
                                                      options.batch, options.seconds / 8));
   ASSIGN_OR_RETURN(StepCosts single_costs, MeasureStepCosts(options.model, options.fill_missing,
                                                             records, 1, options.seconds / 8));
-  json["server_steps_us_per_example"] = {{"request_batch", options.batch},
-                                         {"json_to_examples", costs.json_us},
-                                         {"check", costs.check_us},
-                                         {"score", costs.score_us},
-                                         {"single",
-                                          {{"json_to_examples", single_costs.json_us},
-                                           {"check", single_costs.check_us},
-                                           {"score", single_costs.score_us}}}};
+  json["server_steps_us_per_example"] = {
+      {"request_batch", options.batch},
+      {"json_to_examples", costs.json_us},
+      {"score", costs.score_us},
+      {"single", {{"json_to_examples", single_costs.json_us}, {"score", single_costs.score_us}}}};
 
   // Swaps under load, beside the same load without.
   std::vector<ClientSpec> mix;
@@ -824,10 +816,9 @@ absl::Status RunServeBench(const ServeBenchOptions& options, std::ostream& out, 
       options.batch, offline_small);
   out << absl::StrFormat(
       "server steps per example, one thread, no transport: JSON -> tf.Example (HTTP only), "
-      "check, model step (parse, lookups, forward): at %d a request %.1f + %.1f + %.1f us; "
-      "a single-example request %.1f + %.1f + %.1f us\n",
-      options.batch, costs.json_us, costs.check_us, costs.score_us, single_costs.json_us,
-      single_costs.check_us, single_costs.score_us);
+      "model step (parse, lookups, forward): at %d a request %.1f + %.1f us; "
+      "a single-example request %.1f + %.1f us\n",
+      options.batch, costs.json_us, costs.score_us, single_costs.json_us, single_costs.score_us);
   Json goals = Json::object();
   out << "goals:\n";
   if (phases.contains("http_c1")) {

@@ -34,7 +34,7 @@ void Batcher::Drain(absl::Duration timeout) {
   }
 }
 
-void Batcher::Submit(std::vector<std::string> examples, Done done) {
+void Batcher::Submit(std::vector<std::string> examples, Done done, std::string examples_name) {
   const auto n = static_cast<int64_t>(examples.size());
   absl::Status refused;
   {
@@ -47,7 +47,7 @@ void Batcher::Submit(std::vector<std::string> examples, Done done) {
                        options_.max_queued_examples, "); retry later"));
     } else {
       queued_examples_ += n;
-      queue_.push_back({std::move(examples), std::move(done)});
+      queue_.push_back({std::move(examples), std::move(done), std::move(examples_name)});
     }
   }
   if (refused.ok()) {
@@ -111,42 +111,72 @@ void Batcher::Work() {
 void Batcher::Run(std::vector<Request> batch) {
   const absl::Time start = absl::Now();
   std::shared_ptr<const Servable> servable = repo_->Current();
+  std::vector<absl::StatusOr<Prediction>> results(batch.size(), absl::UnknownError(""));
+  // The requests still to score: a request with an example that does not
+  // parse is answered with its error and the rest scored again without it
+  // (parsing comes before the model step, so that costs little).
+  std::vector<size_t> live(batch.size());
+  for (size_t r = 0; r < batch.size(); ++r) live[r] = r;
   std::vector<std::string_view> views;
-  for (const Request& r : batch) {
-    for (const std::string& e : r.examples) views.push_back(e);
-  }
-  std::vector<absl::StatusOr<Prediction>> results;
-  results.reserve(batch.size());
   std::vector<float> scores;
-  absl::Status s = servable->Score(views, &scores);
-  if (s.ok()) {
-    size_t at = 0;
-    for (const Request& r : batch) {
-      Prediction p;
-      p.version = servable->version();
-      p.scores.assign(scores.begin() + static_cast<std::ptrdiff_t>(at),
-                      scores.begin() + static_cast<std::ptrdiff_t>(at + r.examples.size()));
-      at += r.examples.size();
-      results.push_back(std::move(p));
+  int scored = 0;
+  while (!live.empty()) {
+    views.clear();
+    for (size_t r : live) {
+      for (const std::string& e : batch[r].examples) views.push_back(e);
     }
-  } else {
-    // One request's bad example must not fail the others: score each alone.
-    for (const Request& r : batch) {
-      std::vector<std::string_view> own(r.examples.begin(), r.examples.end());
+    size_t bad = views.size();
+    absl::Status s = servable->Score(views, &scores, &bad);
+    if (s.ok()) {
+      size_t at = 0;
+      for (size_t r : live) {
+        Prediction p;
+        p.version = servable->version();
+        const size_t n = batch[r].examples.size();
+        p.scores.assign(scores.begin() + static_cast<std::ptrdiff_t>(at),
+                        scores.begin() + static_cast<std::ptrdiff_t>(at + n));
+        at += n;
+        results[r] = std::move(p);
+      }
+      scored += static_cast<int>(views.size());
+      break;
+    }
+    if (bad < views.size()) {
+      size_t at = 0;
+      for (size_t i = 0; i < live.size(); ++i) {
+        const Request& req = batch[live[i]];
+        if (bad < at + req.examples.size()) {
+          results[live[i]] = absl::Status(
+              s.code(), absl::StrCat(req.examples_name, "[", bad - at, "]: ", s.message()));
+          live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+          break;
+        }
+        at += req.examples.size();
+      }
+      continue;
+    }
+    // Not an example's fault (a lookup or the model step failed): each
+    // request alone, so one that can score does.
+    for (size_t r : live) {
+      std::vector<std::string_view> own(batch[r].examples.begin(), batch[r].examples.end());
       Prediction p;
       p.version = servable->version();
-      absl::Status one = batch.size() == 1 ? s : servable->Score(own, &p.scores);
+      absl::Status one = live.size() == 1 ? s : servable->Score(own, &p.scores);
       if (one.ok()) {
-        results.push_back(std::move(p));
+        scored += static_cast<int>(own.size());
+        results[r] = std::move(p);
       } else {
-        results.push_back(one);
+        results[r] = one;
       }
     }
+    break;
   }
   // Counted before the replies go out: a client that has its reply sees
   // its examples in the stats and metrics.
-  const auto n = static_cast<int>(views.size());
-  if (options_.on_batch) options_.on_batch(n, absl::ToDoubleSeconds(absl::Now() - start));
+  const int n = scored;
+  if (options_.on_batch && n > 0) {
+    options_.on_batch(n, absl::ToDoubleSeconds(absl::Now() - start));
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.batches;

@@ -5,10 +5,10 @@
 // waits up to max_wait for more to fill the batch. A lone request runs at once, so batching costs a
 // lone client no latency. A request is never split: one larger than max_batch runs alone.
 //
-// Every batch scores on the servable current when it starts; a request
-// whose examples do not parse under it (a version swapped in between the
-// request's check and its batch) fails alone: a batch that fails is
-// rescored request by request.
+// Every batch scores on the servable current when it starts. Examples are
+// checked there, not before: a request with one that does not parse fails
+// alone, INVALID_ARGUMENT naming it ("instances[3]: ..."), and the batch is
+// scored again without it.
 //
 //   Batcher b(repo, {.max_batch = 64, .workers = 2});
 //   b.Submit(std::move(examples), [](absl::StatusOr<Prediction> p) { ... });
@@ -61,8 +61,9 @@ class Batcher {
   Batcher& operator=(const Batcher&) = delete;
 
   // Queues the examples (serialized tf.train.Example); `done` is called
-  // once, from a worker (or from here when refused).
-  void Submit(std::vector<std::string> examples, Done done);
+  // once, from a worker (or from here when refused). `examples_name` names
+  // them in errors: "instances" gives "instances[3]: ...".
+  void Submit(std::vector<std::string> examples, Done done, std::string examples_name = "examples");
 
   // A graceful stop: Submit refuses from now on (UNAVAILABLE); what is
   // queued is scored, for up to `timeout` (then failed UNAVAILABLE); the
@@ -80,6 +81,7 @@ class Batcher {
   struct Request {
     std::vector<std::string> examples;
     Done done;
+    std::string examples_name;
   };
   void Work();
   // Takes the next batch's requests; empty once stopping.

@@ -197,23 +197,8 @@ absl::Status Servable::RefreshDense() const {
   return absl::OkStatus();
 }
 
-absl::Status Servable::Check(std::string_view example) const {
-  ScorerLease lease(this);
-  ASSIGN_OR_RETURN(Scorer * sc, lease.Get());
-  sc->columns.Clear();
-  absl::Status s = sc->parser->Append(example, &sc->columns, nullptr);
-  if (!s.ok() && !options_.fill_missing && absl::StrContains(s.message(), "missing")) {
-    // The parser names the spec's policy; serving's own is the flag.
-    return absl::Status(s.code(), absl::StrCat(s.message(),
-                                               " (serving refuses examples that lack "
-                                               "a feature; brook serve --fill-missing fills the "
-                                               "spec's default as training did)"));
-  }
-  return s;
-}
-
-absl::Status Servable::Score(absl::Span<const std::string_view> examples,
-                             std::vector<float>* out) const {
+absl::Status Servable::Score(absl::Span<const std::string_view> examples, std::vector<float>* out,
+                             size_t* bad_example) const {
   out->clear();
   if (examples.empty()) return absl::OkStatus();
   ScorerLease lease(this);
@@ -221,9 +206,21 @@ absl::Status Servable::Score(absl::Span<const std::string_view> examples,
   sc->columns.Clear();
   for (size_t i = 0; i < examples.size(); ++i) {
     absl::Status s = sc->parser->Append(examples[i], &sc->columns, nullptr);
-    if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("example ", i, ": ", s.message()));
+    if (s.ok()) continue;
+    // The caller's error (the parser says DATA_LOSS for bytes that are no
+    // Example). The parser names the spec's on_missing; serving's own
+    // policy is the flag.
+    std::string why(s.message());
+    if (!options_.fill_missing && absl::StrContains(why, "missing")) {
+      absl::StrAppend(&why,
+                      " (serving refuses examples that lack a feature; brook serve "
+                      "--fill-missing fills the spec's default as training did)");
     }
+    if (bad_example != nullptr) {
+      *bad_example = i;
+      return absl::InvalidArgumentError(why);
+    }
+    return absl::InvalidArgumentError(absl::StrCat("example ", i, ": ", why));
   }
   RETURN_IF_ERROR(sc->builder->Build(sc->columns, &sc->batch));
   const trainer::ModelLayout& layout = sc->model->layout();

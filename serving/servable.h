@@ -11,7 +11,7 @@
 // restore, pulls, model and CPU kernels, forward only), so they match its
 // scores to float rounding.
 //
-// Thread-safe: Score, Check and the row/dense updates of a follower may run
+// Thread-safe: Score and the row/dense updates of a follower may run
 // concurrently; each Score borrows one of a pool of per-thread scorers
 // (model, backend, buffers), so concurrent scores never share buffers.
 #pragma once
@@ -77,15 +77,15 @@ class Servable {
   // served (error unless fill_missing). The label is never required.
   const input::FeatureSpec& features() const { return features_; }
 
-  // Whether one serialized tf.train.Example would score: the parser's error
-  // (INVALID_ARGUMENT naming the feature, DATA_LOSS with the byte offset)
-  // otherwise. Cheap; lets a request be refused before it joins a batch.
-  absl::Status Check(std::string_view example) const;
-
   // Scores `examples` (serialized tf.train.Example) in one model step:
   // out[i] is example i's probability (logloss models) or output (mse).
-  // INVALID_ARGUMENT "example I: ..." for the first that does not parse.
-  absl::Status Score(absl::Span<const std::string_view> examples, std::vector<float>* out) const;
+  // The first example that does not parse (a missing feature, a wrong
+  // type, bytes that are no Example) stops it before the model step:
+  // INVALID_ARGUMENT with the parser's message, its index in *bad_example
+  // when given (a batch drops that request and scores the rest), else
+  // "example I: " before the message.
+  absl::Status Score(absl::Span<const std::string_view> examples, std::vector<float>* out,
+                     size_t* bad_example = nullptr) const;
 
   // The served weights, for a follower (ps_follower.h): the in-process PS
   // of this version, under the job's table names (no prefix). Rows written

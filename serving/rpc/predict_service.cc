@@ -49,17 +49,12 @@ absl::Status PredictService::DoPredict(const v1::PredictRequest& request,
   }
   if (request.examples().empty()) return absl::InvalidArgumentError("examples: empty");
   std::vector<std::string> examples(request.examples().begin(), request.examples().end());
-  for (size_t i = 0; i < examples.size(); ++i) {
-    absl::Status ok = s->Check(examples[i]);
-    if (!ok.ok()) {
-      // DATA_LOSS from the parser means a malformed example: the caller's.
-      return absl::InvalidArgumentError(absl::StrCat("examples[", i, "]: ", ok.message()));
-    }
-  }
+  // Checked in the batch: a bad example is INVALID_ARGUMENT "examples[3]: ...".
   std::promise<absl::StatusOr<Prediction>> done;
   std::future<absl::StatusOr<Prediction>> result = done.get_future();
-  batcher_->Submit(std::move(examples),
-                   [&done](absl::StatusOr<Prediction> p) { done.set_value(std::move(p)); });
+  batcher_->Submit(
+      std::move(examples), [&done](absl::StatusOr<Prediction> p) { done.set_value(std::move(p)); },
+      "examples");
   absl::StatusOr<Prediction> p = result.get();
   if (!p.ok()) return p.status();
   response->mutable_scores()->Assign(p->scores.begin(), p->scores.end());

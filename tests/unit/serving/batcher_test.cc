@@ -106,28 +106,49 @@ TEST_F(BatcherTest, ABadRequestFailsAloneInItsBatch) {
   o.workers = 1;
   o.max_wait = absl::Milliseconds(50);
   Batcher batcher(repo_.get(), o);
-  // Three requests queued together: the middle one does not parse.
-  std::vector<std::promise<absl::StatusOr<Prediction>>> done(3);
+  // Four requests queued together: two have an example that does not parse.
+  std::vector<std::promise<absl::StatusOr<Prediction>>> done(4);
   std::promise<void> hold;
   std::shared_future<void> held = hold.get_future().share();
   // Occupy the worker so the three queue up and go as one batch.
   std::promise<absl::StatusOr<Prediction>> first;
+  std::promise<void> started;
   batcher.Submit({Example(1, 0)}, [&](absl::StatusOr<Prediction> p) {
+    started.set_value();
     held.wait();
     first.set_value(p);
   });
+  started.get_future().wait();
   batcher.Submit({Example(2, 0)}, [&](absl::StatusOr<Prediction> p) { done[0].set_value(p); });
-  batcher.Submit({"\x0a\x05garbage"}, [&](absl::StatusOr<Prediction> p) { done[1].set_value(p); });
+  batcher.Submit(
+      {Example(5, 0), "\x0a\x05garbage"},
+      [&](absl::StatusOr<Prediction> p) { done[1].set_value(p); }, "instances");
   batcher.Submit({Example(3, 0)}, [&](absl::StatusOr<Prediction> p) { done[2].set_value(p); });
+  tf::Example lacks_tag;
+  (*lacks_tag.mutable_features()->mutable_feature())["c"].mutable_int64_list()->add_value(4);
+  (*lacks_tag.mutable_features()->mutable_feature())["x"].mutable_float_list()->add_value(1);
+  batcher.Submit({Example(6, 0), lacks_tag.SerializeAsString()},
+                 [&](absl::StatusOr<Prediction> p) { done[3].set_value(p); });
   hold.set_value();
   EXPECT_TRUE(first.get_future().get().ok());
   auto a = done[0].get_future().get();
   auto b = done[1].get_future().get();
   auto c = done[2].get_future().get();
+  auto d = done[3].get_future().get();
   ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_FALSE(b.ok());
+  EXPECT_NEAR(a->scores[0], Alone(Example(2, 0)), 1e-6);
+  // Each bad request named by its own example index, the caller's error.
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument) << b.status();
+  EXPECT_EQ(b.status().message().substr(0, 14), "instances[1]: ") << b.status();
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << d.status();
+  EXPECT_EQ(d.status().message().substr(0, 13), "examples[1]: ") << d.status();
+  EXPECT_NE(d.status().message().find("tag"), std::string::npos) << d.status();
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_NEAR(c->scores[0], Alone(Example(3, 0)), 1e-6);
+  // The good ones still went as one batch (not request by request): the
+  // held one, then one more; only scored examples count.
+  EXPECT_EQ(batcher.stats().batches, 2u);
+  EXPECT_EQ(batcher.stats().examples, 3u);
 }
 
 TEST_F(BatcherTest, FullQueueRefusesAndShutdownAnswersTheQueued) {

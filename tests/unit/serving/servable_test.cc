@@ -107,24 +107,29 @@ TEST_F(ServableTest, MissingFeatureRefusedNamingItUnlessFillMissing) {
   const std::string bytes = ex.SerializeAsString();  // no "tag", no label
   auto strict = Servable::Load(dir_->Join("export"), 1, {});
   ASSERT_TRUE(strict.ok()) << strict.status();
-  absl::Status check = (*strict)->Check(bytes);
-  EXPECT_EQ(check.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(check.message().find("tag"), std::string::npos) << check;
   std::vector<float> scores;
   const std::string_view views[] = {bytes, bytes};
   absl::Status s = (*strict)->Score(views, &scores);
-  EXPECT_NE(s.message().find("example 0"), std::string::npos) << s;
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("example 0: "), std::string::npos) << s;
+  EXPECT_NE(s.message().find("tag"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("--fill-missing"), std::string::npos) << s;
 
   auto lenient = Servable::Load(dir_->Join("export"), 1, {.fill_missing = true});
   ASSERT_TRUE(lenient.ok());
-  BROOK_ASSERT_OK((*lenient)->Check(bytes));
   BROOK_ASSERT_OK((*lenient)->Score(views, &scores));
   ASSERT_EQ(scores.size(), 2u);
   EXPECT_GT(scores[0], 0.0f);
   EXPECT_LT(scores[0], 1.0f);
   EXPECT_EQ(scores[0], scores[1]);
-  // Not a tf.train.Example at all.
-  EXPECT_FALSE((*lenient)->Check("\xff\xff\xff").ok());
+  // Not a tf.train.Example at all, second of three: its index, the
+  // parser's message alone, INVALID_ARGUMENT (the caller's, not DATA_LOSS).
+  const std::string_view with_garbage[] = {bytes, "\xff\xff\xff", bytes};
+  size_t bad = 99;
+  s = (*lenient)->Score(with_garbage, &scores, &bad);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(bad, 1u);
+  EXPECT_NE(s.message().substr(0, 8), "example ") << s;
 }
 
 TEST_F(ServableTest, BadDirectoriesNameThemselves) {
