@@ -312,11 +312,14 @@ namespace {
 // tf.train.Example's wire format, written directly: the fast path encodes
 // each instance from its columns without building the proto's map.
 void PutVarint(uint64_t v, std::string* out) {
+  char buf[10];
+  size_t n = 0;
   while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
+    buf[n++] = static_cast<char>(v | 0x80);
     v >>= 7;
   }
-  out->push_back(static_cast<char>(v));
+  buf[n++] = static_cast<char>(v);
+  out->append(buf, n);
 }
 
 size_t VarintSize(uint64_t v) {
@@ -368,7 +371,9 @@ void EncodeFeature(input::FeatureType t, const FeatureValues& v, std::string* ou
       for (float f : v.floats) {
         uint32_t bits;
         std::memcpy(&bits, &f, 4);
-        for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(bits >> (8 * i)));
+        const char le[4] = {static_cast<char>(bits), static_cast<char>(bits >> 8),
+                            static_cast<char>(bits >> 16), static_cast<char>(bits >> 24)};
+        out->append(le, 4);
       }
       return;
     }
