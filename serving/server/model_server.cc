@@ -1,13 +1,7 @@
 #include "serving/server/model_server.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -29,6 +23,7 @@
 #include "serving/ps_follower.h"
 #include "serving/rest_api.h"
 #include "serving/rpc/predict_service.h"
+#include "storage/dir_lock.h"
 
 namespace brook::serving {
 
@@ -156,7 +151,21 @@ absl::StatusOr<std::unique_ptr<ModelServer>> ModelServer::Start(ModelServerOptio
     s->metrics_ = NewMetrics(metrics::MetricsExposer::NewRegistry());
   }
   if (!options.servable.data_dir.empty()) {
-    ASSIGN_OR_RETURN(s->data_dir_lock_, LockDataDir(options.servable.data_dir));
+    // Each loaded version's rows live in a subdirectory that a load empties
+    // first: two servers on one data dir would delete each other's files.
+    std::error_code ec;
+    std::filesystem::create_directories(options.servable.data_dir, ec);
+    if (ec) {
+      return absl::FailedPreconditionError(absl::StrCat("--data-dir ", options.servable.data_dir,
+                                                        ": cannot create it: ", ec.message()));
+    }
+    absl::StatusOr<std::unique_ptr<storage::DirLock>> lock =
+        storage::DirLock::Acquire(options.servable.data_dir);
+    if (!lock.ok()) {
+      return absl::Status(lock.status().code(), absl::StrCat("--data-dir ", lock.status().message(),
+                                                             "; give each brook serve its own"));
+    }
+    s->data_dir_lock_ = std::move(*lock);
   }
   ASSIGN_OR_RETURN(s->repo_, ModelRepository::Open({.path = options.model_path,
                                                     .servable = options.servable,
@@ -233,37 +242,6 @@ absl::StatusOr<std::unique_ptr<ModelServer>> ModelServer::Start(ModelServerOptio
   return s;
 }
 
-absl::StatusOr<int> ModelServer::LockDataDir(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("--data-dir ", dir, ": cannot create it: ", ec.message()));
-  }
-  const std::string path = (std::filesystem::path(dir) / "LOCK").string();
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("--data-dir ", dir, ": cannot open ", path, ": ", std::strerror(errno)));
-  }
-  // Each loaded version's rows live in a subdirectory that a load empties
-  // first: two servers on one data dir would delete each other's files.
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    char pid[32] = {};
-    const ssize_t n = ::pread(fd, pid, sizeof(pid) - 1, 0);
-    ::close(fd);
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--data-dir ", dir, " is in use by another brook serve",
-        n > 0 ? absl::StrCat(" (pid ", std::string(pid, static_cast<size_t>(n)), ")") : "",
-        "; give each server its own"));
-  }
-  const std::string me = std::to_string(::getpid());
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) < 0) {
-    // Only the message of a later refusal loses the pid.
-  }
-  return fd;
-}
-
 ModelServer::~ModelServer() {
   // No new connections; the batcher answers what is queued while the HTTP
   // server can still write those replies; then the transports go.
@@ -286,7 +264,7 @@ ModelServer::~ModelServer() {
   http_.reset();
   grpc_.reset();
   repo_.reset();
-  if (data_dir_lock_ >= 0) ::close(data_dir_lock_);
+  data_dir_lock_.reset();
 }
 
 int ModelServer::http_port() const { return http_->port(); }

@@ -33,6 +33,10 @@ namespace grpc {
 class Server;
 }  // namespace grpc
 
+namespace brook::storage {
+class DirLock;
+}  // namespace brook::storage
+
 namespace brook::serving {
 
 class HttpServer;
@@ -73,8 +77,6 @@ class ModelServer {
 
  private:
   ModelServer() = default;
-  // An exclusive flock on DIR/LOCK holding this pid: the fd.
-  static absl::StatusOr<int> LockDataDir(const std::string& dir);
   ModelServerOptions options_;
   std::unique_ptr<metrics::MetricsExposer> exposer_;
   std::unique_ptr<ServingMetrics> metrics_;
@@ -86,7 +88,7 @@ class ModelServer {
   std::unique_ptr<PredictService> grpc_service_;
   std::unique_ptr<grpc::Server> grpc_;
   int grpc_port_ = 0;
-  int data_dir_lock_ = -1;
+  std::unique_ptr<storage::DirLock> data_dir_lock_;  // with --data-dir
 };
 
 }  // namespace brook::serving

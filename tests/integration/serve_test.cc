@@ -373,7 +373,7 @@ TEST_F(ServeTest, BadFlagsAreUsageErrorsNamingThem) {
                            "127.0.0.1:0", "--grpc", "", "--memory-limit", "1MiB", "--data-dir",
                            dir_->Join("dd")});
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find(absl::StrCat("in use by another brook serve (pid ", a.process->pid())),
+  EXPECT_NE(r.output.find(absl::StrCat("in use by another process (pid ", a.process->pid())),
             std::string::npos)
       << r.output;
   EXPECT_FALSE(std::filesystem::is_empty(dir_->Join("dd")));
