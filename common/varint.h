@@ -1,6 +1,6 @@
 // Protobuf base-128 varints, for the few places that write protobuf wire
-// bytes by hand (the WAL's in-place records, the zero-copy pull reply)
-// instead of serializing a message.
+// bytes by hand instead of serializing a message (the WAL's in-place
+// records, the zero-copy pull reply, the predict JSON's Examples).
 #pragma once
 
 #include <bit>

@@ -13,6 +13,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/varint.h"
 #include "tensorflow/example.pb.h"
 
 namespace brook::serving {
@@ -311,30 +312,15 @@ namespace {
 
 // tf.train.Example's wire format, written directly: the fast path encodes
 // each instance from its columns without building the proto's map.
-void PutVarint(uint64_t v, std::string* out) {
-  char buf[10];
-  size_t n = 0;
-  while (v >= 0x80) {
-    buf[n++] = static_cast<char>(v | 0x80);
-    v >>= 7;
-  }
-  buf[n++] = static_cast<char>(v);
-  out->append(buf, n);
-}
-
-size_t VarintSize(uint64_t v) {
-  size_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    ++n;
-  }
-  return n;
+void AppendVarint(uint64_t v, std::string* out) {
+  char buf[kMaxVarintBytes];
+  out->append(buf, static_cast<size_t>(PutVarint(buf, v) - buf));
 }
 
 // Field `field` of wire type 2 (length-delimited), its length `len`.
 void PutLengthDelimited(uint32_t field, size_t len, std::string* out) {
-  PutVarint((field << 3) | 2, out);
-  PutVarint(len, out);
+  AppendVarint((field << 3) | 2, out);
+  AppendVarint(len, out);
 }
 
 // One feature's values in an instance: its column of the spec.
@@ -364,7 +350,7 @@ void EncodeFeature(input::FeatureType t, const FeatureValues& v, std::string* ou
   switch (t) {
     case input::FeatureType::kFloat: {  // Feature.float_list = 2 {value = 1 packed}
       const size_t data = 4 * v.floats.size();
-      const size_t list = data == 0 ? 0 : 1 + VarintSize(data) + data;
+      const size_t list = data == 0 ? 0 : 1 + VarintBytes(data) + data;
       PutLengthDelimited(2, list, out);
       if (data == 0) return;
       PutLengthDelimited(1, data, out);
@@ -379,18 +365,18 @@ void EncodeFeature(input::FeatureType t, const FeatureValues& v, std::string* ou
     }
     case input::FeatureType::kInt64: {  // Feature.int64_list = 3 {value = 1 packed}
       size_t data = 0;
-      for (uint64_t i : v.ints) data += VarintSize(i);
-      const size_t list = data == 0 ? 0 : 1 + VarintSize(data) + data;
+      for (uint64_t i : v.ints) data += VarintBytes(i);
+      const size_t list = data == 0 ? 0 : 1 + VarintBytes(data) + data;
       PutLengthDelimited(3, list, out);
       if (data == 0) return;
       PutLengthDelimited(1, data, out);
-      for (uint64_t i : v.ints) PutVarint(i, out);
+      for (uint64_t i : v.ints) AppendVarint(i, out);
       return;
     }
     case input::FeatureType::kBytes: {  // Feature.bytes_list = 1 {repeated bytes value = 1}
       size_t list = 0;
       for (size_t i = 0; i < v.n_bytes; ++i) {
-        list += 1 + VarintSize(v.bytes[i].size()) + v.bytes[i].size();
+        list += 1 + VarintBytes(v.bytes[i].size()) + v.bytes[i].size();
       }
       PutLengthDelimited(1, list, out);
       for (size_t i = 0; i < v.n_bytes; ++i) {
@@ -766,8 +752,8 @@ void InstancesReader::EndInstance() {
     feature_bytes_.clear();
     EncodeFeature(spec_.features[c].type, v, &feature_bytes_);
     // Features.feature = 1: a map entry {key = 1, value = 2}.
-    const size_t entry = 1 + VarintSize(name.size()) + name.size() + 1 +
-                         VarintSize(feature_bytes_.size()) + feature_bytes_.size();
+    const size_t entry = 1 + VarintBytes(name.size()) + name.size() + 1 +
+                         VarintBytes(feature_bytes_.size()) + feature_bytes_.size();
     PutLengthDelimited(1, entry, &features_bytes_);
     PutLengthDelimited(1, name.size(), &features_bytes_);
     features_bytes_.append(name);
@@ -776,7 +762,7 @@ void InstancesReader::EndInstance() {
   }
   std::string& example = out_.examples.emplace_back();
   if (features_bytes_.empty()) return;  // no feature: an empty Example, as protobuf writes it
-  example.reserve(1 + VarintSize(features_bytes_.size()) + features_bytes_.size());
+  example.reserve(1 + VarintBytes(features_bytes_.size()) + features_bytes_.size());
   PutLengthDelimited(1, features_bytes_.size(), &example);  // Example.features = 1
   example.append(features_bytes_);
 }

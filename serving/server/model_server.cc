@@ -1,7 +1,13 @@
 #include "serving/server/model_server.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -139,9 +145,46 @@ std::vector<prometheus::MetricFamily> Collect(const ModelRepository* repo, const
   return set.Take();
 }
 
+// Whether "host:port" can be listened on now: a taken port is found before
+// a model that may take minutes to load (or an export still to come, with
+// --wait-for-model), not after. Port 0 and what does not parse are left to
+// the listeners, which say so themselves.
+absl::Status CheckCanListen(const char* what, const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return absl::OkStatus();
+  std::string host = address.substr(0, colon);
+  const std::string port = address.substr(colon + 1);
+  if (port.empty() || port == "0") return absl::OkStatus();
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found) != 0) {
+    return absl::OkStatus();
+  }
+  int err = 0;
+  const int fd = ::socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    const int on = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));  // as the listeners do
+    if (::bind(fd, found->ai_addr, found->ai_addrlen) != 0) err = errno;
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  if (err == 0) return absl::OkStatus();
+  return absl::UnavailableError(
+      absl::StrCat("cannot listen for ", what, " on ", address, ": ", std::strerror(err),
+                   err == EADDRINUSE ? " (another process has the port)" : ""));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelServer>> ModelServer::Start(ModelServerOptions options) {
+  RETURN_IF_ERROR(CheckCanListen("HTTP", options.http_listen));
+  if (!options.grpc_listen.empty()) RETURN_IF_ERROR(CheckCanListen("gRPC", options.grpc_listen));
   std::unique_ptr<ModelServer> s(new ModelServer());
   s->options_ = options;
   if (!options.metrics_listen.empty()) {

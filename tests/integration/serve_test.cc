@@ -384,6 +384,16 @@ TEST_F(ServeTest, BadFlagsAreUsageErrorsNamingThem) {
                            absl::StrCat("127.0.0.1:", s.http), "--grpc", ""});
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find(absl::StrCat("127.0.0.1:", s.http)), std::string::npos) << r.output;
+  // Found before the model is looked for: --wait-for-model on a directory
+  // with no export does not wait (listening on nothing) for a port it
+  // could never have.
+  std::filesystem::create_directories(dir_->Join("none-yet"));
+  r = testing::RunCommand({BrookBinary(), "serve", "--model", dir_->Join("none-yet"),
+                           "--wait-for-model", "--http", "127.0.0.1:0", "--grpc", s.grpc},
+                          20);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(absl::StrCat("gRPC on ", s.grpc)), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("waiting"), std::string::npos) << r.output;
 }
 
 }  // namespace
