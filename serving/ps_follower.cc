@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -93,6 +94,9 @@ absl::Status PsFollower::Sync(const std::shared_ptr<const Servable>& servable, b
     *full = true;
     RETURN_IF_ERROR(FullSync(*servable, &job_ps, &rows));
   } else {
+    // A dropped table logs no change: without this a deleted job would
+    // look like one that stopped training.
+    RETURN_IF_ERROR(CheckTablesExist(*servable, prefix));
     // Only the model's own tables: a job may hold others on the PS.
     for (const auto& [table, keys] : changes.tables) {
       const trainer::TableSpec* spec = servable->FindTable(table);
@@ -122,6 +126,24 @@ absl::Status PsFollower::Sync(const std::shared_ptr<const Servable>& servable, b
   synced_servable_ = servable;
   std::lock_guard<std::mutex> stats_lock(mu_);
   stats_.rows += rows;
+  return absl::OkStatus();
+}
+
+absl::Status PsFollower::CheckTablesExist(const Servable& servable, const std::string& prefix) {
+  ASSIGN_OR_RETURN(std::vector<ps::ServerStats> servers, ps_->Stats());
+  absl::flat_hash_set<std::string> on_ps;
+  for (const ps::ServerStats& server : servers) {
+    for (const ps::TableStats& t : server.tables) on_ps.insert(t.name);
+  }
+  for (const trainer::TableSpec& t : servable.Tables()) {
+    const std::string name = prefix + t.name;
+    if (!on_ps.contains(name)) {
+      return absl::NotFoundError(
+          absl::StrCat("table \"", name,
+                       "\" is no longer on the PS (its job deleted?); serving the weights "
+                       "of the last sync"));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -76,6 +76,8 @@ class PsFollower {
   PsFollower(PsFollowerOptions options, ModelRepository* repo, ps::PsClient* ps)
       : options_(std::move(options)), repo_(repo), ps_(ps) {}
   absl::Status Sync(const std::shared_ptr<const Servable>& servable, bool* full);
+  // NOT_FOUND naming the first of the model's tables no PS holds.
+  absl::Status CheckTablesExist(const Servable& servable, const std::string& prefix);
   absl::Status FullSync(const Servable& servable, ps::PsClient* job_ps, uint64_t* rows);
 
   const PsFollowerOptions options_;

@@ -167,5 +167,22 @@ TEST_F(PsFollowerTest, AJobWithNoTablesFailsTheSyncAndKeepsTheWeights) {
   EXPECT_LT(MaxDiff(Served(), before), 1e-9);
 }
 
+// A deleted job's tables log no change: the sync must fail, not report
+// "nothing changed" while the served weights silently stop being fresh.
+TEST_F(PsFollowerTest, ADeletedJobFailsTheSyncInsteadOfLookingIdle) {
+  std::unique_ptr<PsFollower> f = Follow();
+  ASSERT_NE(f, nullptr);
+  BROOK_ASSERT_OK(f->SyncOnce());
+  const std::vector<float> before = Served();
+  auto dropped = cluster_.client->DropTablesWithPrefix("job-1/");
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  absl::Status s = f->SyncOnce();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_NE(s.message().find("job-1/"), std::string::npos) << s;
+  EXPECT_EQ(f->Stats().failures, 1u);
+  EXPECT_EQ(f->Stats().delta_syncs, 1u);
+  EXPECT_LT(MaxDiff(Served(), before), 1e-9);  // still serving what it had
+}
+
 }  // namespace
 }  // namespace brook::serving
