@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -49,6 +50,15 @@ class SlowHandler {
   std::mutex mu_;
   std::vector<std::thread> threads_;
 };
+
+// A connection to `server`, or nullptr (failing the test).
+std::unique_ptr<testing::RawConnection> Connect(const HttpServer& server) {
+  std::string error;
+  auto conn = testing::RawConnection::Connect(absl::StrCat("127.0.0.1:", server.port()),
+                                              milliseconds(3000), &error);
+  EXPECT_NE(conn, nullptr) << error;
+  return conn;
+}
 
 std::string Post(size_t body_bytes) {
   return absl::StrCat("POST /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: ",
@@ -106,10 +116,8 @@ TEST(HttpServerTest, AConnectionThatSendsNothingHoldsTheDrainOnlyBriefly) {
   SlowHandler slow(milliseconds(0));
   auto server = HttpServer::Start("127.0.0.1:0", {}, slow.handler());
   ASSERT_TRUE(server.ok()) << server.status();
-  std::string error;
-  auto silent = testing::RawConnection::Connect(absl::StrCat("127.0.0.1:", (*server)->port()),
-                                                milliseconds(3000), &error);
-  ASSERT_NE(silent, nullptr) << error;
+  auto silent = Connect(**server);
+  ASSERT_NE(silent, nullptr);
   (*server)->Shutdown();
   const absl::Time start = absl::Now();
   EXPECT_TRUE((*server)->WaitIdle(absl::Seconds(20)));
@@ -124,10 +132,8 @@ TEST(HttpServerTest, ARequestStillArrivingAtShutdownIsAnswered) {
   SlowHandler slow(milliseconds(0));
   auto server = HttpServer::Start("127.0.0.1:0", {}, slow.handler());
   ASSERT_TRUE(server.ok()) << server.status();
-  std::string error;
-  auto conn = testing::RawConnection::Connect(absl::StrCat("127.0.0.1:", (*server)->port()),
-                                              milliseconds(3000), &error);
-  ASSERT_NE(conn, nullptr) << error;
+  auto conn = Connect(**server);
+  ASSERT_NE(conn, nullptr);
   const std::string request = Post(100);
   ASSERT_TRUE(conn->Send(std::string_view(request).substr(0, 20)));
   (*server)->Shutdown();
