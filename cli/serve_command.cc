@@ -107,6 +107,7 @@ absl::Status Resolve(ServeFlags* f) {
   if (o.follow_ps.empty() && !o.follow_job.empty()) {
     return absl::InvalidArgumentError("--job names the job to follow: it needs --follow-ps");
   }
+  RETURN_IF_ERROR(serving::ModelServer::CheckAddresses(o, /*bind_ports=*/false));
   RETURN_IF_ERROR(f->ps_tls.ValidateForClient());
   o.ps_tls = f->ps_tls;
   const TokenFlags no_chief_token;
@@ -235,7 +236,8 @@ void RegisterServe(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--max-queued-examples", o.batching.max_queued_examples,
                   "Examples waiting for a batch past which requests are refused (HTTP 429, "
-                  "RESOURCE_EXHAUSTED) instead of queueing without bound")
+                  "RESOURCE_EXHAUSTED) instead of queueing without bound; also the most "
+                  "examples one request may carry (more: HTTP 400)")
       ->envname("BROOK_SERVE_MAX_QUEUED_EXAMPLES")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -244,8 +246,10 @@ void RegisterServe(CLI::App& app, int* exit_code) {
       ->envname("BROOK_SERVE_POLL_SECONDS")
       ->capture_default_str();
   cmd->add_option("--memory-limit", f->memory_limit,
-                  "Bytes of embedding rows held in memory, e.g. 2GiB; past it rows live in "
-                  "RocksDB under --data-dir. Empty or 0: every row in memory")
+                  "Bytes of embedding rows held in memory, e.g. 2GiB, counted as brook ps "
+                  "counts them (weights, optimizer slots, index entry; each table's arena adds a "
+                  "fixed overhead); past it rows live in RocksDB under --data-dir. Empty or 0: "
+                  "every row in memory")
       ->envname("BROOK_SERVE_MEMORY_LIMIT");
   cmd->add_option("--data-dir", o.servable.data_dir,
                   "Scratch directory for the RocksDB tier of --memory-limit (one subdirectory "

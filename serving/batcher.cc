@@ -41,6 +41,12 @@ void Batcher::Submit(std::vector<std::string> examples, Done done, std::string e
     std::lock_guard<std::mutex> lock(mu_);
     if (draining_) {
       refused = absl::UnavailableError("the server is shutting down");
+    } else if (n > options_.max_queued_examples) {
+      // It could never be queued beside others; scored alone it would take
+      // memory in proportion (a 2-byte {} is an example with --fill-missing).
+      refused = absl::InvalidArgumentError(absl::StrCat(
+          examples_name, ": ", n, " examples in one request, more than the server queues at once (",
+          options_.max_queued_examples, ", brook serve --max-queued-examples); split it"));
     } else if (queued_examples_ > 0 && queued_examples_ + n > options_.max_queued_examples) {
       refused = absl::ResourceExhaustedError(
           absl::StrCat("server overloaded: ", queued_examples_, " examples already queued (limit ",

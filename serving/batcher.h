@@ -40,7 +40,8 @@ struct BatcherOptions {
   absl::Duration max_wait = absl::Milliseconds(2);
   int workers = 2;
   // Examples queued (not yet in a batch) beyond which Submit refuses with
-  // RESOURCE_EXHAUSTED: load shedding instead of an unbounded queue.
+  // RESOURCE_EXHAUSTED: load shedding instead of an unbounded queue. A
+  // single request of more is INVALID_ARGUMENT (it would never fit).
   int64_t max_queued_examples = 1 << 16;
   // After every batch, from the worker: its examples and seconds scoring.
   std::function<void(int examples, double seconds)> on_batch;

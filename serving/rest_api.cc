@@ -107,7 +107,12 @@ int HttpStatusFor(absl::StatusCode code) {
 }
 
 std::string ErrorBody(absl::string_view message) {
-  return Dump(Json{{"error", std::string(message)}});
+  // Messages echo what the client sent (a path, a name): bounded, so a
+  // large request never comes back as a larger error.
+  constexpr size_t kMost = 2000;
+  std::string text(message.substr(0, kMost));
+  if (message.size() > kMost) absl::StrAppend(&text, "... (", message.size(), " bytes)");
+  return Dump(Json{{"error", std::move(text)}});
 }
 
 void RestApi::Handle(std::string_view method, std::string_view target, std::string body,

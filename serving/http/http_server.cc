@@ -70,6 +70,9 @@ struct HttpServer::Impl {
   // client that connected just before a SIGTERM has usually sent it already.
   std::atomic<int> fresh{0};
   std::atomic<bool> shutting_down{false};
+  // A WaitIdle after Shutdown ran: the owner's drain, whose budget the
+  // destructor does not add to.
+  std::atomic<bool> drained{false};
 
   void Accept();
   void StartSession(tcp::socket socket);
@@ -255,9 +258,9 @@ void HttpServer::Impl::Accept() {
   });
 }
 
-absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& address,
-                                                              HttpServerOptions options,
-                                                              Handler handler) {
+namespace {
+
+absl::StatusOr<tcp::endpoint> ParseEndpoint(const std::string& address) {
   const size_t colon = address.rfind(':');
   int port = -1;
   if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
@@ -273,13 +276,28 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
   beast::error_code ec;
   const net::ip::address ip = net::ip::make_address(host, ec);
   if (ec) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("HTTP address \"", address, "\": \"", host, "\" is not an IP address"));
+    return absl::InvalidArgumentError(absl::StrCat("HTTP address \"", address, "\": \"", host,
+                                                   "\" is not an IP address (nor localhost)"));
   }
+  return tcp::endpoint(ip, static_cast<uint16_t>(port));
+}
+
+}  // namespace
+
+absl::Status HttpServer::CheckAddress(const std::string& address) {
+  return ParseEndpoint(address).status();
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& address,
+                                                              HttpServerOptions options,
+                                                              Handler handler) {
+  absl::StatusOr<tcp::endpoint> parsed = ParseEndpoint(address);
+  if (!parsed.ok()) return parsed.status();
+  const tcp::endpoint endpoint = *parsed;
+  beast::error_code ec;
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->handler = std::move(handler);
-  const tcp::endpoint endpoint(ip, static_cast<uint16_t>(port));
   impl->acceptor.open(endpoint.protocol(), ec);
   if (!ec) impl->acceptor.set_option(net::socket_base::reuse_address(true), ec);
   if (!ec) impl->acceptor.bind(endpoint, ec);
@@ -301,7 +319,7 @@ HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 HttpServer::~HttpServer() {
   Shutdown();
-  WaitIdle(absl::Seconds(5));
+  if (!impl_->drained.load()) WaitIdle(absl::Seconds(5));
   impl_->work.reset();
   impl_->ioc.stop();
   for (std::thread& t : impl_->threads) t.join();
@@ -334,6 +352,7 @@ bool HttpServer::WaitIdle(absl::Duration timeout) {
   // sent on an open connection is read within it. A new connection is
   // waited for a little longer (its request is on its way, or it is a
   // client that connected and sends nothing: not worth more than that).
+  if (impl_->shutting_down.load()) impl_->drained.store(true);
   const absl::Time start = absl::Now();
   const absl::Time give_up = start + timeout;
   const absl::Time fresh_grace = start + absl::Seconds(2);

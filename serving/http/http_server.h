@@ -55,6 +55,9 @@ class HttpServer {
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& address,
                                                            HttpServerOptions options,
                                                            Handler handler);
+  // Start's INVALID_ARGUMENT for `address`, without listening: HOST:PORT
+  // with an IP address (or localhost) as HOST.
+  static absl::Status CheckAddress(const std::string& address);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -66,7 +69,8 @@ class HttpServer {
   void Shutdown();
   // Waits until no request is in progress and no new connection has gone
   // 2 s without sending its request (after Shutdown: the drain); false if
-  // some still were after `timeout`.
+  // some still were after `timeout`. The destructor waits up to 5 s unless
+  // a drain ran; then it closes what is left at once.
   bool WaitIdle(absl::Duration timeout);
 
   struct Impl;  // http_server.cc's; its sessions reach it

@@ -145,16 +145,17 @@ std::vector<prometheus::MetricFamily> Collect(const ModelRepository* repo, const
   return set.Take();
 }
 
-// Whether "host:port" can be listened on now: a taken port is found before
-// a model that may take minutes to load (or an export still to come, with
-// --wait-for-model), not after. Port 0 and what does not parse are left to
-// the listeners, which say so themselves.
-absl::Status CheckCanListen(const char* what, const std::string& address) {
+// Whether `address` (HOST:PORT) can be listened on: HOST resolves to an
+// address of this machine (bound with port 0, so no port is needed) and,
+// with `bind_port`, PORT is free. INVALID_ARGUMENT for the address,
+// UNAVAILABLE for a taken port.
+absl::Status CheckListen(const char* flag, const std::string& address, bool bind_port) {
   const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return absl::OkStatus();
+  if (colon == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, " ", address, ": expected HOST:PORT"));
+  }
   std::string host = address.substr(0, colon);
   const std::string port = address.substr(colon + 1);
-  if (port.empty() || port == "0") return absl::OkStatus();
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
@@ -162,12 +163,17 @@ absl::Status CheckCanListen(const char* what, const std::string& address) {
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* found = nullptr;
-  if (::getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found) != 0) {
-    return absl::OkStatus();
+  if (const int e = ::getaddrinfo(host.empty() ? nullptr : host.c_str(),
+                                  bind_port ? port.c_str() : "0", &hints, &found);
+      e != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " ", address, ": cannot resolve \"", host, "\": ", gai_strerror(e)));
   }
   int err = 0;
   const int fd = ::socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, 0);
-  if (fd >= 0) {
+  if (fd < 0) {
+    err = errno;
+  } else {
     const int on = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));  // as the listeners do
     if (::bind(fd, found->ai_addr, found->ai_addrlen) != 0) err = errno;
@@ -175,16 +181,39 @@ absl::Status CheckCanListen(const char* what, const std::string& address) {
   }
   ::freeaddrinfo(found);
   if (err == 0) return absl::OkStatus();
+  if (err == EADDRINUSE) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", flag, " ", address,
+                                               ": the port is taken by another process"));
+  }
+  if (err == EADDRNOTAVAIL) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " ", address, ": \"", host, "\" is not an address of this machine (0.0.0.0: all)"));
+  }
   return absl::UnavailableError(
-      absl::StrCat("cannot listen for ", what, " on ", address, ": ", std::strerror(err),
-                   err == EADDRINUSE ? " (another process has the port)" : ""));
+      absl::StrCat("cannot listen on ", flag, " ", address, ": ", std::strerror(err)));
 }
 
 }  // namespace
 
+absl::Status ModelServer::CheckAddresses(const ModelServerOptions& options, bool bind_ports) {
+  if (absl::Status s = HttpServer::CheckAddress(options.http_listen); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--http: ", s.message()));
+  }
+  RETURN_IF_ERROR(CheckListen("--http", options.http_listen, bind_ports));
+  if (!options.grpc_listen.empty()) {
+    RETURN_IF_ERROR(CheckListen("--grpc", options.grpc_listen, bind_ports));
+  }
+  if (!options.metrics_listen.empty()) {
+    RETURN_IF_ERROR(CheckListen("--metrics-listen", options.metrics_listen, bind_ports));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<ModelServer>> ModelServer::Start(ModelServerOptions options) {
-  RETURN_IF_ERROR(CheckCanListen("HTTP", options.http_listen));
-  if (!options.grpc_listen.empty()) RETURN_IF_ERROR(CheckCanListen("gRPC", options.grpc_listen));
+  // A taken port or a wrong host is found before a model that may take
+  // minutes to load (or an export still to come, --wait-for-model), and
+  // before gRPC and the metrics server print their own noise about it.
+  RETURN_IF_ERROR(CheckAddresses(options, /*bind_ports=*/true));
   std::unique_ptr<ModelServer> s(new ModelServer());
   s->options_ = options;
   if (!options.metrics_listen.empty()) {

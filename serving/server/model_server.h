@@ -68,6 +68,11 @@ struct ModelServerOptions {
 class ModelServer {
  public:
   static absl::StatusOr<std::unique_ptr<ModelServer>> Start(ModelServerOptions options);
+  // The listen addresses: INVALID_ARGUMENT naming the flag for one that
+  // does not parse, does not resolve or is not this machine's; with
+  // `bind_ports` (Start does) UNAVAILABLE for a port already taken.
+  // `--check-config` checks without binding the ports.
+  static absl::Status CheckAddresses(const ModelServerOptions& options, bool bind_ports);
   ~ModelServer();
 
   int http_port() const;

@@ -392,8 +392,30 @@ TEST_F(ServeTest, BadFlagsAreUsageErrorsNamingThem) {
                            "--wait-for-model", "--http", "127.0.0.1:0", "--grpc", s.grpc},
                           20);
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find(absl::StrCat("gRPC on ", s.grpc)), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(absl::StrCat("--grpc ", s.grpc, ": the port is taken")),
+            std::string::npos)
+      << r.output;
   EXPECT_EQ(r.output.find("waiting"), std::string::npos) << r.output;
+  // Addresses no listener could have are usage errors naming the flag, in
+  // --check-config too, and before any listener prints its own noise.
+  for (const auto& [flag, address] :
+       std::vector<std::pair<std::string, std::string>>{{"--http", "999.1.1.1:0"},
+                                                        {"--http", "example.com:0"},
+                                                        {"--grpc", "1.2.3:5"},
+                                                        {"--metrics-listen", "198.51.100.7:1"},
+                                                        {"--grpc", "203.0.113.9:0"}}) {
+    for (bool check : {true, false}) {
+      std::vector<std::string> argv = {BrookBinary(), "serve",       "--model", dir_->Join("e1"),
+                                       "--http",      "127.0.0.1:0", "--grpc",  "127.0.0.1:0",
+                                       flag,          address};
+      if (check) argv.push_back("--check-config");
+      r = testing::RunCommand(argv, 30);
+      EXPECT_EQ(r.exit_code, 2) << flag << " " << address << ": " << r.output;
+      EXPECT_NE(r.output.find(flag), std::string::npos) << r.output;
+      EXPECT_EQ(r.output.find("chttp2"), std::string::npos) << r.output;
+      EXPECT_EQ(r.output.find("CivetServer"), std::string::npos) << r.output;
+    }
+  }
 }
 
 }  // namespace

@@ -151,6 +151,27 @@ TEST_F(BatcherTest, ABadRequestFailsAloneInItsBatch) {
   EXPECT_EQ(batcher.stats().examples, 3u);
 }
 
+// A request that could never be queued beside others is refused at once,
+// even by an idle server: scored alone it would take memory in proportion.
+TEST_F(BatcherTest, ARequestLargerThanTheQueueIsRefused) {
+  BatcherOptions o;
+  o.max_queued_examples = 3;
+  Batcher batcher(repo_.get(), o);
+  std::promise<absl::StatusOr<Prediction>> big, fits;
+  batcher.Submit(
+      std::vector<std::string>(4, Example(1, 0)),
+      [&](absl::StatusOr<Prediction> p) { big.set_value(p); }, "instances");
+  auto r = big.get_future().get();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_NE(r.status().message().find("instances: 4 examples"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("--max-queued-examples"), std::string::npos) << r.status();
+  batcher.Submit(std::vector<std::string>(3, Example(1, 0)),
+                 [&](absl::StatusOr<Prediction> p) { fits.set_value(p); });
+  auto ok = fits.get_future().get();
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->scores.size(), 3u);
+}
+
 TEST_F(BatcherTest, FullQueueRefusesAndShutdownAnswersTheQueued) {
   BatcherOptions o;
   o.workers = 1;

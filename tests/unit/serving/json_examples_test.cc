@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -107,6 +108,10 @@ TEST(JsonExamplesTest, ErrorsNameTheInstanceAndFeature) {
   EXPECT_NE(not_json.find("byte 24"), std::string::npos) << not_json;
   EXPECT_NE(Error("").find("body is not JSON"), std::string::npos);
   EXPECT_NE(Error("1e400").find("number overflow"), std::string::npos);
+  // Valid JSON, out of range: said so, with where.
+  EXPECT_NE(Error(R"({"instances": [{"x": 1e400}]})").find("the number at byte 21 is out of range"),
+            std::string::npos)
+      << Error(R"({"instances": [{"x": 1e400}]})");
   EXPECT_EQ(Error(R"({"instances": [{"c": 18446744073709551616}]})"),
             "instances[0].c: 1.8446744073709552e+19 is out of range (ids are int64, or uint64 up "
             "to 2^64-1)");
@@ -210,6 +215,9 @@ TEST(JsonExamplesTest, TheFastRowPathGivesWhatTheDomPathGives) {
           R"({"instances": [{"c": 1e400}]})",
           R"({"instances": [{"c": 1)",
           "",
+          R"({"signature_name": "x", "instances": [{"c": "bad"}]})",
+          R"({"signature_name": {"a": 1}, "instances": []})",
+          R"({"instances": [{"x": 3.4028235e38}]})",
       }) {
     ExpectSameAsDom(body);
   }
@@ -253,9 +261,9 @@ TEST(JsonExamplesTest, TheFastRowPathMatchesTheDomPathOnGeneratedBodies) {
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(Decode(fast->examples[3]), want));
 }
 
-// Where the paths differ, the fast one refuses what the DOM one would take
-// a last value of: a key given twice.
-TEST(JsonExamplesTest, TheFastRowPathOrdersErrorsAsTheDomPathAndRefusesDuplicates) {
+// A key given twice is refused by both paths, in any object: a misspelt
+// copy must not silently win (nlohmann alone keeps the last).
+TEST(JsonExamplesTest, ErrorsComeInTheDomPathsOrderAndDuplicatesAreRefused) {
   // A syntax error after a bad value still wins; so does the body's shape.
   EXPECT_NE(Error(R"({"instances": [{"c": "a"}], )").find("body is not JSON"), std::string::npos);
   EXPECT_NE(Error(R"({"instances": [{"c": "a"}], "zz": 1})").find("unknown field \"zz\""),
@@ -263,10 +271,66 @@ TEST(JsonExamplesTest, TheFastRowPathOrdersErrorsAsTheDomPathAndRefusesDuplicate
   // The first bad value in the body is the one named.
   EXPECT_EQ(Error(R"({"instances": [{"x": 1}, {"c": "a"}, {"x": "b"}]})"),
             "instances[1].c: expected int64 (an integer or list of integers), got string");
-  EXPECT_EQ(Error(R"({"instances": [], "instances": []})"), "\"instances\" is given twice");
-  auto dup = ExamplesFromPredictJson(R"({"instances": [{"c": 1, "c": [2, 3]}]})", Spec());
-  ASSERT_TRUE(dup.ok()) << dup.status();  // the last value of a feature, as the DOM
-  EXPECT_EQ(Decode(dup->examples[0]).features().feature().at("c").int64_list().value_size(), 2);
+  EXPECT_EQ(Error(R"({"instances": [], "instances": []})"), "body: \"instances\" is given twice");
+  EXPECT_EQ(Error(R"({"instances": [{"x": 1}, {"c": 1, "c": [2, 3]}]})"),
+            "instances[1]: \"c\" is given twice");
+  EXPECT_EQ(Error(R"({"inputs": {"c": [1], "c": [2]}})"), "key \"c\" is given twice in one object");
+  for (const char* body : {
+           R"({"inputs": {"c": [1]}, "inputs": {"c": [1]}})",
+           R"({"instances": [{"label": 1, "label": 2}]})",
+           R"({"instances": [{"label": {"a": 1, "a": 2}}]})",
+           R"({"instances": [{"tag": {"b64": "YQ==", "b64": "YQ=="}}]})",
+           R"({"signature_name": "", "signature_name": "", "instances": []})",
+       }) {
+    EXPECT_FALSE(ExamplesFromPredictJson(body, Spec()).ok()) << body;
+    EXPECT_FALSE(ExamplesFromPredictJsonDom(body, Spec()).ok()) << body;
+  }
+}
+
+// TF Serving refuses a signature the model does not have; a brook model
+// has one, "serving_default" ("" means it too).
+TEST(JsonExamplesTest, OnlyTheModelsSignatureIsAccepted) {
+  for (const char* sig : {R"("serving_default")", R"("")"}) {
+    const std::string body = absl::StrCat(R"({"signature_name": )", sig, R"(, "instances": [{}]})");
+    EXPECT_TRUE(ExamplesFromPredictJson(body, Spec()).ok()) << body;
+  }
+  EXPECT_EQ(Error(R"({"signature_name": "predict", "instances": [{}]})"),
+            "signature_name \"predict\" is not this model's; its one signature is "
+            "\"serving_default\"");
+  EXPECT_EQ(Error(R"({"signature_name": [[1]], "inputs": {"c": [1]}})"),
+            "signature_name: expected a string, got list");
+  EXPECT_EQ(Error(R"({"instances": [{}], "signature_name": 5})"),
+            "signature_name: expected a string, got integer");
+}
+
+// FLT_MAX's shortest text (what JavaScript and Go write) is a little above
+// FLT_MAX as a double, and rounds to it.
+TEST(JsonExamplesTest, TheLargestFloatIsAcceptedAsItsShortestText) {
+  for (const char* body :
+       {R"({"instances": [{"x": 3.4028235e38}]})", R"({"instances": [{"x": [-3.4028235e38]}]})",
+        R"({"inputs": {"x": [3.4028235e38]}})"}) {
+    auto r = ExamplesFromPredictJson(body, Spec());
+    ASSERT_TRUE(r.ok()) << body << ": " << r.status();
+    EXPECT_EQ(std::fabs(Decode(r->examples[0]).features().feature().at("x").float_list().value(0)),
+              std::numeric_limits<float>::max());
+  }
+  // Half an ulp beyond rounds to infinity: refused.
+  EXPECT_NE(Error(R"({"instances": [{"x": 3.4028236e38}]})").find("not a finite float"),
+            std::string::npos);
+}
+
+// What the client sent is echoed in errors only in part: a 3 MB name does
+// not come back as a 6 MB error.
+TEST(JsonExamplesTest, EchoedNamesAreCut) {
+  const std::string name(1 << 20, 'n');
+  for (const std::string& body :
+       {absl::StrCat(R"({"instances": [{")", name, R"(": 1}]})"),
+        absl::StrCat(R"({")", name, R"(": 1, "instances": []})"),
+        absl::StrCat(R"({"inputs": {")", name, R"(": 1}})"),
+        absl::StrCat(R"({"instances": [{"c": )", std::string(100000, '9'), "e9999}]}")}) {
+    const std::string e = Error(body);
+    EXPECT_LT(e.size(), 1000u) << e.substr(0, 200);
+  }
 }
 
 }  // namespace
