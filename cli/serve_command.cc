@@ -134,6 +134,12 @@ int RunServe(ServeFlags& f) {
   bool said_waiting = false;
   while (f.wait_for_model && absl::IsNotFound(server.status())) {
     if (!said_waiting) {
+      // Not waiting, perhaps for hours, for an export a taken port could
+      // never serve.
+      if (absl::Status ports = serving::ModelServer::CheckAddresses(f.server, true); !ports.ok()) {
+        server = ports;
+        break;
+      }
       std::cerr << "brook serve: " << server.status().message()
                 << "; waiting for an export (--wait-for-model)" << std::endl;
       said_waiting = true;

@@ -61,16 +61,19 @@ int64_t VersionOf(const fs::path& dir) {
 
 }  // namespace
 
+absl::Status ModelRepository::CheckPath(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return absl::OkStatus();
+  return absl::NotFoundError(
+      absl::StrCat("--model ", path,
+                   fs::exists(path, ec) ? ": not a directory (give the export directory, the one "
+                                          "holding manifest.json, or a directory of them)"
+                                        : ": no such directory"));
+}
+
 absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Open(
     ModelRepositoryOptions options) {
-  std::error_code ec;
-  if (!fs::is_directory(options.path, ec)) {
-    return absl::NotFoundError(absl::StrCat(
-        "--model ", options.path,
-        fs::exists(options.path, ec) ? ": not a directory (give the export directory, the one "
-                                       "holding manifest.json, or a directory of them)"
-                                     : ": no such directory"));
-  }
+  RETURN_IF_ERROR(CheckPath(options.path));
   std::unique_ptr<ModelRepository> repo(new ModelRepository(std::move(options)));
   std::vector<Candidate> found = repo->Scan();
   if (found.empty()) {

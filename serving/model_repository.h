@@ -65,6 +65,9 @@ struct RepositoryStats {
 
 class ModelRepository {
  public:
+  // NOT_FOUND naming --model when `path` is no directory: what Open checks
+  // first, cheaply, before anything else is set up.
+  static absl::Status CheckPath(const std::string& path);
   // Loads the newest version. NOT_FOUND when `path` does not exist or holds
   // no complete export; a load's error (naming the file) when the newest
   // fails and no other loads either.

@@ -213,6 +213,7 @@ absl::StatusOr<std::unique_ptr<ModelServer>> ModelServer::Start(ModelServerOptio
   // A taken port or a wrong host is found before a model that may take
   // minutes to load (or an export still to come, --wait-for-model), and
   // before gRPC and the metrics server print their own noise about it.
+  RETURN_IF_ERROR(ModelRepository::CheckPath(options.model_path));
   RETURN_IF_ERROR(CheckAddresses(options, /*bind_ports=*/true));
   std::unique_ptr<ModelServer> s(new ModelServer());
   s->options_ = options;

@@ -15,7 +15,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "absl/strings/str_split.h"
 #include "tests/testing/process.h"
 #include "tests/testing/ps_rpc_testing.h"
 #include "tests/testing/serving_export.h"
@@ -45,24 +44,15 @@ struct BenchedServer {
 
 // `brook serve --model DIR` on free ports.
 BenchedServer StartServeToBench(const std::string& model, const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {BrookBinary(), "serve",       "--model", model,
-                                   "--http",      "127.0.0.1:0", "--grpc",  "127.0.0.1:0"};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  BenchedServer s;
+  std::vector<std::string> args = {"--model",     model,    "--http",
+                                   "127.0.0.1:0", "--grpc", "127.0.0.1:0"};
+  args.insert(args.end(), extra.begin(), extra.end());
   std::string error;
-  s.process = testing::ChildProcess::Start(argv, &error);
-  EXPECT_NE(s.process, nullptr) << error;
-  if (s.process == nullptr) return s;
-  // "brook serve listening on http H:P grpc H:P metrics H:P"
-  auto line = s.process->WaitForLine("brook serve listening on", std::chrono::seconds(60));
-  EXPECT_TRUE(line.has_value()) << s.process->stdout_text();
-  if (!line) return s;
-  std::vector<std::string> words = absl::StrSplit(*line, ' ');
-  EXPECT_GE(words.size(), 8u) << *line;
-  if (words.size() < 8) return s;
-  s.http = words[5];
-  s.grpc = words[7];
-  return s;
+  std::optional<testing::ServeProcess> started =
+      testing::StartBrookServe(args, std::chrono::seconds(60), &error);
+  EXPECT_TRUE(started.has_value()) << error;
+  if (!started) return {};
+  return {std::move(started->process), started->http, started->grpc};
 }
 
 class BenchServeTest : public ::testing::Test {

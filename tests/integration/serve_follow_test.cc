@@ -14,7 +14,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "chief/export/model_export.h"
 #include "ps/client/grpc_ps_client.h"
 #include "ps/client/prefixed_ps_client.h"
@@ -61,24 +60,21 @@ class ServeFollowTest : public ::testing::Test {
   }
 
   void StartServe(const std::vector<std::string>& extra) {
-    std::vector<std::string> argv = {
-        BrookBinary(),      "serve",
+    std::vector<std::string> args = {
         "--model",          dir_.Join("export"),
         "--http",           "127.0.0.1:0",
         "--grpc",           "",
         "--metrics-listen", "127.0.0.1:0",
         "--follow-ps",      absl::StrCat(ps_[0].address, ",", ps_[1].address),
         "--sync-seconds",   "0.2"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
+    args.insert(args.end(), extra.begin(), extra.end());
     std::string error;
-    serve_ = testing::ChildProcess::Start(argv, &error);
-    ASSERT_NE(serve_, nullptr) << error;
-    auto line = serve_->WaitForLine("brook serve listening on", std::chrono::seconds(60));
-    ASSERT_TRUE(line.has_value()) << serve_->stdout_text();
-    std::vector<std::string> words = absl::StrSplit(*line, ' ');
-    ASSERT_EQ(words.size(), 10u) << *line;
-    http_ = std::stoi(words[5].substr(words[5].rfind(':') + 1));
-    metrics_ = words[9];
+    std::optional<testing::ServeProcess> started =
+        testing::StartBrookServe(args, std::chrono::seconds(60), &error);
+    ASSERT_TRUE(started.has_value()) << error;
+    serve_ = std::move(started->process);
+    http_ = started->http_port();
+    metrics_ = started->metrics;
   }
 
   double Metric(const std::string& series) {

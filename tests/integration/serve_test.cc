@@ -42,27 +42,17 @@ struct Serve {
   std::string grpc, metrics;
 };
 
-// Starts `brook serve` with `args` on free ports; parses its line
-// "brook serve listening on http H:P grpc H:P metrics H:P".
+// Starts `brook serve` with `args` on free ports.
 Serve StartServe(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {BrookBinary(), "serve",       "--http",           "127.0.0.1:0",
-                                   "--grpc",      "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"};
+  std::vector<std::string> argv = {"--http",      "127.0.0.1:0",      "--grpc",
+                                   "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"};
   argv.insert(argv.end(), args.begin(), args.end());
   std::string error;
-  Serve s;
-  s.process = testing::ChildProcess::Start(argv, &error);
-  EXPECT_NE(s.process, nullptr) << error;
-  if (s.process == nullptr) return s;
-  auto line = s.process->WaitForLine("brook serve listening on", std::chrono::seconds(60));
-  EXPECT_TRUE(line.has_value()) << s.process->stdout_text();
-  if (!line) return s;
-  std::vector<std::string> words = absl::StrSplit(*line, ' ');
-  EXPECT_EQ(words.size(), 10u) << *line;
-  if (words.size() != 10) return s;
-  s.http = std::stoi(words[5].substr(words[5].rfind(':') + 1));
-  s.grpc = words[7];
-  s.metrics = words[9];
-  return s;
+  std::optional<testing::ServeProcess> started =
+      testing::StartBrookServe(argv, std::chrono::seconds(60), &error);
+  EXPECT_TRUE(started.has_value()) << error;
+  if (!started) return {};
+  return {std::move(started->process), started->http_port(), started->grpc, started->metrics};
 }
 
 testing::HttpResponse Post(int port, const std::string& path, const std::string& body) {

@@ -10,6 +10,9 @@
 #include <cstring>
 #include <thread>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "tests/testing/test_util.h"
 
 namespace brook::testing {
@@ -166,6 +169,39 @@ std::optional<PsProcess> StartBrookPs(int shard_index, int num_shards,
     return std::nullopt;
   }
   return ps;
+}
+
+int ServeProcess::http_port() const {
+  int port = 0;
+  const size_t colon = http.rfind(':');
+  if (colon == std::string::npos || !absl::SimpleAtoi(http.substr(colon + 1), &port)) return 0;
+  return port;
+}
+
+std::optional<ServeProcess> StartBrookServe(const std::vector<std::string>& args,
+                                            std::chrono::milliseconds timeout, std::string* error) {
+  std::vector<std::string> argv = {BrookBinary(), "serve"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ServeProcess s;
+  s.process = ChildProcess::Start(argv, error);
+  if (!s.process) return std::nullopt;
+  const std::string head = "brook serve listening on ";
+  std::optional<std::string> line = s.process->WaitForLine(head, timeout);
+  if (!line) {
+    *error =
+        absl::StrCat("no '", head, "' line within the timeout; output: ", s.process->stdout_text());
+    return std::nullopt;  // ~ChildProcess kills it
+  }
+  // "... on http H:P grpc H:P|off metrics H:P|off"
+  const std::vector<std::string> words = absl::StrSplit(*line, ' ');
+  if (words.size() != 10 || words[4] != "http" || words[6] != "grpc" || words[8] != "metrics") {
+    *error = "unparseable line: " + *line;
+    return std::nullopt;
+  }
+  s.http = words[5];
+  s.grpc = words[7] == "off" ? "" : words[7];
+  s.metrics = words[9] == "off" ? "" : words[9];
+  return s;
 }
 
 }  // namespace brook::testing

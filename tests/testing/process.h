@@ -76,4 +76,18 @@ std::optional<PsProcess> StartBrookPs(int shard_index, int num_shards,
 bool ParsePsListeningLine(std::string_view line, std::string* address,
                           std::string* metrics_address);
 
+// A running `brook serve`: its addresses from its "brook serve listening on
+// http H:P grpc H:P metrics H:P" line ("" for one that is off).
+struct ServeProcess {
+  std::unique_ptr<ChildProcess> process;
+  std::string http, grpc, metrics;
+  int http_port() const;  // 0 when unknown
+};
+
+// Starts `BrookBinary() serve` plus `args` (the addresses included: give
+// 127.0.0.1:0 for free ports) and waits up to `timeout` for its listening
+// line. nullopt (with *error set) on failure; the process is killed then.
+std::optional<ServeProcess> StartBrookServe(const std::vector<std::string>& args,
+                                            std::chrono::milliseconds timeout, std::string* error);
+
 }  // namespace brook::testing
