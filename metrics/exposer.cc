@@ -166,14 +166,34 @@ std::shared_ptr<prometheus::Registry> MetricsExposer::NewRegistry() {
   return registry;
 }
 
-absl::StatusOr<std::unique_ptr<MetricsExposer>> MetricsExposer::Start(
-    const std::string& bind_address) {
-  std::unique_ptr<MetricsExposer> m(new MetricsExposer());
-  int requested_port = 0;
-  if (!SplitHostPort(bind_address, &m->host_, &requested_port)) {
+absl::Status MetricsExposer::CheckAddress(const std::string& bind_address) {
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(bind_address, &host, &port)) {
     return absl::InvalidArgumentError(
         absl::StrCat("metrics address '", bind_address, "' is not host:port"));
   }
+  // civetweb (prometheus-cpp's server, Debian's build) binds IPv4 only and
+  // reads an address in full dotted form: anything else fails deep inside
+  // it with "null context when constructing CivetServer".
+  const bool numeric = !host.empty() && host.find_first_not_of("0123456789.") == std::string::npos;
+  in_addr parsed{};
+  if (host.find(':') != std::string::npos || host.find('[') != std::string::npos ||
+      (numeric && inet_pton(AF_INET, host.c_str(), &parsed) != 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metrics address '", bind_address,
+        "': the metrics server takes an IPv4 address in full (a.b.c.d; 0.0.0.0: all) or a host "
+        "name, not IPv6 or a short form such as 127.1"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<MetricsExposer>> MetricsExposer::Start(
+    const std::string& bind_address) {
+  if (absl::Status s = CheckAddress(bind_address); !s.ok()) return s;
+  std::unique_ptr<MetricsExposer> m(new MetricsExposer());
+  int requested_port = 0;
+  SplitHostPort(bind_address, &m->host_, &requested_port);
   m->registry_ = NewRegistry();
   try {
     // civetweb serves one connection per worker thread, from accept until the

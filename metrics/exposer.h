@@ -39,6 +39,9 @@ class MetricsExposer {
   // serving. UNAVAILABLE if the address cannot be bound, INVALID_ARGUMENT if
   // it has no port.
   static absl::StatusOr<std::unique_ptr<MetricsExposer>> Start(const std::string& bind_address);
+  // Start's INVALID_ARGUMENT for an address it could never bind, without
+  // binding: not host:port, IPv6, or an IPv4 address not in full a.b.c.d.
+  static absl::Status CheckAddress(const std::string& bind_address);
   // A registry with the build-info and start-time metrics but no HTTP
   // endpoint: for nodes run with metrics off and for tests.
   static std::shared_ptr<prometheus::Registry> NewRegistry();

@@ -17,6 +17,14 @@
 
 namespace brook::serving {
 
+std::string CutForError(std::string_view text, size_t most) {
+  if (text.size() <= most) return std::string(text);
+  size_t cut = most;
+  // Not inside a UTF-8 character: back off its continuation bytes.
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return absl::StrCat(std::string(text.substr(0, cut)), "... (", text.size(), " bytes)");
+}
+
 namespace internal {
 
 const char* JsonKind(const Json& v) {
@@ -39,12 +47,6 @@ const char* JsonKind(const Json& v) {
     default:
       return "value";
   }
-}
-
-std::string Echo(std::string_view text) {
-  constexpr size_t kMost = 100;
-  if (text.size() <= kMost) return std::string(text);
-  return absl::StrCat(std::string(text.substr(0, kMost)), "... (", text.size(), " bytes)");
 }
 
 namespace {
@@ -115,15 +117,16 @@ absl::Status UnknownFeature(const std::string& where, const std::string& name,
   }
   if (spec.features.size() > 40) absl::StrAppend(&known, ", ...");
   return absl::InvalidArgumentError(
-      absl::StrCat(Echo(where), ": the model has no feature \"", Echo(name), "\"", known, ")"));
+      absl::StrCat(where, ": the model has no feature \"", CutForError(name), "\"", known, ")"));
 }
 
 absl::Status DuplicateKey(const std::string& where, const std::string& key) {
   if (where.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("key \"", Echo(key), "\" is given twice in one object"));
+        absl::StrCat("key \"", CutForError(key), "\" is given twice in one object"));
   }
-  return absl::InvalidArgumentError(absl::StrCat(where, ": \"", Echo(key), "\" is given twice"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(where, ": \"", CutForError(key), "\" is given twice"));
 }
 
 absl::Status NotAnObject(const char* kind) {
@@ -132,8 +135,9 @@ absl::Status NotAnObject(const char* kind) {
 }
 
 absl::Status UnknownTopLevelField(const std::string& key) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown field \"", Echo(key), "\" in the body (known: instances, inputs, signature_name)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown field \"", CutForError(key),
+                   "\" in the body (known: instances, inputs, signature_name)"));
 }
 
 absl::Status NeitherOrBoth() {
@@ -144,7 +148,7 @@ absl::Status NeitherOrBoth() {
 
 absl::Status BadSignature(const Json& given) {
   return absl::InvalidArgumentError(
-      absl::StrCat("signature_name \"", Echo(given.get_ref<const std::string&>()),
+      absl::StrCat("signature_name \"", CutForError(given.get_ref<const std::string&>()),
                    "\" is not this model's; its one signature is \"", kSignatureName, "\""));
 }
 
@@ -345,7 +349,7 @@ absl::StatusOr<JsonExamples> ExamplesFromPredictJsonDom(std::string_view body,
       }
       tf::Example ex;
       for (const auto& [name, value] : list[i].items()) {
-        RETURN_IF_ERROR(conv.Set(absl::StrCat(where, ".", internal::Echo(name)), name, value, &ex));
+        RETURN_IF_ERROR(conv.Set(absl::StrCat(where, ".", CutForError(name)), name, value, &ex));
       }
       ex.SerializeToString(&bytes);
       out.examples.push_back(bytes);
@@ -363,22 +367,22 @@ absl::StatusOr<JsonExamples> ExamplesFromPredictJsonDom(std::string_view body,
   for (const auto& [name, value] : cols.items()) {
     if (!value.is_array()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("inputs.", internal::Echo(name),
+          absl::StrCat("inputs.", CutForError(name),
                        ": expected a list with one value per example, got ", JsonKind(value)));
     }
     if (!first.has_value()) {
       first = name;
       n = value.size();
     } else if (value.size() != n) {
-      return absl::InvalidArgumentError(absl::StrCat("inputs.", internal::Echo(name), ": ",
+      return absl::InvalidArgumentError(absl::StrCat("inputs.", CutForError(name), ": ",
                                                      value.size(), " values, but ",
-                                                     internal::Echo(*first), " has ", n));
+                                                     CutForError(*first), " has ", n));
     }
   }
   std::vector<tf::Example> examples(n);
   for (const auto& [name, value] : cols.items()) {
     for (size_t i = 0; i < n; ++i) {
-      RETURN_IF_ERROR(conv.Set(absl::StrCat("inputs.", internal::Echo(name), "[", i, "]"), name,
+      RETURN_IF_ERROR(conv.Set(absl::StrCat("inputs.", CutForError(name), "[", i, "]"), name,
                                value[i], &examples[i]));
     }
   }

@@ -41,13 +41,17 @@ absl::StatusOr<JsonExamples> ExamplesFromPredictJson(std::string_view body,
 // The same through nlohmann's DOM. ExamplesFromPredictJson reads the row
 // form as a stream of parse events instead (4-5x faster; no tree, no
 // tf::Example) and comes here for the columnar form. Kept public as the
-// reference the fast path is tested and fuzzed against: whatever the fast
-// path accepts, this gives equal Examples for; whatever this refuses, the
-// fast path refuses too. A key given twice is where they part: both keep
-// the last value, but the fast path has checked the first one too, and
-// refuses "instances" or a {"b64"} key given twice.
+// reference the fast path is tested and fuzzed against: the two accept and
+// refuse the same bodies (a key given twice in any object is refused by
+// both), and give equal Examples; with several errors in one body they may
+// name different ones first.
 absl::StatusOr<JsonExamples> ExamplesFromPredictJsonDom(std::string_view body,
                                                         const input::FeatureSpec& spec);
+
+// At most `most` bytes of `text`, which the client sent, for an error
+// message (cut between UTF-8 characters, saying how long it was): a large
+// request never comes back as a larger error.
+std::string CutForError(std::string_view text, size_t most = 100);
 
 // The other way: {"instances": [...]} holding the spec's features of each
 // serialized tf.train.Example (the label left out; bytes that are not

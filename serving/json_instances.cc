@@ -267,7 +267,7 @@ bool InstancesReader::key(std::string& k) {
       if (it == by_name_.end()) {
         feature_ = nullptr;
         if (k != spec_.label_name) {
-          Fail(UnknownFeature(absl::StrCat(Instance(), ".", Echo(k)), k, spec_));
+          Fail(UnknownFeature(absl::StrCat(Instance(), ".", CutForError(k)), k, spec_));
         } else if (label_seen_) {
           Fail(DuplicateKey(Instance(), k));
         }

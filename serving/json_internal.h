@@ -25,10 +25,6 @@ inline constexpr char kSignatureName[] = "serving_default";
 // "integer", "number", "string", "list", "object", ... as errors say.
 const char* JsonKind(const Json& v);
 
-// Text the client sent, echoed in an error: at most 100 bytes of it, so a
-// 3 MB feature name does not come back as a 6 MB error.
-std::string Echo(std::string_view text);
-
 // A float feature's value: whether it rounds to a finite float (up to
 // FLT_MAX and half an ulp beyond: "3.4028235e38", FLT_MAX's shortest text,
 // is a little above it as a double), and that float.

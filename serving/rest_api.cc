@@ -20,6 +20,11 @@ using Json = nlohmann::json;
 // Paths and messages may hold bytes that are not UTF-8: replaced, never a throw.
 std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
+// A piece of the request (path, name) quoted in an error.
+std::string Cut(absl::string_view text) {
+  return CutForError(std::string_view(text.data(), text.size()));
+}
+
 RestReply Error(int status, absl::string_view message) { return {status, ErrorBody(message), 0}; }
 
 RestReply Error(const absl::Status& s) {
@@ -50,7 +55,7 @@ absl::StatusOr<Route> ParseTarget(absl::string_view target) {
   target = target.substr(0, target.find('?'));
   constexpr absl::string_view kPrefix = "/v1/models/";
   if (!absl::StartsWith(target, kPrefix)) {
-    return absl::NotFoundError(absl::StrCat("no such path: ", target,
+    return absl::NotFoundError(absl::StrCat("no such path: ", Cut(target),
                                             " (the API is /v1/models/NAME[:predict|/metadata])"));
   }
   absl::string_view rest = target.substr(kPrefix.size());
@@ -66,7 +71,7 @@ absl::StatusOr<Route> ParseTarget(absl::string_view target) {
   size_t i = 1;
   if (i < parts.size() && parts[i] == "versions") {
     if (i + 1 >= parts.size() || !absl::SimpleAtoi(parts[i + 1], &r.version) || r.version <= 0) {
-      return absl::NotFoundError(absl::StrCat("bad version in path ", target));
+      return absl::NotFoundError(absl::StrCat("bad version in path ", Cut(target)));
     }
     i += 2;
   }
@@ -74,7 +79,7 @@ absl::StatusOr<Route> ParseTarget(absl::string_view target) {
     if (i + 1 == parts.size() && parts[i] == "metadata" && r.verb.empty()) {
       r.verb = "metadata";
     } else {
-      return absl::NotFoundError(absl::StrCat("no such path: ", target));
+      return absl::NotFoundError(absl::StrCat("no such path: ", Cut(target)));
     }
   }
   return r;
@@ -107,12 +112,15 @@ int HttpStatusFor(absl::StatusCode code) {
 }
 
 std::string ErrorBody(absl::string_view message) {
-  // Messages echo what the client sent (a path, a name): bounded, so a
-  // large request never comes back as a larger error.
-  constexpr size_t kMost = 2000;
-  std::string text(message.substr(0, kMost));
-  if (message.size() > kMost) absl::StrAppend(&text, "... (", message.size(), " bytes)");
-  return Dump(Json{{"error", std::move(text)}});
+  // Messages quote at most 100 bytes of what the client sent; this bounds
+  // the whole body as sent (escaping may grow it) in case one does not.
+  constexpr size_t kMostBody = 2048;
+  const std::string_view text(message.data(), message.size());
+  std::string body = Dump(Json{{"error", std::string(text)}});
+  for (size_t most = 1500; body.size() > kMostBody && most >= 50; most /= 2) {
+    body = Dump(Json{{"error", CutForError(text, most)}});
+  }
+  return body;
 }
 
 void RestApi::Handle(std::string_view method, std::string_view target, std::string body,
@@ -120,13 +128,14 @@ void RestApi::Handle(std::string_view method, std::string_view target, std::stri
   absl::StatusOr<Route> route = ParseTarget(absl::string_view(target.data(), target.size()));
   if (!route.ok()) return reply(Error(route.status()));
   if (route->model != model_name_) {
-    return reply(Error(404, absl::StrCat("Servable not found for request: Latest(", route->model,
-                                         "); this server serves \"", model_name_, "\"")));
+    return reply(
+        Error(404, absl::StrCat("Servable not found for request: Latest(", Cut(route->model),
+                                "); this server serves \"", model_name_, "\"")));
   }
   const bool post = route->verb == "predict";
   if (!route->verb.empty() && route->verb != "metadata" && !post) {
-    return reply(Error(
-        404, absl::StrCat(":", route->verb, " is not supported (Brook models answer :predict)")));
+    return reply(Error(404, absl::StrCat(":", Cut(route->verb),
+                                         " is not supported (Brook models answer :predict)")));
   }
   if (method != (post ? "POST" : "GET")) {
     return reply(Error(405, absl::StrCat(std::string(method), " ", std::string(target), ": use ",

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/rpc/status_mapping.h"
+#include "serving/json_examples.h"
 
 namespace brook::serving {
 
@@ -19,7 +20,15 @@ grpc::Status PredictService::Predict(grpc::ServerContext* context,
   const absl::Status s = stopping_.load() ? absl::UnavailableError("the server is shutting down")
                                           : DoPredict(*request, response);
   in_flight_.fetch_sub(1);
-  const grpc::Status g = rpc::ToGrpcStatus(s);
+  // Messages quote at most 100 bytes of what the client sent; the whole is
+  // bounded too (a grpc-message header past the client's limit reaches it
+  // as no status at all).
+  const grpc::Status g = rpc::ToGrpcStatus(
+      s.ok() || s.message().size() <= 2000
+          ? s
+          : absl::Status(
+                s.code(),
+                CutForError(std::string_view(s.message().data(), s.message().size()), 2000)));
   if (metrics_ != nullptr) {
     metrics_->Record(0, static_cast<int>(g.error_code()),
                      absl::ToDoubleSeconds(absl::Now() - start));
@@ -39,7 +48,7 @@ bool PredictService::WaitIdle(absl::Duration timeout) const {
 absl::Status PredictService::DoPredict(const v1::PredictRequest& request,
                                        v1::PredictResponse* response) {
   if (!request.model_name().empty() && request.model_name() != model_name_) {
-    return absl::NotFoundError(absl::StrCat("no model \"", request.model_name(),
+    return absl::NotFoundError(absl::StrCat("no model \"", CutForError(request.model_name()),
                                             "\" here; this server serves \"", model_name_, "\""));
   }
   std::shared_ptr<const Servable> s = repo_->Current();

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -199,12 +200,39 @@ absl::Status ModelServer::CheckAddresses(const ModelServerOptions& options, bool
   if (absl::Status s = HttpServer::CheckAddress(options.http_listen); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--http: ", s.message()));
   }
-  RETURN_IF_ERROR(CheckListen("--http", options.http_listen, bind_ports));
-  if (!options.grpc_listen.empty()) {
-    RETURN_IF_ERROR(CheckListen("--grpc", options.grpc_listen, bind_ports));
-  }
   if (!options.metrics_listen.empty()) {
-    RETURN_IF_ERROR(CheckListen("--metrics-listen", options.metrics_listen, bind_ports));
+    if (absl::Status s = metrics::MetricsExposer::CheckAddress(options.metrics_listen); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--metrics-listen: ", s.message()));
+    }
+  }
+  // Two of this server's own listeners on one port: the second would fail
+  // after the model loaded, as if another process had the port.
+  const std::pair<const char*, const std::string*> listeners[] = {
+      {"--http", &options.http_listen},
+      {"--grpc", &options.grpc_listen},
+      {"--metrics-listen", &options.metrics_listen}};
+  auto split = [](const std::string& a) {
+    const size_t colon = a.rfind(':');
+    return std::pair<std::string, std::string>(a.substr(0, colon), a.substr(colon + 1));
+  };
+  auto wildcard = [](const std::string& host) {
+    return host.empty() || host == "0.0.0.0" || host == "[::]";
+  };
+  for (size_t i = 0; i < std::size(listeners); ++i) {
+    for (size_t j = i + 1; j < std::size(listeners); ++j) {
+      if (listeners[i].second->empty() || listeners[j].second->empty()) continue;
+      const auto [host_i, port_i] = split(*listeners[i].second);
+      const auto [host_j, port_j] = split(*listeners[j].second);
+      if (port_i == port_j && port_i != "0" &&
+          (host_i == host_j || wildcard(host_i) || wildcard(host_j))) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(listeners[i].first, " ", *listeners[i].second, " and ", listeners[j].first,
+                         " ", *listeners[j].second, " ask for one port: give each its own"));
+      }
+    }
+  }
+  for (const auto& [flag, address] : listeners) {
+    if (!address->empty()) RETURN_IF_ERROR(CheckListen(flag, *address, bind_ports));
   }
   return absl::OkStatus();
 }

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "brook/v1/serving.grpc.pb.h"
@@ -152,6 +154,15 @@ TEST_F(ServeTest, ScoresEqualBrookPredictOverHttpAndGrpc) {
   const grpc::Status st = stub->Predict(&ctx, wrong, &resp);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_NE(st.error_message().find("ctr"), std::string::npos) << st.error_message();
+
+  // A name of 50 KB is quoted in part: a grpc-message past the client's
+  // limit would reach it as no status at all.
+  wrong.set_model_name(std::string(50000, 'm'));
+  grpc::ClientContext ctx_long;
+  const grpc::Status long_name = stub->Predict(&ctx_long, wrong, &resp);
+  EXPECT_EQ(long_name.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_LT(long_name.error_message().size(), 400u);
+  EXPECT_NE(long_name.error_message().find("(50000 bytes)"), std::string::npos);
 
   // A record that is not a tf.train.Example is the caller's error.
   v1::PredictRequest garbage;
@@ -387,23 +398,41 @@ TEST_F(ServeTest, BadFlagsAreUsageErrorsNamingThem) {
       << r.output;
   EXPECT_EQ(r.output.find("waiting"), std::string::npos) << r.output;
   // Addresses no listener could have are usage errors naming the flag, in
-  // --check-config too, and before any listener prints its own noise.
-  for (const auto& [flag, address] :
-       std::vector<std::pair<std::string, std::string>>{{"--http", "999.1.1.1:0"},
-                                                        {"--http", "example.com:0"},
-                                                        {"--grpc", "1.2.3:5"},
-                                                        {"--metrics-listen", "198.51.100.7:1"},
-                                                        {"--grpc", "203.0.113.9:0"}}) {
+  // --check-config too, and before any listener prints its own noise. So
+  // are two of the server's own listeners on one port, and what the
+  // metrics server (IPv4 only, a.b.c.d in full) cannot bind.
+  const std::vector<std::vector<std::string>> bad_addresses = {
+      {"--http", "999.1.1.1:0"},
+      {"--http", "example.com:0"},
+      {"--grpc", "1.2.3:5"},
+      {"--grpc", "203.0.113.9:0"},
+      {"--metrics-listen", "198.51.100.7:1"},
+      {"--metrics-listen", "[::1]:0"},
+      {"--metrics-listen", "127.1:0"},
+      {"--http", "127.0.0.1:41234", "--grpc", "127.0.0.1:41234"},
+      {"--grpc", "127.0.0.1:41235", "--metrics-listen", "0.0.0.0:41235"}};
+  for (const std::vector<std::string>& args : bad_addresses) {
     for (bool check : {true, false}) {
-      std::vector<std::string> argv = {BrookBinary(), "serve",       "--model", dir_->Join("e1"),
-                                       "--http",      "127.0.0.1:0", "--grpc",  "127.0.0.1:0",
-                                       flag,          address};
+      std::vector<std::string> argv = {BrookBinary(), "serve", "--model", dir_->Join("e1")};
+      argv.insert(argv.end(), args.begin(), args.end());
+      // Free ports for the listeners the case leaves alone (a flag given
+      // twice is a usage error of its own).
+      for (const char* flag : {"--http", "--grpc"}) {
+        if (std::find(args.begin(), args.end(), flag) == args.end()) {
+          argv.insert(argv.end(), {flag, "127.0.0.1:0"});
+        }
+      }
       if (check) argv.push_back("--check-config");
       r = testing::RunCommand(argv, 30);
-      EXPECT_EQ(r.exit_code, 2) << flag << " " << address << ": " << r.output;
-      EXPECT_NE(r.output.find(flag), std::string::npos) << r.output;
+      const std::string what = absl::StrJoin(args, " ");
+      EXPECT_EQ(r.exit_code, 2) << what << ": " << r.output;
+      for (size_t i = 0; i < args.size(); i += 2) {
+        EXPECT_NE(r.output.find(args[i]), std::string::npos) << what << ": " << r.output;
+      }
+      EXPECT_EQ(r.output.find("required but received"), std::string::npos) << r.output;
       EXPECT_EQ(r.output.find("chttp2"), std::string::npos) << r.output;
       EXPECT_EQ(r.output.find("CivetServer"), std::string::npos) << r.output;
+      EXPECT_EQ(r.output.find("serving version"), std::string::npos) << r.output;  // not loaded
     }
   }
 }

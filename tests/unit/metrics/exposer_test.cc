@@ -48,6 +48,18 @@ TEST(MetricsExposerTest, ProcessStartTimeIsInThePastAndRecent) {
 TEST(MetricsExposerTest, BadAddressIsInvalidArgument) {
   auto exposer = MetricsExposer::Start("no-port");
   EXPECT_EQ(exposer.status().code(), absl::StatusCode::kInvalidArgument);
+  // What civetweb cannot bind is said plainly, before it tries (it would
+  // say "null context when constructing CivetServer").
+  for (const char* address : {"[::1]:0", "[::]:0", "127.1:0", "1.2.3:0", "::1:0"}) {
+    auto bad = MetricsExposer::Start(address);
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << address;
+    EXPECT_NE(bad.status().message().find("IPv4 address in full"), std::string::npos)
+        << bad.status();
+    EXPECT_EQ(MetricsExposer::CheckAddress(address).code(), absl::StatusCode::kInvalidArgument);
+  }
+  for (const char* address : {"127.0.0.1:0", "0.0.0.0:0", "localhost:0"}) {
+    EXPECT_TRUE(MetricsExposer::CheckAddress(address).ok()) << address;
+  }
 }
 
 TEST(MetricsExposerTest, TakenPortIsUnavailable) {

@@ -331,6 +331,22 @@ TEST(JsonExamplesTest, EchoedNamesAreCut) {
     const std::string e = Error(body);
     EXPECT_LT(e.size(), 1000u) << e.substr(0, 200);
   }
+  // Each quote of the name says how long it was (the location is not cut
+  // again, which would count its own length).
+  const std::string e = Error(absl::StrCat(R"({"instances": [{")", name, R"(": 1}]})"));
+  size_t counts = 0, whole = 0;
+  for (size_t at = e.find(" bytes)"); at != std::string::npos; at = e.find(" bytes)", at + 1)) {
+    ++counts;
+  }
+  for (size_t at = e.find("(1048576 bytes)"); at != std::string::npos;
+       at = e.find("(1048576 bytes)", at + 1)) {
+    ++whole;
+  }
+  EXPECT_EQ(counts, 2u) << e;
+  EXPECT_EQ(whole, 2u) << e;
+  // A cut never splits a UTF-8 character.
+  EXPECT_EQ(CutForError(std::string(99, 'a') + "\xc3\xa9" + "b"),
+            std::string(99, 'a') + "... (102 bytes)");
 }
 
 }  // namespace

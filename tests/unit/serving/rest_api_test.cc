@@ -140,6 +140,30 @@ TEST_F(RestApiTest, StatusAndMetadata) {
   EXPECT_EQ(j["brook"]["missing_features"], "error");
 }
 
+// Errors quote little of what the client sent, and the body stays small
+// after JSON escaping (bytes that are not UTF-8 become 3-byte U+FFFD).
+TEST_F(RestApiTest, ErrorsQuoteLittleOfTheRequest) {
+  auto handle = [&](const std::string& target) {
+    RestReply got;
+    api_->Handle("POST", target, "{}", [&](RestReply r) { got = std::move(r); });
+    return got;
+  };
+  for (const std::string& target :
+       {"/v1/models/" + std::string(8000, 'm') + ":predict",
+        "/v1/models/ctr:" + std::string(8000, 'v'),
+        "/v1/models/ctr/versions/" + std::string(8000, '9') + ":predict",
+        "/v2/" + std::string(8000, 'p'), "/v1/models/" + std::string(3000, '\xe9') + ":predict",
+        "/v1/models/" + std::string(4000, '"') + ":predict"}) {
+    const RestReply r = handle(target);
+    EXPECT_EQ(r.status, 404) << r.body.substr(0, 100);
+    EXPECT_LT(r.body.size(), 600u) << r.body.substr(0, 100);
+    EXPECT_FALSE(Json::parse(r.body, nullptr, /*allow_exceptions=*/false).is_discarded());
+  }
+  // Whatever the message, the body is bounded.
+  EXPECT_LE(ErrorBody(std::string(100000, '\x01')).size(), 2048u);
+  EXPECT_LE(ErrorBody(std::string(100000, '\xff')).size(), 2048u);
+}
+
 TEST_F(RestApiTest, ErrorsInTfServingShape) {
   EXPECT_NE(ErrorOf(Call("POST", "/v1/models/ctr:predict", R"({"instances": [{"c": "x"}]})"), 400)
                 .find("instances[0].c: expected int64"),
