@@ -231,8 +231,9 @@ absl::Status RunTrainerBench(const TrainerBenchOptions& o, std::ostream& out,
 
   trainer::CpuBackendOptions cpu;
   cpu.num_threads = o.backend_threads;
+  ASSIGN_OR_RETURN(const trainer::CudaGemmMath gemm_math, trainer::ParseGemmMath(o.gemm_math));
   ASSIGN_OR_RETURN(std::unique_ptr<trainer::Backend> backend,
-                   trainer::CreateBackend(o.device, cpu));
+                   trainer::CreateBackend(o.device, cpu, gemm_math));
 
   out << absl::StrFormat(
       "brook bench trainer: %d Criteo-shaped examples (13 counts, 26 ids, largest cardinality "

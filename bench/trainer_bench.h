@@ -29,6 +29,7 @@ struct TrainerBenchOptions {
   uint64_t cardinality_max = 100000;  // largest of the 26 id features
   int backend_threads = 0;            // CPU backend threads; 0 = all cores
   std::string device = "cpu";         // "cpu" | "cuda" | "cuda:N"
+  std::string gemm_math = "fp32";     // "fp32" | "tf32" | "bf16" (cuda)
   std::string work_dir;               // where the data is generated; empty = temp dir
   uint64_t seed = 1;
 };

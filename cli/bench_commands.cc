@@ -250,6 +250,9 @@ void RegisterBenchTrainer(CLI::App& bench, int* exit_code) {
   cmd->add_option("--backend-threads", opts->backend_threads, "CPU backend threads; 0 = all cores")
       ->capture_default_str();
   cmd->add_option("--device", opts->device, "cpu | cuda | cuda:N")->capture_default_str();
+  cmd->add_option("--gemm-math", opts->gemm_math, "CUDA GEMM precision: fp32, tf32 or bf16")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}))
+      ->capture_default_str();
   cmd->add_option("--work-dir", opts->work_dir, "Where the data is generated (and removed)");
   cmd->add_option("--seed", opts->seed, "Seed of the data and the model")->capture_default_str();
   cmd->add_flag("--json", *json_out, "Also print the figures as JSON");

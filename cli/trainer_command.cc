@@ -78,9 +78,10 @@ struct TrainerFlags {
   int64_t retry_seconds = 300;  // the job spec's training.retry_seconds default
   std::string metrics_listen;
   std::string device = "cpu";  // cpu | cuda | cuda:N
-  security::TlsOptions tls;    // towards the PS nodes and the chief
-  TokenFlags token;            // the chief's bearer token
-  TokenFlags ps_token;         // the PS nodes' (default: `token`)
+  std::string gemm_math = "fp32";
+  security::TlsOptions tls;  // towards the PS nodes and the chief
+  TokenFlags token;          // the chief's bearer token
+  TokenFlags ps_token;       // the PS nodes' (default: `token`)
   trainer::TrainerOptions options;
   float embedding_lr = 0.05f;
   float dense_lr = 0.001f;
@@ -505,9 +506,11 @@ absl::Status RunTrainer(const TrainerFlags& f) {
   if (Use(f, "--lr-decay")) {
     ASSIGN_OR_RETURN(options.lr_schedule.decay, trainer::ParseLrDecay(f.lr_decay));
   }
+  ASSIGN_OR_RETURN(const trainer::CudaGemmMath gemm_math, trainer::ParseGemmMath(f.gemm_math));
   ASSIGN_OR_RETURN(
       std::unique_ptr<trainer::Backend> backend,
-      trainer::CreateBackend(f.device, trainer::CpuBackendOptions{.num_threads = f.cpu_threads}));
+      trainer::CreateBackend(f.device, trainer::CpuBackendOptions{.num_threads = f.cpu_threads},
+                             gemm_math));
   ASSIGN_OR_RETURN(std::unique_ptr<trainer::Trainer> t,
                    trainer::Trainer::Create(client.get(), spec, features, options, backend.get()));
   std::unique_ptr<metrics::MetricsExposer> exposer;
@@ -810,6 +813,12 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
   cmd->add_option("--device", f->device, "Compute device: cpu, cuda or cuda:N (CUDA plugin)")
       ->capture_default_str()
       ->envname("BROOK_TRAINER_DEVICE");
+  cmd->add_option("--gemm-math", f->gemm_math,
+                  "CUDA GEMM precision: fp32 (IEEE), tf32 or bf16 (tensor cores round the "
+                  "inputs to 10 or 7 mantissa bits; weights stay fp32)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}))
+      ->capture_default_str()
+      ->envname("BROOK_TRAINER_GEMM_MATH");
   cmd->add_option("--metrics-listen", f->metrics_listen, "Prometheus /metrics host:port")
       ->envname("BROOK_TRAINER_METRICS_LISTEN")
       ->check(ListenAddressOrEmpty());

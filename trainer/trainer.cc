@@ -617,8 +617,14 @@ absl::StatusOr<EvalResult> Trainer::Evaluate(input::Pipeline* pipeline,
 }
 
 TrainerStats Trainer::stats() const {
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  TrainerStats s = stats_;
+  TrainerStats s;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    s = stats_;
+  }
+  // Outside the lock the steps take to record theirs: the first
+  // device_stats() of a CUDA backend loads NVML (tens of ms), and a metrics
+  // scrape must not stall training for it.
   s.in_flight_steps = std::max<int64_t>(0, steps_pulled_.load(std::memory_order_relaxed) - s.steps);
   s.tables_redeclared = tables_redeclared_.load(std::memory_order_relaxed);
   const ps::PsTraffic traffic = ps_->Traffic();

@@ -109,12 +109,28 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const CudaBackendOpti
   return std::unique_ptr<Backend>(backend);
 }
 
+absl::StatusOr<CudaGemmMath> ParseGemmMath(std::string_view name) {
+  if (name == "fp32") return CudaGemmMath::kFloat32;
+  if (name == "tf32") return CudaGemmMath::kTf32;
+  if (name == "bf16") return CudaGemmMath::kBf16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("GEMM math \"", std::string(name), "\": want fp32, tf32 or bf16"));
+}
+
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view device_name,
-                                                       const CpuBackendOptions& cpu) {
+                                                       const CpuBackendOptions& cpu,
+                                                       CudaGemmMath gemm_math) {
   // Our abseil's string_view is its own type, not std::string_view.
   const absl::string_view device(device_name.data(), device_name.size());
-  if (device == "cpu") return CreateCpuBackend(cpu);
+  if (device == "cpu") {
+    if (gemm_math != CudaGemmMath::kFloat32) {
+      return absl::InvalidArgumentError(
+          "tf32 and bf16 GEMM math are CUDA's (tensor cores): the cpu device computes in fp32");
+    }
+    return CreateCpuBackend(cpu);
+  }
   CudaBackendOptions cuda;
+  cuda.gemm_math = gemm_math;
   if (device == "cuda") return CreateCudaBackend(cuda);
   if (absl::StartsWith(device, "cuda:")) {
     const absl::string_view ordinal = device.substr(5);

@@ -28,9 +28,15 @@
 namespace brook::trainer {
 
 // device: "cpu", "cuda" (device 0) or "cuda:N". InvalidArgument naming the
-// device for any other spelling. For CUDA see CreateCudaBackend.
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view device,
-                                                       const CpuBackendOptions& cpu);
+// device for any other spelling, and for a gemm_math other than float32 on
+// the CPU. For CUDA see CreateCudaBackend.
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
+    std::string_view device, const CpuBackendOptions& cpu,
+    CudaGemmMath gemm_math = CudaGemmMath::kFloat32);
+
+// "fp32", "tf32" or "bf16" (brook trainer --gemm-math); InvalidArgument
+// naming the others.
+absl::StatusOr<CudaGemmMath> ParseGemmMath(std::string_view name);
 
 // Loads the plugin and creates a CUDA backend. FailedPrecondition when the
 // plugin was not built ("CUDA backend plugin not built"), cannot be found or

@@ -38,6 +38,22 @@ TEST(BackendLoaderTest, UnknownDeviceIsInvalidArgumentNamingIt) {
   }
 }
 
+// brook trainer --gemm-math: fp32, tf32, bf16; the fast modes are the
+// GPU's tensor cores, so the CPU refuses them rather than ignore them.
+TEST(BackendLoaderTest, GemmMathIsParsedAndRefusedOnTheCpu) {
+  EXPECT_EQ(ParseGemmMath("fp32").value(), CudaGemmMath::kFloat32);
+  EXPECT_EQ(ParseGemmMath("tf32").value(), CudaGemmMath::kTf32);
+  EXPECT_EQ(ParseGemmMath("bf16").value(), CudaGemmMath::kBf16);
+  for (const char* bad : {"", "FP32", "fp16", "tf32 "}) {
+    EXPECT_EQ(ParseGemmMath(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_TRUE(CreateBackend("cpu", {}, CudaGemmMath::kFloat32).ok());
+  absl::StatusOr<std::unique_ptr<Backend>> tf32_on_cpu =
+      CreateBackend("cpu", {}, CudaGemmMath::kTf32);
+  EXPECT_EQ(tf32_on_cpu.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(tf32_on_cpu.status().message(), HasSubstr("cpu"));
+}
+
 TEST(BackendLoaderTest, CudaGivesABackendOrAClearError) {
   for (const char* device : {"cuda", "cuda:0"}) {
     absl::StatusOr<std::unique_ptr<Backend>> b = CreateBackend(device, {});

@@ -467,6 +467,29 @@ TEST_P(BackendTest, LossMatchesReferenceAndIsStableForLargeLogits) {
   }
 }
 
+// Past what a single pass of the loss kernel's grid covers (the trainer's
+// batches never get there): the grid-stride loop and the partial sums must
+// still count every element once. A million logloss terms of known values.
+TEST_P(BackendTest, LossOverAMillionElementsCountsEachOnce) {
+  const int64_t n = 1'000'003;
+  std::vector<float> z(n), y(n);
+  double want = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    z[i] = static_cast<float>(i % 7) - 3.0f;
+    y[i] = static_cast<float>(i % 2);
+    want += std::max<double>(z[i], 0) - z[i] * y[i] + std::log1p(std::exp(-std::abs(z[i])));
+  }
+  auto zb = Floats(z), yb = Floats(y), pb = Floats(std::vector<float>(n)),
+       gb = Floats(std::vector<float>(n));
+  absl::StatusOr<double> loss =
+      backend_->Loss(LossKind::kLogLoss, n, *zb, *yb, 1.0f, pb.get(), gb.get());
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  EXPECT_NEAR(*loss, want, 1e-6 * want);
+  const std::vector<float> p = Get(*pb);
+  EXPECT_NEAR(p[n - 1], 1 / (1 + std::exp(-static_cast<double>(z[n - 1]))), 1e-6);
+  EXPECT_NEAR(p[n / 2], 1 / (1 + std::exp(-static_cast<double>(z[n / 2]))), 1e-6);
+}
+
 // The GPU reports its memory (from another thread too: a metrics scrape) and
 // sees an allocation; the CPU backend reports nothing (process metrics cover it).
 TEST_P(BackendTest, DeviceStatsDescribeTheGpuAndNothingForTheCpu) {
