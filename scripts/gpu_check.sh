@@ -16,8 +16,12 @@
 #   5. `brook bench trainer`, cuda (fp32 and tf32) beside cpu.
 # Everything lands in $OUT (at most 8 files, as the device tool returns):
 # summary.txt machine.txt ldd.txt tests.json tests.log trainer.json
-# trainer.log bench.txt. Exits non-zero if any CUDA test failed, was
-# skipped or is missing, or a step failed.
+# trainer.log bench.txt, each written as its step goes, so a run cut short
+# keeps what it had. Exits non-zero if any CUDA test failed, was skipped,
+# not run or is missing, exited non-zero, or a step failed. Every process has
+# a time limit and the whole stays inside BROOK_GPU_CHECK_BUDGET seconds
+# (default 540, under the device tool's 600 a command): steps that would
+# start past it are skipped, and that is a failure.
 #
 #   device run: carry [".gpu"], command "OUT=$OUT bash scripts/gpu_check.sh"
 #   here: BROOK_GPU_CHECK_NO_GPU=1 bash scripts/gpu_check.sh   # GPU steps
@@ -35,14 +39,31 @@ if [ "${1:-}" = "--print-filter" ]; then
 fi
 
 NO_GPU=${BROOK_GPU_CHECK_NO_GPU:-0}
+BUDGET=${BROOK_GPU_CHECK_BUDGET:-540}
 OUT=${OUT:-$(mktemp -d /tmp/gpu-check-out.XXXXXX)}
-mkdir -p "$OUT"
+case "$OUT" in /*) ;; *) OUT="$OLDPWD/$OUT" ;; esac  # relative to the caller, not the repo
+if ! mkdir -p "$OUT" 2>/dev/null || ! : >"$OUT/summary.txt" 2>/dev/null; then
+  echo "gpu_check: cannot write to OUT=$OUT" >&2
+  exit 1
+fi
 G=${BROOK_GPU_BUNDLE:-.gpu}
 W=$(mktemp -d /tmp/gpu-check.XXXXXX)
-trap 'rm -rf "$W"' EXIT
+trap 'rm -rf "$W"; pkill -P $$ 2>/dev/null' EXIT
 FAILED=0
 T0=$(date +%s)
 STEP_T=$T0
+# Seconds left of the budget (never below 1).
+left() {
+  local l=$((BUDGET - ($(date +%s) - T0)))
+  echo $((l > 1 ? l : 1))
+}
+# A time limit for one process: `want` seconds, or what is left if less.
+limit() {
+  local l
+  l=$(left)
+  echo $(($1 < l ? $1 : l))
+}
+over_budget() { [ $(($(date +%s) - T0)) -ge "$BUDGET" ]; }
 say() { echo "gpu_check: $*" | tee -a "$OUT/summary.txt"; }
 fail() {
   say "FAIL: $*"
@@ -54,8 +75,12 @@ step() {
   say "--- $1 (previous step $((now - STEP_T)) s, $((now - T0)) s in all)"
   STEP_T=$now
 }
-: >"$OUT/summary.txt"
-say "out: $OUT; bundle: $(tr '\n' ';' <"$G/BUNDLE" 2>/dev/null || echo none)"
+bundle_line=$( { tr '\n' ';' <"$G/BUNDLE"; } 2>/dev/null || echo none)
+say "out: $OUT; budget ${BUDGET} s; bundle: $bundle_line"
+if head=$(git rev-parse --short HEAD 2>/dev/null) && [ -f "$G/BUNDLE" ] &&
+  ! grep -q "^commit $head\b" "$G/BUNDLE"; then
+  say "note: the bundle was built from another commit than this checkout's ($head)"
+fi
 
 step "1. machine"
 if [ "$NO_GPU" = 1 ]; then
@@ -71,6 +96,10 @@ else
   nvidia-smi >>"$OUT/machine.txt" 2>&1
   head -2 "$OUT/machine.txt" | tee -a "$OUT/summary.txt"
   driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
+  if ! [[ "${driver%%.*}" =~ ^[0-9]+$ ]]; then
+    fail "nvidia-smi reports no readable driver version (\"$driver\")"
+    exit 1
+  fi
   if [ "${driver%%.*}" -lt 580 ]; then
     fail "driver $driver is older than CUDA 13's runtime and cuBLAS need (580 or newer)"
     exit 1
@@ -85,7 +114,11 @@ if [ ! -f "$G/deps.tar.gz" ]; then
   fail "no bundle at $G: run scripts/gpu_bundle.sh here and carry .gpu"
   exit 1
 fi
-tar -xzf "$G/deps.tar.gz" -C "$W"
+if ! tar -xzf "$G/deps.tar.gz" -C "$W" 2>"$W/tar.err"; then
+  cat "$W/tar.err" | head -5 | tee -a "$OUT/summary.txt"
+  fail "$G/deps.tar.gz failed to unpack: rebuild the bundle (scripts/gpu_bundle.sh)"
+  exit 1
+fi
 LIBS="$W/deps"
 for cuda in /usr/local/cuda/lib64 /usr/local/cuda/lib; do [ -d "$cuda" ] && LIBS="$LIBS:$cuda"; done
 export LD_LIBRARY_PATH="$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -97,8 +130,10 @@ if grep -q 'version .GLIBCXX\|version .GCC\|libstdc++.so.6 => not found\|libgcc_
   export LD_LIBRARY_PATH="$W/deps-fallback:$LD_LIBRARY_PATH"
   ldd "${BINS[@]}" >"$OUT/ldd.txt" 2>&1
 fi
-if grep -E 'not found' "$OUT/ldd.txt" | tee -a "$OUT/summary.txt" | grep -q .; then
-  fail "libraries missing (above; ldd.txt has all)"
+grep -E 'not found' "$OUT/ldd.txt" | sort -u >"$W/missing.txt"
+if [ -s "$W/missing.txt" ]; then
+  head -20 "$W/missing.txt" | tee -a "$OUT/summary.txt"
+  fail "$(wc -l <"$W/missing.txt") libraries missing (above; ldd.txt has all)"
   exit 1
 fi
 TESTS="$G/tests/brook_trainer_tests"
@@ -106,7 +141,8 @@ BROOK="$G/bin/brook"
 
 step "3. CUDA tests, one process each"
 mkdir -p "$W/json" "$W/logs"
-"$TESTS" --gtest_list_tests --gtest_filter="$FILTER" >"$W/list.txt" 2>&1
+timeout "$(limit 60)" "$TESTS" --gtest_list_tests --gtest_filter="$FILTER" >"$W/list.txt" 2>&1 ||
+  { cp "$W/list.txt" "$OUT/tests.log"; fail "listing the CUDA tests failed (tests.log)"; }
 python3 - "$W/list.txt" >"$W/names.txt" <<'PY'
 import sys
 suite = None
@@ -121,51 +157,78 @@ PY
 found=$(wc -l <"$W/names.txt")
 [ "$found" -eq "$EXPECTED_TESTS" ] ||
   fail "$found CUDA tests listed, $EXPECTED_TESTS expected (a test lost, or update EXPECTED_TESTS)"
+# The tests get at most 60% of the budget; each at most 120 s; the first
+# three failures are rerun (blocking, then under compute-sanitizer).
+TESTS_END=$(($(date +%s) + BUDGET * 6 / 10))
+: >"$OUT/tests.log"
 i=0
+reruns=0
 while read -r name; do
   i=$((i + 1))
-  timeout 300 "$TESTS" --gtest_filter="$name" --gtest_output="json:$W/json/$i.json" \
+  now=$(date +%s)
+  if [ "$now" -ge "$TESTS_END" ]; then
+    echo "===== $name: not run (the tests' share of the budget is spent)" >>"$OUT/tests.log"
+    continue
+  fi
+  t=$((TESTS_END - now < 120 ? TESTS_END - now : 120))
+  timeout -k 5 "$t" "$TESTS" --gtest_filter="$name" --gtest_output="json:$W/json/$i.json" \
     >"$W/logs/$i.log" 2>&1
   rc=$?
-  if [ "$rc" -ne 0 ] && [ "$NO_GPU" != 1 ]; then
+  if [ "$rc" -ne 0 ] && [ "$NO_GPU" != 1 ] && [ "$reruns" -lt 3 ]; then
+    reruns=$((reruns + 1))
     # Where the fault really was: synchronous launches name the kernel.
-    CUDA_LAUNCH_BLOCKING=1 timeout 300 "$TESTS" --gtest_filter="$name" \
+    echo "----- rerun with CUDA_LAUNCH_BLOCKING=1" >>"$W/logs/$i.log"
+    CUDA_LAUNCH_BLOCKING=1 timeout -k 5 "$(limit 120)" "$TESTS" --gtest_filter="$name" \
       >>"$W/logs/$i.log" 2>&1
     if command -v compute-sanitizer >/dev/null; then
-      timeout 300 compute-sanitizer --tool memcheck "$TESTS" --gtest_filter="$name" \
-        >>"$W/logs/$i.log" 2>&1
+      echo "----- rerun under compute-sanitizer" >>"$W/logs/$i.log"
+      timeout -k 5 "$(limit 120)" compute-sanitizer --tool memcheck "$TESTS" \
+        --gtest_filter="$name" >>"$W/logs/$i.log" 2>&1
     fi
   fi
-  echo "exit $rc" >>"$W/logs/$i.log"
+  echo "$rc" >"$W/logs/$i.rc"
+  { echo "===== $name (exit $rc)"; tail -c 20000 "$W/logs/$i.log"; } >>"$OUT/tests.log"
 done <"$W/names.txt"
 python3 - "$W" "$OUT" "$NO_GPU" <<'PY' | tee -a "$OUT/summary.txt"
 import json, os, sys
 w, out, no_gpu = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 names = [l.strip() for l in open(os.path.join(w, "names.txt"))]
-merged, counts, bad = [], {"passed": 0, "failed": 0, "skipped": 0, "missing": 0}, []
-with open(os.path.join(out, "tests.log"), "w") as log:
-    for i, name in enumerate(names, 1):
-        text = open(os.path.join(w, "logs", f"{i}.log"), errors="replace").read()
-        log.write(f"===== {name}\n{text[-20000:]}\n")
-        try:
-            report = json.load(open(os.path.join(w, "json", f"{i}.json")))
-            case = report["testsuites"][0]["testsuite"][0]
-        except Exception:
-            counts["missing"] += 1
-            bad.append(f"{name}: no result (crashed or timed out; tests.log)")
-            continue
-        merged.append(case)
-        if case.get("failures"):
-            counts["failed"] += 1
-            bad.append(f"{name}: failed")
-        elif case.get("result") == "SKIPPED":
-            counts["skipped"] += 1
-            # Without a GPU the CUDA tests skip by design; the loader's and
-            # the tolerance checker's own tests must still pass.
-            if not no_gpu or not ("cuda" in name.lower() and "Tolerance" not in name):
-                bad.append(f"{name}: SKIPPED")
-        else:
-            counts["passed"] += 1
+counts = {"passed": 0, "failed": 0, "skipped": 0, "not run": 0, "missing": 0}
+merged, bad = [], []
+for i, name in enumerate(names, 1):
+    try:
+        rc = int(open(os.path.join(w, "logs", f"{i}.rc")).read())
+    except Exception:
+        counts["missing"] += 1
+        bad.append(f"{name}: not run (out of time)")
+        continue
+    try:
+        report = json.load(open(os.path.join(w, "json", f"{i}.json")))
+        case = report["testsuites"][0]["testsuite"][0]
+    except Exception:
+        counts["missing"] += 1
+        bad.append(f"{name}: no result, exit {rc} (crashed or timed out; tests.log)")
+        continue
+    case["exit_code"] = rc
+    merged.append(case)
+    status, result = case.get("status"), case.get("result")
+    if case.get("failures"):
+        counts["failed"] += 1
+        bad.append(f"{name}: failed")
+    elif status != "RUN" or result not in ("COMPLETED", "SKIPPED"):
+        counts["not run"] += 1  # a DISABLED_ test, a filter that matched nothing
+        bad.append(f"{name}: not run ({status}/{result})")
+    elif rc != 0:
+        counts["failed"] += 1  # passed, then crashed (teardown, a sticky CUDA error)
+        bad.append(f"{name}: exit {rc} after its result")
+    elif result == "SKIPPED":
+        counts["skipped"] += 1
+        # Without a GPU the CUDA tests skip by design; the loader's and
+        # the tolerance checker's own tests must still pass.
+        if not no_gpu or not ("cuda" in name.lower() and "Tolerance" not in name):
+            bad.append(f"{name}: SKIPPED")
+    else:
+        counts["passed"] += 1
 json.dump({"tests": merged, "counts": counts}, open(os.path.join(out, "tests.json"), "w"), indent=1)
 print("CUDA tests:", ", ".join(f"{v} {k}" for k, v in counts.items()))
 for b in bad:
@@ -175,8 +238,9 @@ PY
 [ "${PIPESTATUS[0]}" -eq 0 ] || fail "CUDA tests (tests.json, tests.log)"
 
 step "4. brook trainer, cpu then cuda (fp32, tf32), /metrics scraped during the cuda runs"
-"$BROOK" data gen --out "$W/ctr" --train 60000 --test 10000 --shards 2 --seed 7 >/dev/null 2>&1 ||
-  fail "brook data gen"
+: >"$OUT/trainer.log"
+timeout "$(limit 120)" "$BROOK" data gen --out "$W/ctr" --train 60000 --test 10000 --shards 2 \
+  --seed 7 >>"$OUT/trainer.log" 2>&1 || fail "brook data gen (trainer.log)"
 {
   echo "model: {type: dlrm, embedding_dim: 16, bottom: [64], top: [128, 64], dropout: 0.1}"
   echo "sparse:"
@@ -186,12 +250,15 @@ step "4. brook trainer, cpu then cuda (fp32, tf32), /metrics scraped during the 
 } >"$W/dlrm.yaml"
 runs="cpu cuda cuda-tf32"
 [ "$NO_GPU" = 1 ] && runs="cpu"
-: >"$OUT/trainer.log"
 for run in $runs; do
+  if over_budget; then
+    fail "out of time before the trainer run $run"
+    continue
+  fi
   device=${run%-tf32}
   math=fp32
   [ "$run" != "$device" ] && math=tf32
-  "$BROOK" trainer --device "$device" --gemm-math "$math" --local-ps 1 \
+  timeout -k 5 "$(limit 150)" "$BROOK" trainer --device "$device" --gemm-math "$math" --local-ps 1 \
     --spec "$W/ctr/feature_spec.yaml" \
     --model "$W/dlrm.yaml" --data "$W/ctr/train-*.tfrecord" \
     --eval-data "$W/ctr/test-*.tfrecord" --batch-size 512 --staleness 0 \
@@ -266,11 +333,22 @@ for run in $runs; do
   device=${run%-tf32}
   math=fp32
   [ "$run" != "$device" ] && math=tf32
+  if over_budget; then
+    fail "out of time before the bench of $run"
+    continue
+  fi
   echo "===== --device $device --gemm-math $math" >>"$OUT/bench.txt"
-  timeout 240 "$BROOK" bench trainer --device "$device" --gemm-math "$math" --examples 100000 \
-    --models dlrm >>"$OUT/bench.txt" 2>&1 || fail "brook bench trainer --device $run (bench.txt)"
+  timeout -k 5 "$(limit 150)" "$BROOK" bench trainer --device "$device" --gemm-math "$math" \
+    --examples 100000 --models dlrm >"$W/bench-$run.txt" 2>&1 ||
+    fail "brook bench trainer --device $run (bench.txt)"
+  cat "$W/bench-$run.txt" >>"$OUT/bench.txt"
+  if grep -q 'trainer, PS in process' "$W/bench-$run.txt"; then
+    grep -E 'alone \(ceiling\)|trainer, PS' "$W/bench-$run.txt" | sed "s/^/bench $run: /" |
+      tee -a "$OUT/summary.txt"
+  else
+    fail "brook bench trainer --device $run printed no figures (bench.txt)"
+  fi
 done
-grep -i -E 'examples/s|ex/s' "$OUT/bench.txt" | head -12 | tee -a "$OUT/summary.txt" >/dev/null
 
 step "done"
 if [ "$FAILED" -ne 0 ]; then
