@@ -94,16 +94,7 @@ class ServeFollowTest : public ::testing::Test {
     for (const std::string& e : examples_) {
       tf::Example ex;
       EXPECT_TRUE(ex.ParseFromString(e));
-      Json instance = Json::object();
-      for (const auto& [name, f] : ex.features().feature()) {
-        if (name == "label") continue;
-        Json values = Json::array();
-        for (int64_t v : f.int64_list().value()) values.push_back(v);
-        for (float v : f.float_list().value()) values.push_back(v);
-        for (const std::string& v : f.bytes_list().value()) values.push_back(v);
-        instance[name] = values;
-      }
-      body["instances"].push_back(instance);
+      body["instances"].push_back(testing::InstanceJson(ex));
     }
     std::string error;
     auto r = testing::HttpRequest("127.0.0.1", http_, "POST", "/v1/models/brook:predict",

@@ -65,18 +65,7 @@ testing::HttpResponse Post(int port, const std::string& path, const std::string&
 }
 
 // A tf.train.Example as a TF Serving instance (the features the model has).
-Json Instance(const tf::Example& ex) {
-  Json j = Json::object();
-  for (const auto& [name, f] : ex.features().feature()) {
-    if (name == "label") continue;
-    Json values = Json::array();
-    for (int64_t v : f.int64_list().value()) values.push_back(v);
-    for (float v : f.float_list().value()) values.push_back(v);
-    for (const std::string& v : f.bytes_list().value()) values.push_back(v);
-    j[name] = values;
-  }
-  return j;
-}
+Json Instance(const tf::Example& ex) { return testing::InstanceJson(ex); }
 
 class ServeTest : public ::testing::Test {
  protected:

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -25,6 +26,7 @@
 #include "ps/client/local_ps_client.h"
 #include "ps/client/prefixed_ps_client.h"
 #include "storage/tfrecord.h"
+#include "tensorflow/example.pb.h"
 #include "trainer/backend/cpu_backend.h"
 #include "trainer/input/pipeline.h"
 #include "trainer/trainer.h"
@@ -206,6 +208,21 @@ inline double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& 
     d = std::max(d, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
   }
   return d;
+}
+
+// A tf.train.Example as a TF Serving instance, as a client writes it: each
+// feature but the label as a list of its values.
+inline nlohmann::json InstanceJson(const tf::Example& ex) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, f] : ex.features().feature()) {
+    if (name == "label") continue;
+    nlohmann::json values = nlohmann::json::array();
+    for (int64_t v : f.int64_list().value()) values.push_back(v);
+    for (float v : f.float_list().value()) values.push_back(v);
+    for (const std::string& v : f.bytes_list().value()) values.push_back(v);
+    j[name] = values;
+  }
+  return j;
 }
 
 }  // namespace brook::testing
