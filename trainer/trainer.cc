@@ -621,11 +621,14 @@ TrainerStats Trainer::stats() const {
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     s = stats_;
+    // Under the lock: a step's credit goes back only after it counted
+    // itself here, so pulled - steps read together never passes staleness + 1.
+    s.in_flight_steps =
+        std::max<int64_t>(0, steps_pulled_.load(std::memory_order_relaxed) - s.steps);
   }
-  // Outside the lock the steps take to record theirs: the first
-  // device_stats() of a CUDA backend loads NVML (tens of ms), and a metrics
-  // scrape must not stall training for it.
-  s.in_flight_steps = std::max<int64_t>(0, steps_pulled_.load(std::memory_order_relaxed) - s.steps);
+  // device_stats() is read outside the lock the steps take to record theirs:
+  // a CUDA backend's first call loads NVML (tens of ms), and a metrics scrape
+  // must not stall training for it.
   s.tables_redeclared = tables_redeclared_.load(std::memory_order_relaxed);
   const ps::PsTraffic traffic = ps_->Traffic();
   s.ps_pull_bytes = traffic.pull_bytes - traffic_base_.pull_bytes;
