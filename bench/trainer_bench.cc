@@ -7,8 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
 #include "common/status_macros.h"
 #include "datatools/synthetic.h"
@@ -130,7 +133,15 @@ absl::StatusOr<double> ComputeAlone(const TrainerBenchOptions& o, const Setup& s
 struct TrainRun {
   double examples_per_second = 0;
   trainer::TrainerStats stats;
+  // Device time of the run's steps (CUDA events); nullopt on the CPU.
+  std::optional<double> device_busy_seconds;
 };
+
+std::optional<double> DeviceBusySeconds(const trainer::Backend& backend) {
+  const std::optional<trainer::DeviceStats> d = backend.device_stats();
+  if (!d.has_value()) return std::nullopt;
+  return d->busy_seconds;
+}
 
 absl::StatusOr<TrainRun> TrainOnce(const TrainerBenchOptions& o, const Setup& s,
                                    trainer::Backend* backend, ps::PsClient* client) {
@@ -140,11 +151,16 @@ absl::StatusOr<TrainRun> TrainOnce(const TrainerBenchOptions& o, const Setup& s,
   ASSIGN_OR_RETURN(auto t, trainer::Trainer::Create(client, s.spec, s.features, to, backend));
   RETURN_IF_ERROR(t->Setup());
   ASSIGN_OR_RETURN(auto pipeline, input::Pipeline::Create(s.features, TrainPipeline(o, s)));
+  const std::optional<double> busy_before = DeviceBusySeconds(*backend);
   RETURN_IF_ERROR(t->Train(pipeline.get()));
+  const std::optional<double> busy_after = DeviceBusySeconds(*backend);
   TrainRun run;
   run.stats = t->stats();
   run.examples_per_second =
       run.stats.wall_seconds > 0 ? run.stats.examples / run.stats.wall_seconds : 0;
+  if (busy_before.has_value() && busy_after.has_value()) {
+    run.device_busy_seconds = *busy_after - *busy_before;
+  }
   return run;
 }
 
@@ -176,13 +192,41 @@ absl::StatusOr<TrainRun> TrainOverGrpc(const TrainerBenchOptions& o, const Setup
 nlohmann::json RunJson(const TrainRun& r, double ceiling) {
   const trainer::TrainerStats& st = r.stats;
   const double wall = std::max(st.wall_seconds, 1e-9);
-  return {{"examples_per_second", r.examples_per_second},
-          {"of_ceiling", r.examples_per_second / ceiling},
-          {"input_wait_share", st.input_wait_seconds / wall},
-          {"ps_wait_share", st.ps_wait_seconds / wall},
-          {"compute_share", st.compute_seconds / wall},
-          {"steps", st.steps},
-          {"examples", st.examples}};
+  nlohmann::json j = {{"examples_per_second", r.examples_per_second},
+                      {"of_ceiling", r.examples_per_second / ceiling},
+                      {"input_wait_share", st.input_wait_seconds / wall},
+                      {"ps_wait_share", st.ps_wait_seconds / wall},
+                      {"compute_share", st.compute_seconds / wall},
+                      {"ps_pull_bytes_per_second", static_cast<double>(st.ps_pull_bytes) / wall},
+                      {"ps_push_bytes_per_second", static_cast<double>(st.ps_push_bytes) / wall},
+                      {"gpu_idle_share", nullptr},
+                      {"steps", st.steps},
+                      {"examples", st.examples}};
+  if (r.device_busy_seconds.has_value()) {
+    j["gpu_idle_share"] = std::clamp(1.0 - *r.device_busy_seconds / wall, 0.0, 1.0);
+  }
+  return j;
+}
+
+// The backends of --device, split at commas; each named once.
+absl::StatusOr<std::vector<std::string>> Devices(const std::string& list) {
+  std::vector<std::string> devices;
+  for (const std::string& d : std::vector<std::string>(absl::StrSplit(list, ','))) {
+    if (d.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("trainer bench: --device '", list, "' has an empty entry"));
+    }
+    if (std::find(devices.begin(), devices.end(), d) != devices.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("trainer bench: --device names '", d, "' twice"));
+    }
+    devices.emplace_back(d);
+  }
+  return devices;
+}
+
+std::string Percent(const nlohmann::json& v) {
+  return v.is_null() ? std::string("-") : absl::StrFormat("%.1f%%", 100 * v.get<double>());
 }
 
 }  // namespace
@@ -217,6 +261,17 @@ absl::Status RunTrainerBench(const TrainerBenchOptions& o, std::ostream& out,
         o.examples, ", ", o.batch_size, ", ", o.ps_shards, ", ", o.staleness, ")"));
   }
   for (const std::string& m : o.models) RETURN_IF_ERROR(CriteoModelYaml(m).status());
+  ASSIGN_OR_RETURN(const std::vector<std::string> devices, Devices(o.device));
+  ASSIGN_OR_RETURN(const trainer::CudaGemmMath gemm_math, trainer::ParseGemmMath(o.gemm_math));
+  // Every backend before the data: a missing GPU fails in a second.
+  trainer::CpuBackendOptions cpu;
+  cpu.num_threads = o.backend_threads;
+  std::vector<std::unique_ptr<trainer::Backend>> backends;
+  for (const std::string& d : devices) {
+    ASSIGN_OR_RETURN(std::unique_ptr<trainer::Backend> backend,
+                     trainer::CreateBackend(d, cpu, gemm_math));
+    backends.push_back(std::move(backend));
+  }
   ASSIGN_OR_RETURN(ScratchDir work, ScratchDir::Make(o.work_dir, "brook-bench-trainer"));
   datatools::SyntheticOptions gen;
   gen.seed = o.seed;
@@ -229,18 +284,17 @@ absl::Status RunTrainerBench(const TrainerBenchOptions& o, std::ostream& out,
   gen.threads = 2;
   ASSIGN_OR_RETURN(datatools::SyntheticResult data, datatools::GenerateSynthetic(gen));
 
-  trainer::CpuBackendOptions cpu;
-  cpu.num_threads = o.backend_threads;
-  ASSIGN_OR_RETURN(const trainer::CudaGemmMath gemm_math, trainer::ParseGemmMath(o.gemm_math));
-  ASSIGN_OR_RETURN(std::unique_ptr<trainer::Backend> backend,
-                   trainer::CreateBackend(o.device, cpu, gemm_math));
-
   out << absl::StrFormat(
       "brook bench trainer: %d Criteo-shaped examples (13 counts, 26 ids, largest cardinality "
-      "%d), batch %d, %d PS shards, staleness %d, %s backend; one epoch per figure\n",
-      o.examples, o.cardinality_max, o.batch_size, o.ps_shards, o.staleness, backend->name());
-  out << absl::StrFormat("%-10s %-28s %12s %11s %11s %9s %9s\n", "model", "figure", "examples/s",
-                         "of ceiling", "input wait", "PS wait", "compute");
+      "%d), batch %d, %d PS shards, staleness %d, device %s%s; one epoch per figure\n",
+      o.examples, o.cardinality_max, o.batch_size, o.ps_shards, o.staleness,
+      absl::StrJoin(devices, ", "),
+      absl::StrContains(o.device, "cuda") ? absl::StrCat(" (cuda GEMMs ", o.gemm_math, ")") : "");
+  out << absl::StrFormat("%-10s %-7s %-28s %11s %8s %7s %7s %7s %8s %9s %9s\n", "model", "device",
+                         "figure", "examples/s", "of ceil", "input", "PS", "compute", "GPU idle",
+                         "from PS", "to PS");
+  out << absl::StrFormat("%-10s %-7s %-28s %11s %8s %7s %7s %7s %8s %9s %9s\n", "", "", "", "", "",
+                         "wait", "wait", "", "", "MB/s", "MB/s");
   nlohmann::json models = nlohmann::json::object();
   for (const std::string& m : o.models) {
     Setup s;
@@ -250,40 +304,54 @@ absl::Status RunTrainerBench(const TrainerBenchOptions& o, std::ostream& out,
     ASSIGN_OR_RETURN(s.spec, trainer::ModelSpec::FromYaml(yaml, s.features));
 
     ASSIGN_OR_RETURN(const double input_alone, InputAlone(o, s));
-    ASSIGN_OR_RETURN(const double compute_alone,
-                     ComputeAlone(o, s, backend.get(), std::min<int64_t>(o.examples, 50000)));
-    const double ceiling = std::min(input_alone, compute_alone);
-    const char* bottleneck = input_alone < compute_alone ? "input" : "compute";
-    out << absl::StrFormat("%-10s %-28s %12.0f\n", m, "input alone (ceiling)", input_alone);
-    out << absl::StrFormat("%-10s %-28s %12.0f\n", m, "compute alone (ceiling)", compute_alone);
+    out << absl::StrFormat("%-10s %-7s %-28s %11.0f\n", m, "", "input alone (ceiling)",
+                           input_alone);
     nlohmann::json mj = {{"input_alone_examples_per_second", input_alone},
-                         {"compute_alone_examples_per_second", compute_alone},
-                         {"ceiling_bottleneck", bottleneck}};
-    struct Path {
-      const char* key;
-      const char* label;
-      absl::StatusOr<TrainRun> (*run)(const TrainerBenchOptions&, const Setup&, trainer::Backend*);
-    };
-    for (const Path& p : {Path{"in_process", "(a) trainer, PS in process", &TrainInProcess},
-                          Path{"grpc", "(b) trainer, PS over gRPC", &TrainOverGrpc}}) {
-      ASSIGN_OR_RETURN(TrainRun r, p.run(o, s, backend.get()));
-      const nlohmann::json j = RunJson(r, ceiling);
-      out << absl::StrFormat("%-10s %-28s %12.0f %10.0f%% %10.1f%% %8.1f%% %8.1f%%\n", m, p.label,
-                             r.examples_per_second, 100 * j["of_ceiling"].get<double>(),
-                             100 * j["input_wait_share"].get<double>(),
-                             100 * j["ps_wait_share"].get<double>(),
-                             100 * j["compute_share"].get<double>());
-      mj[p.key] = j;
+                         {"devices", nlohmann::json::object()}};
+    for (size_t d = 0; d < devices.size(); ++d) {
+      trainer::Backend* backend = backends[d].get();
+      const std::string& device = devices[d];
+      ASSIGN_OR_RETURN(const double compute_alone,
+                       ComputeAlone(o, s, backend, std::min<int64_t>(o.examples, 50000)));
+      const double ceiling = std::min(input_alone, compute_alone);
+      const char* bottleneck = input_alone < compute_alone ? "input" : "compute";
+      out << absl::StrFormat("%-10s %-7s %-28s %11.0f\n", m, device, "compute alone (ceiling)",
+                             compute_alone);
+      nlohmann::json dj = {{"compute_alone_examples_per_second", compute_alone},
+                           {"ceiling_bottleneck", bottleneck}};
+      struct Path {
+        const char* key;
+        const char* label;
+        absl::StatusOr<TrainRun> (*run)(const TrainerBenchOptions&, const Setup&,
+                                        trainer::Backend*);
+      };
+      for (const Path& p : {Path{"in_process", "(a) trainer, PS in process", &TrainInProcess},
+                            Path{"grpc", "(b) trainer, PS over gRPC", &TrainOverGrpc}}) {
+        ASSIGN_OR_RETURN(TrainRun r, p.run(o, s, backend));
+        const nlohmann::json j = RunJson(r, ceiling);
+        out << absl::StrFormat("%-10s %-7s %-28s %11.0f %7.0f%% %7s %7s %7s %8s %9.1f %9.1f\n", m,
+                               device, p.label, r.examples_per_second,
+                               100 * j["of_ceiling"].get<double>(), Percent(j["input_wait_share"]),
+                               Percent(j["ps_wait_share"]), Percent(j["compute_share"]),
+                               Percent(j["gpu_idle_share"]),
+                               j["ps_pull_bytes_per_second"].get<double>() / 1e6,
+                               j["ps_push_bytes_per_second"].get<double>() / 1e6);
+        dj[p.key] = j;
+      }
+      out << absl::StrFormat(
+          "%-10s %-7s bottleneck: %s (input alone %.0f vs compute alone %.0f "
+          "examples/s); goal: input + PS wait under 10%% of step time\n",
+          m, device, bottleneck, input_alone, compute_alone);
+      mj["devices"][device] = std::move(dj);
     }
-    out << absl::StrFormat(
-        "%-10s bottleneck: %s (input alone %.0f vs compute alone %.0f "
-        "examples/s); goal: input + PS wait under 10%% of step time\n",
-        m, bottleneck, input_alone, compute_alone);
     models[m] = std::move(mj);
   }
-  *result = {{"examples", o.examples},     {"batch_size", o.batch_size},
-             {"ps_shards", o.ps_shards},   {"staleness", o.staleness},
-             {"backend", backend->name()}, {"models", std::move(models)}};
+  nlohmann::json backend_names = nlohmann::json::array();
+  for (const auto& b : backends) backend_names.push_back(std::string(b->name()));
+  *result = {{"examples", o.examples},   {"batch_size", o.batch_size},
+             {"ps_shards", o.ps_shards}, {"staleness", o.staleness},
+             {"devices", devices},       {"backends", std::move(backend_names)},
+             {"gemm_math", o.gemm_math}, {"models", std::move(models)}};
   return absl::OkStatus();
 }
 

@@ -7,6 +7,9 @@
 // model batches) and the compute alone (Model::Step on pre-pulled batches).
 // The trainer's own clock says where a step's time went: the shares of
 // input wait and PS wait (goal: under 10% together) name the bottleneck.
+// Beside them: bytes/s pulled from and pushed to the PS, and on a GPU the
+// share of wall time the device sat outside every step (CUDA events). Several
+// devices ("cpu,cuda") run in turn on the same generated data.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +31,7 @@ struct TrainerBenchOptions {
   int staleness = 2;
   uint64_t cardinality_max = 100000;  // largest of the 26 id features
   int backend_threads = 0;            // CPU backend threads; 0 = all cores
-  std::string device = "cpu";         // "cpu" | "cuda" | "cuda:N"
+  std::string device = "cpu";         // comma-separated: "cpu", "cuda", "cuda:N"
   std::string gemm_math = "fp32";     // "fp32" | "tf32" | "bf16" (cuda)
   std::string work_dir;               // where the data is generated; empty = temp dir
   uint64_t seed = 1;

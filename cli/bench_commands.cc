@@ -235,7 +235,8 @@ void RegisterBenchTrainer(CLI::App& bench, int* exit_code) {
   auto json_out = std::make_shared<bool>(false);
   CLI::App* cmd = bench.add_subcommand("trainer",
                                        "Trainer examples/s (Wide & Deep, DLRM; PS in process and "
-                                       "over gRPC) vs input and compute alone");
+                                       "over gRPC) vs input and compute alone, with PS bytes/s "
+                                       "and the GPU idle share");
   cmd->add_option("--examples", opts->examples, "Criteo-shaped training examples to generate")
       ->envname("BROOK_BENCH_EXAMPLES")
       ->capture_default_str();
@@ -249,7 +250,10 @@ void RegisterBenchTrainer(CLI::App& bench, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--backend-threads", opts->backend_threads, "CPU backend threads; 0 = all cores")
       ->capture_default_str();
-  cmd->add_option("--device", opts->device, "cpu | cuda | cuda:N")->capture_default_str();
+  cmd->add_option("--device", opts->device,
+                  "Backends, comma-separated, each run on the same data: cpu, cuda, cuda:N "
+                  "(e.g. cpu,cuda)")
+      ->capture_default_str();
   cmd->add_option("--gemm-math", opts->gemm_math, "CUDA GEMM precision: fp32, tf32 or bf16")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}))
       ->capture_default_str();

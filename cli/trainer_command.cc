@@ -190,6 +190,10 @@ std::shared_ptr<prometheus::Collectable> TrainerCollector(
               {}, static_cast<double>(s.device->memory_used_bytes));
       set.Add(set.Gauge("brook_trainer_gpu_memory_total_bytes", "Memory of the trainer's GPU"), {},
               static_cast<double>(s.device->memory_total_bytes));
+      set.Add(set.Counter("brook_trainer_gpu_busy_seconds_total",
+                          "GPU time from each step's first to its last op (CUDA events); "
+                          "1 - its rate is the GPU's idle share"),
+              {}, s.device->busy_seconds);
       if (s.device->utilization.has_value()) {
         set.Add(set.Gauge("brook_trainer_gpu_utilization_ratio",
                           "Share of the last sample period a kernel ran on the trainer's GPU "

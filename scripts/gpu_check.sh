@@ -13,7 +13,8 @@
 #   4. `brook trainer` on synthetic data, --device cpu, cuda and cuda with
 #      --gemm-math tf32, /metrics scraped while each CUDA one runs; eval AUC
 #      and loss must agree with the CPU's;
-#   5. `brook bench trainer`, cuda (fp32 and tf32) beside cpu.
+#   5. `brook bench trainer --device cpu,cuda` (one command, same data:
+#      examples/s, GPU idle share from CUDA events, PS bytes/s), then tf32.
 # Everything lands in $OUT (at most 8 files, as the device tool returns):
 # summary.txt machine.txt ldd.txt tests.json tests.log trainer.json
 # trainer.log bench.txt, each written as its step goes, so a run cut short
@@ -32,7 +33,7 @@ cd "$(dirname "$0")/.."
 
 readonly FILTER='Cuda/BackendTest.*:CudaParity*:CudaGemmMathTest.*:CudaLargeTest.*:BackendLoaderTest.*'
 # The tests step 3 must find: a change to the suite changes this on purpose.
-readonly EXPECTED_TESTS=31
+readonly EXPECTED_TESTS=32
 if [ "${1:-}" = "--print-filter" ]; then
   echo "$FILTER"
   exit 0
@@ -289,6 +290,8 @@ PY
     fail "no /metrics scrape answered while the CUDA trainer ($run) ran"
   elif [ "$device" = cuda ] && ! grep -q '^brook_trainer_gpu_memory_total_bytes' "$W/$run.metrics"; then
     fail "the CUDA trainer's /metrics ($run) has no brook_trainer_gpu_* series"
+  elif [ "$device" = cuda ] && ! grep -q '^brook_trainer_gpu_busy_seconds_total' "$W/$run.metrics"; then
+    fail "the CUDA trainer's /metrics ($run) has no brook_trainer_gpu_busy_seconds_total"
   fi
 done
 python3 - "$W" "$OUT" $runs <<'PY' | tee -a "$OUT/summary.txt"
@@ -328,26 +331,61 @@ PY
 [ "${PIPESTATUS[0]}" -eq 0 ] || fail "trainer runs (trainer.json, trainer.log)"
 
 step "5. brook bench trainer"
+# One command runs cpu and cuda on the same generated data (examples/s, PS
+# bytes/s, the GPU idle share from CUDA events); a second the tf32 GEMMs.
 : >"$OUT/bench.txt"
-for run in $runs; do
-  device=${run%-tf32}
-  math=fp32
-  [ "$run" != "$device" ] && math=tf32
+benches="cpu,cuda:fp32 cuda:tf32"
+[ "$NO_GPU" = 1 ] && benches="cpu:fp32"
+for bench in $benches; do
+  devices=${bench%:*}
+  math=${bench#*:}
   if over_budget; then
-    fail "out of time before the bench of $run"
+    fail "out of time before the bench of --device $devices --gemm-math $math"
     continue
   fi
-  echo "===== --device $device --gemm-math $math" >>"$OUT/bench.txt"
-  timeout -k 5 "$(limit 150)" "$BROOK" bench trainer --device "$device" --gemm-math "$math" \
-    --examples 100000 --models dlrm >"$W/bench-$run.txt" 2>&1 ||
-    fail "brook bench trainer --device $run (bench.txt)"
-  cat "$W/bench-$run.txt" >>"$OUT/bench.txt"
-  if grep -q 'trainer, PS in process' "$W/bench-$run.txt"; then
-    grep -E 'alone \(ceiling\)|trainer, PS' "$W/bench-$run.txt" | sed "s/^/bench $run: /" |
-      tee -a "$OUT/summary.txt"
-  else
-    fail "brook bench trainer --device $run printed no figures (bench.txt)"
-  fi
+  echo "===== --device $devices --gemm-math $math" >>"$OUT/bench.txt"
+  out="$W/bench-${devices/,/-}-$math.txt"
+  timeout -k 5 "$(limit 200)" "$BROOK" bench trainer --device "$devices" --gemm-math "$math" \
+    --examples 100000 --models dlrm --json >"$out" 2>&1 ||
+    fail "brook bench trainer --device $devices --gemm-math $math (bench.txt)"
+  cat "$out" >>"$OUT/bench.txt"
+  # Every device has both trainer figures, PS traffic both ways, and a GPU
+  # idle share (0..1) on cuda, none on the cpu.
+  python3 - "$out" "$devices" "$math" <<'PY' | tee -a "$OUT/summary.txt"
+import json, sys
+path, devices, math = sys.argv[1], sys.argv[2].split(","), sys.argv[3]
+text = open(path).read()
+start = text.rfind("\n{\n")
+try:
+    result = json.loads(text[start + 1:]) if start >= 0 else None
+except ValueError:
+    result = None
+if result is None:
+    print(f"bench {','.join(devices)} {math}: no JSON figures (bench.txt)")
+    sys.exit(1)
+ok = True
+for device in devices:
+    d = result["models"]["dlrm"]["devices"].get(device)
+    if d is None:
+        print(f"bench {device} {math}: missing")
+        ok = False
+        continue
+    for path_key in ("in_process", "grpc"):
+        r = d[path_key]
+        idle = r["gpu_idle_share"]
+        good = (r["examples_per_second"] > 0 and r["ps_pull_bytes_per_second"] > 0
+                and r["ps_push_bytes_per_second"] > 0
+                and ((idle is None) if device == "cpu" else (idle is not None and 0 <= idle <= 1)))
+        ok &= good
+        idle_text = "-" if idle is None else f"{100 * idle:.1f}%"
+        print(f"bench {device} {math} {path_key}: {r['examples_per_second']:.0f} examples/s "
+              f"({100 * r['of_ceiling']:.0f}% of its ceiling; compute alone {d['compute_alone_examples_per_second']:.0f}) "
+              f"PS wait {100 * r['ps_wait_share']:.1f}%, GPU idle {idle_text}, "
+              f"from/to PS {r['ps_pull_bytes_per_second'] / 1e6:.1f}/"
+              f"{r['ps_push_bytes_per_second'] / 1e6:.1f} MB/s{'' if good else '  BAD FIGURES'}")
+sys.exit(0 if ok else 1)
+PY
+  [ "${PIPESTATUS[0]}" -eq 0 ] || fail "brook bench trainer --device $devices --gemm-math $math figures (bench.txt)"
 done
 
 step "done"

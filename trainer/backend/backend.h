@@ -66,6 +66,11 @@ struct DeviceStats {
   // Share of the last sample period a kernel ran, 0..1 (NVML); nullopt when
   // NVML (it comes with the driver, not the toolkit) is not there.
   std::optional<double> utilization;
+  // Device time inside the timed spans (BeginSpan..EndSpan) finished so far,
+  // by the device's own clock (CUDA events). A benchmark's GPU idle share is
+  // 1 - its growth / wall time. Gaps inside a span (the host still issuing
+  // ops) count as busy, so that share is a lower bound.
+  double busy_seconds = 0;
 };
 
 class Backend {
@@ -93,6 +98,15 @@ class Backend {
   virtual absl::Status Fill(float value, size_t n, size_t offset, Buffer* x) = 0;
   // Waits for all issued ops.
   virtual absl::Status Synchronize() = 0;
+
+  // ---- Device time (DeviceStats::busy_seconds).
+
+  // Mark the first and last op of a span of work (a model step). EndSpan
+  // waits for the span's ops and adds the device time between the two marks.
+  // A BeginSpan while a span is open restarts it (a step that failed midway
+  // is not counted). No-ops on the CPU backend.
+  virtual absl::Status BeginSpan() { return absl::OkStatus(); }
+  virtual absl::Status EndSpan() { return absl::OkStatus(); }
 
   // ---- Dense math.
 

@@ -6,10 +6,15 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -582,6 +587,146 @@ TEST_F(TrainerTest, TheRowCacheServesNoRowOlderThanItsRefresh) {
   EXPECT_EQ(four_stats.cache_hits + four_stats.cache_misses, used);
   // 50 ids, nearly all in every batch of 64: about 3 of 4 steps hit.
   EXPECT_GT(static_cast<double>(served) / static_cast<double>(used), 0.6);
+}
+
+}  // namespace
+}  // namespace brook::trainer
+
+namespace brook::trainer {
+namespace {
+
+// The wrapped backend, except that the first device_stats() blocks until
+// Release() (or 10 s), as a CUDA backend's first one loads NVML.
+class SlowFirstDeviceStatsBackend final : public Backend {
+ public:
+  explicit SlowFirstDeviceStatsBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
+
+  // True once the first device_stats() is blocked.
+  bool WaitUntilBlocked() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return blocked_; });
+  }
+  bool still_blocked() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return blocked_ && !released_;
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+  std::optional<DeviceStats> device_stats() const override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!blocked_) {
+      blocked_ = true;
+      cv_.notify_all();
+      cv_.wait_for(lock, std::chrono::seconds(10), [&] { return released_; });
+      released_ = true;
+    }
+    return DeviceStats{};
+  }
+
+  std::string_view name() const override { return inner_->name(); }
+  absl::StatusOr<std::unique_ptr<Buffer>> Alloc(DType dtype, size_t n) override {
+    return inner_->Alloc(dtype, n);
+  }
+  absl::Status Upload(absl::Span<const float> src, Buffer* dst, size_t offset) override {
+    return inner_->Upload(src, dst, offset);
+  }
+  absl::Status Upload(absl::Span<const uint32_t> src, Buffer* dst, size_t offset) override {
+    return inner_->Upload(src, dst, offset);
+  }
+  absl::Status Download(const Buffer& src, size_t offset, absl::Span<float> dst) override {
+    return inner_->Download(src, offset, dst);
+  }
+  absl::Status Fill(float value, size_t n, size_t offset, Buffer* x) override {
+    return inner_->Fill(value, n, offset, x);
+  }
+  absl::Status Synchronize() override { return inner_->Synchronize(); }
+  absl::Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const Buffer& a, const Buffer& b, float beta, Buffer* c) override {
+    return inner_->Gemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
+  }
+  absl::Status Copy2D(int64_t rows, int64_t cols, const Buffer& src, int64_t src_stride,
+                      int64_t src_offset, Buffer* dst, int64_t dst_stride, int64_t dst_offset,
+                      bool accumulate) override {
+    return inner_->Copy2D(rows, cols, src, src_stride, src_offset, dst, dst_stride, dst_offset,
+                          accumulate);
+  }
+  absl::Status BiasActivation(Activation act, int64_t rows, int64_t cols, const Buffer& bias,
+                              Buffer* x) override {
+    return inner_->BiasActivation(act, rows, cols, bias, x);
+  }
+  absl::Status ActivationBackward(Activation act, int64_t n, const Buffer& y, Buffer* dy) override {
+    return inner_->ActivationBackward(act, n, y, dy);
+  }
+  absl::Status BiasBackward(int64_t rows, int64_t cols, const Buffer& dx, bool accumulate,
+                            Buffer* dbias) override {
+    return inner_->BiasBackward(rows, cols, dx, accumulate, dbias);
+  }
+  absl::Status Dropout(int64_t n, float rate, uint64_t seed, Buffer* x, Buffer* mask) override {
+    return inner_->Dropout(n, rate, seed, x, mask);
+  }
+  absl::Status Mul(int64_t n, const Buffer& x, Buffer* y) override { return inner_->Mul(n, x, y); }
+  absl::Status PoolForward(Combiner combiner, int64_t batch, int64_t dim, const Buffer& offsets,
+                           const Buffer& indices, const Buffer& table, int64_t num_rows,
+                           Buffer* out, int64_t out_stride, int64_t out_offset,
+                           bool accumulate) override {
+    return inner_->PoolForward(combiner, batch, dim, offsets, indices, table, num_rows, out,
+                               out_stride, out_offset, accumulate);
+  }
+  absl::Status PoolBackward(Combiner combiner, int64_t batch, int64_t dim, const Buffer& offsets,
+                            const Buffer& indices, const Buffer& d_out, int64_t out_stride,
+                            int64_t out_offset, Buffer* d_table, int64_t num_rows) override {
+    return inner_->PoolBackward(combiner, batch, dim, offsets, indices, d_out, out_stride,
+                                out_offset, d_table, num_rows);
+  }
+  absl::Status InteractionForward(int64_t batch, int64_t f, int64_t dim, const Buffer& x,
+                                  Buffer* out) override {
+    return inner_->InteractionForward(batch, f, dim, x, out);
+  }
+  absl::Status InteractionBackward(int64_t batch, int64_t f, int64_t dim, const Buffer& x,
+                                   const Buffer& d_out, Buffer* dx) override {
+    return inner_->InteractionBackward(batch, f, dim, x, d_out, dx);
+  }
+  absl::Status FmForward(int64_t batch, int64_t f, int64_t dim, const Buffer& x, bool accumulate,
+                         Buffer* out) override {
+    return inner_->FmForward(batch, f, dim, x, accumulate, out);
+  }
+  absl::Status FmBackward(int64_t batch, int64_t f, int64_t dim, const Buffer& x,
+                          const Buffer& d_out, Buffer* dx) override {
+    return inner_->FmBackward(batch, f, dim, x, d_out, dx);
+  }
+  absl::StatusOr<double> Loss(LossKind kind, int64_t n, const Buffer& logits, const Buffer& labels,
+                              float grad_scale, Buffer* predictions, Buffer* d_logits) override {
+    return inner_->Loss(kind, n, logits, labels, grad_scale, predictions, d_logits);
+  }
+
+ private:
+  const std::unique_ptr<Backend> inner_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  mutable bool blocked_ = false, released_ = false;
+};
+
+// A metrics scrape stuck in device_stats() (NVML's first load on a GPU) must
+// not stall training: the steps record their stats under a lock that
+// stats() does not hold while it asks the device.
+TEST_F(TrainerTest, ASlowDeviceStatsReadDoesNotStallTheSteps) {
+  auto* slow = new SlowFirstDeviceStatsBackend(std::move(backend_));
+  backend_.reset(slow);
+  Cluster cluster(1);
+  auto t = MakeTrainer(cluster, "wide_deep", /*staleness=*/2);
+  ASSERT_NE(t, nullptr);
+  std::thread scrape([&] { EXPECT_TRUE(t->stats().device.has_value()); });
+  ASSERT_TRUE(slow->WaitUntilBlocked());
+  ASSERT_TRUE(t->Train(Pipeline(1, 0).get()).ok());
+  // Every step finished while the scrape was still waiting on the device.
+  EXPECT_TRUE(slow->still_blocked());
+  EXPECT_EQ(t->stats().steps, (kFiles * kPerFile + 63) / 64);
+  slow->Release();
+  scrape.join();
 }
 
 }  // namespace

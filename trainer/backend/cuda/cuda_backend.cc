@@ -29,6 +29,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -206,6 +207,8 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     if (cudaSetDevice(device_) != cudaSuccess) return;
     if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+    if (span_begin_ != nullptr) (void)cudaEventDestroy(span_begin_);
+    if (span_end_ != nullptr) (void)cudaEventDestroy(span_end_);
     if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
     if (partials_ != nullptr) (void)cudaFree(partials_);
     if (upload_.data != nullptr) (void)cudaFreeHost(upload_.data);
@@ -232,6 +235,8 @@ class CudaBackend final : public Backend {
                          cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)));
     RETURN_IF_ERROR(Cublas(kOp, "cublasCreate", cublasCreate(&cublas_)));
     RETURN_IF_ERROR(Cublas(kOp, "cublasSetStream", cublasSetStream(cublas_, stream_)));
+    RETURN_IF_ERROR(Cuda(kOp, "cudaEventCreate", cudaEventCreate(&span_begin_)));
+    RETURN_IF_ERROR(Cuda(kOp, "cudaEventCreate", cudaEventCreate(&span_end_)));
     // kLossPartials first-pass sums, then the total.
     void* partials = nullptr;
     RETURN_IF_ERROR(
@@ -254,7 +259,33 @@ class CudaBackend final : public Backend {
     s.memory_total_bytes = total_bytes;
     s.memory_used_bytes = total_bytes - free_bytes;
     s.utilization = Nvml::Get().Utilization(device_);
+    s.busy_seconds = static_cast<double>(busy_ns_.load(std::memory_order_relaxed)) * 1e-9;
     return s;
+  }
+
+  // ---- Device time.
+
+  absl::Status BeginSpan() override {
+    RETURN_IF_ERROR(Use("BeginSpan"));
+    RETURN_IF_ERROR(Cuda("BeginSpan", "cudaEventRecord", cudaEventRecord(span_begin_, stream_)));
+    span_open_ = true;
+    return absl::OkStatus();
+  }
+
+  absl::Status EndSpan() override {
+    constexpr absl::string_view kOp = "EndSpan";
+    if (!span_open_)
+      return absl::FailedPreconditionError("cuda backend: EndSpan without BeginSpan");
+    span_open_ = false;
+    RETURN_IF_ERROR(Use(kOp));
+    RETURN_IF_ERROR(Cuda(kOp, "cudaEventRecord", cudaEventRecord(span_end_, stream_)));
+    RETURN_IF_ERROR(Cuda(kOp, "cudaEventSynchronize", cudaEventSynchronize(span_end_)));
+    float ms = 0;
+    RETURN_IF_ERROR(
+        Cuda(kOp, "cudaEventElapsedTime", cudaEventElapsedTime(&ms, span_begin_, span_end_)));
+    busy_ns_.fetch_add(static_cast<int64_t>(static_cast<double>(ms) * 1e6),
+                       std::memory_order_relaxed);
+    return absl::OkStatus();
   }
 
   // ---- Memory.
@@ -659,6 +690,10 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   double* partials_ = nullptr;  // device: the loss reduction's scratch and result
+  cudaEvent_t span_begin_ = nullptr, span_end_ = nullptr;
+
+  bool span_open_ = false;           // the ops' thread only
+  std::atomic<int64_t> busy_ns_{0};  // read by device_stats() on any thread
 
   // Staging, reused across ops.
   Pinned upload_;

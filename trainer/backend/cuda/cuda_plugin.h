@@ -37,7 +37,7 @@ struct CudaBackendOptions {
 
 // Bump whenever backend.h, op_types.h, CudaBackendOptions or the factory's
 // signature change: the loader refuses a plugin with another version.
-inline constexpr uint32_t kCudaPluginAbiVersion = 2;
+inline constexpr uint32_t kCudaPluginAbiVersion = 3;
 
 inline constexpr char kCudaPluginFile[] = "libbrook_backend_cuda.so";
 inline constexpr char kCudaPluginFactorySymbol[] = "BrookCreateCudaBackend";

@@ -157,6 +157,7 @@ absl::Status ModelBase::Step(const ModelBatch& batch,
   batch_ = n;
   step_seed_ = Mix64(spec_.seed, batch.step);
   Backend* be = backend_;
+  RETURN_IF_ERROR(be->BeginSpan());
   RETURN_IF_ERROR(Reserve(&dense_, batch.dense.size()));
   RETURN_IF_ERROR(be->Upload(batch.dense, dense_.get(), 0));
   RETURN_IF_ERROR(Reserve(&labels_, n));
@@ -212,7 +213,8 @@ absl::Status ModelBase::Step(const ModelBatch& batch,
       RETURN_IF_ERROR(be->Download(*param_grads_[v], 0, absl::MakeSpan(out->dense_grads[v])));
     }
   }
-  return be->Download(*predictions_, 0, absl::MakeSpan(out->predictions));
+  RETURN_IF_ERROR(be->Download(*predictions_, 0, absl::MakeSpan(out->predictions)));
+  return be->EndSpan();
 }
 
 // ---- Mlp.

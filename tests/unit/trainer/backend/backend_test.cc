@@ -10,6 +10,7 @@
 #include "trainer/backend/backend.h"
 
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -513,6 +514,61 @@ TEST_P(BackendTest, DeviceStatsDescribeTheGpuAndNothingForTheCpu) {
   } else {
     std::printf("no NVML here: utilization not reported\n");
   }
+}
+
+// The GPU idle share of `brook bench trainer`: device time is counted inside
+// BeginSpan..EndSpan only, never more than the host waited for it, and not
+// for the host's time between spans.
+TEST_P(BackendTest, SpansCountTheDeviceTimeOfTheirOpsOnly) {
+  const int64_t n = GetParam().device == "cpu" ? 32 : 1024;
+  auto a = Floats(Random(n * n)), b = Floats(Random(n * n)), c = Floats(Random(n * n));
+  auto busy = [&] {
+    const std::optional<DeviceStats> s = backend_->device_stats();
+    return s.has_value() ? s->busy_seconds : -1.0;
+  };
+  auto gemms = [&](int count) {
+    for (int i = 0; i < count; ++i) {
+      ASSERT_TRUE(backend_->Gemm(false, false, n, n, n, 1.0f, *a, *b, 0.0f, c.get()).ok());
+    }
+  };
+  if (GetParam().device == "cpu") {
+    EXPECT_TRUE(backend_->BeginSpan().ok());
+    gemms(1);
+    EXPECT_TRUE(backend_->EndSpan().ok());
+    EXPECT_FALSE(backend_->device_stats().has_value());
+    return;
+  }
+  ASSERT_TRUE(backend_->Synchronize().ok());
+  const double b0 = busy();
+  ASSERT_GE(b0, 0);
+  // Work outside a span is not counted.
+  gemms(5);
+  ASSERT_TRUE(backend_->Synchronize().ok());
+  EXPECT_EQ(busy(), b0);
+  // A restarted span counts once, from its second BeginSpan.
+  ASSERT_TRUE(backend_->BeginSpan().ok());
+  gemms(20);
+  ASSERT_TRUE(backend_->Synchronize().ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(backend_->BeginSpan().ok());
+  gemms(20);  // 20 x 2 GFLOP: milliseconds on any GPU
+  ASSERT_TRUE(backend_->EndSpan().ok());
+  const double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double b1 = busy();
+  EXPECT_GT(b1 - b0, 0);
+  EXPECT_LE(b1 - b0, host * 1.01 + 1e-5);
+  // The host's sleep between two spans is idle time, not busy time.
+  ASSERT_TRUE(backend_->BeginSpan().ok());
+  gemms(1);
+  ASSERT_TRUE(backend_->EndSpan().ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(backend_->BeginSpan().ok());
+  gemms(1);
+  ASSERT_TRUE(backend_->EndSpan().ok());
+  EXPECT_LT(busy() - b1, 0.1);
+  EXPECT_EQ(backend_->EndSpan().code(), absl::StatusCode::kFailedPrecondition);
+  std::printf("20 gemms %lldx%lldx%lld: %.3f ms device, %.3f ms host\n", static_cast<long long>(n),
+              static_cast<long long>(n), static_cast<long long>(n), (b1 - b0) * 1e3, host * 1e3);
 }
 
 TEST_P(BackendTest, BufferMemoryOpsCheckBounds) {
