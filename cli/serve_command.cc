@@ -253,8 +253,9 @@ void RegisterServe(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--memory-limit", f->memory_limit,
                   "Bytes of embedding rows held in memory, e.g. 2GiB, counted as brook ps "
-                  "counts them (weights, optimizer slots, index entry; each table's arena adds a "
-                  "fixed overhead); past it rows live in RocksDB under --data-dir. Empty or 0: "
+                  "counts them (header, weights and index entry: a served row keeps no optimizer "
+                  "slots; each table's arena adds a fixed overhead); past it rows live in RocksDB "
+                  "under --data-dir. Empty or 0: "
                   "every row in memory")
       ->envname("BROOK_SERVE_MEMORY_LIMIT");
   cmd->add_option("--data-dir", o.servable.data_dir,

@@ -165,8 +165,10 @@ absl::Status ParameterServer::CreateTable(const TableOptions& requested) {
   return state_->LogAndSync([&](v1::WalEntry* e) { ToProto(options, e->mutable_create_table()); });
 }
 
-absl::StatusOr<bool> ParameterServer::CreateTableLocked(const TableOptions& options,
+absl::StatusOr<bool> ParameterServer::CreateTableLocked(const TableOptions& requested,
                                                         bool cold_rows_exist) {
+  TableOptions options = requested;
+  if (options_.weights_only) options.optimizer = OptimizerOptions{};
   // One writer lock over check, stale-family drop and insert: a concurrent
   // creation of the same new table must not drop the family after this
   // table has spilled into it.

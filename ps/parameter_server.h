@@ -70,6 +70,11 @@ struct ParameterServerOptions {
   // which dense variables each push changed, newest kept, for a follower
   // (a serving replica) to copy only those. 0: off.
   uint64_t change_log_bytes = 64ull << 20;
+  // A serving copy: tables hold weights only. Every table is created (and
+  // restored) with plain SGD, whose rows carry no optimizer slots, and a
+  // restore skips the slots the checkpoint holds: Adam's two would triple
+  // the memory of rows that are only read. Pushes still apply (as SGD).
+  bool weights_only = false;
 };
 
 // What changed on one PS since a position of its change log

@@ -258,17 +258,34 @@ absl::StatusOr<size_t> RowBytesOf(const v1::RowBlock& b, const std::string& part
   return row_bytes;
 }
 
-// Buffers owned rows of one table and imports them in batches.
+// The bytes of one stored row of a table with options `o` (Table's layout:
+// header, weights, optimizer slots).
+absl::StatusOr<size_t> StoredRowBytes(int dim, const OptimizerOptions& o) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, CreateOptimizer(o));
+  return sizeof(RowHeader) + static_cast<size_t>(dim + optimizer->SlotFloats(dim)) * sizeof(float);
+}
+
+// Buffers owned rows of one table and imports them in batches. Rows come as
+// the checkpoint stored them (`source_row_bytes`, the checkpoint's options);
+// the table may keep fewer (weights_only: header and weights, no slots).
 class RowImporter {
  public:
-  RowImporter(Table* table, const Owner& owner) : table_(table), owner_(owner) {}
+  RowImporter(Table* table, const Owner& owner, size_t source_row_bytes)
+      : table_(table),
+        owner_(owner),
+        source_row_bytes_(source_row_bytes),
+        row_bytes_(std::min(source_row_bytes, table->stored_row_bytes())) {}
   absl::Status Add(const char* row, size_t row_bytes) {
+    if (row_bytes != source_row_bytes_) {
+      return absl::DataLossError(absl::StrCat("table '", table_->options().name, "': a row of ",
+                                              row_bytes, " bytes, its options say ",
+                                              source_row_bytes_));
+    }
     uint64_t key;
     std::memcpy(&key, row, sizeof(key));
     if (!owner_.Owns(key)) return absl::OkStatus();
-    row_bytes_ = row_bytes;
-    buffer_.insert(buffer_.end(), row, row + row_bytes);
-    if (buffer_.size() >= kImportBatch * row_bytes) return Flush();
+    buffer_.insert(buffer_.end(), row, row + row_bytes_);
+    if (buffer_.size() >= kImportBatch * row_bytes_) return Flush();
     return absl::OkStatus();
   }
   absl::Status Flush() {
@@ -284,7 +301,8 @@ class RowImporter {
  private:
   Table* table_;
   Owner owner_;
-  size_t row_bytes_ = 0;
+  const size_t source_row_bytes_;
+  const size_t row_bytes_;  // of each row kept
   std::vector<char> buffer_;
   uint64_t rows_ = 0;
 };
@@ -1004,8 +1022,8 @@ absl::Status ParameterServer::ImportPartRocksDb(const RestorePlan& plan, const s
   for (const auto& [name, o] : plan.tables) {
     if (!old->HasColumnFamily(internal::TableFamily(name))) continue;
     ASSIGN_OR_RETURN(std::shared_ptr<Table> t, state_->FindTable(name));
-    RowImporter importer(t.get(), Owner(name, plan.me, plan.shards));
-    const size_t row_bytes = t->stored_row_bytes();
+    ASSIGN_OR_RETURN(const size_t row_bytes, StoredRowBytes(o.dim, o.optimizer));
+    RowImporter importer(t.get(), Owner(name, plan.me, plan.shards), row_bytes);
     // A named reference for the lambda: clang 14 (the fuzz build's compiler)
     // cannot capture a structured binding.
     const std::string& table_name = name;
@@ -1043,9 +1061,12 @@ absl::Status ParameterServer::ImportPartRowsFile(const RestorePlan& plan, const 
         if (it == importers.end()) {
           ASSIGN_OR_RETURN(std::shared_ptr<Table> t, state_->FindTable(b.table()));
           held.push_back(t);
+          const TableOptions& o = plan.tables.find(b.table())->second;
+          ASSIGN_OR_RETURN(const size_t source_bytes, StoredRowBytes(o.dim, o.optimizer));
           it = importers
-                   .emplace(b.table(), std::make_unique<RowImporter>(
-                                           t.get(), Owner(b.table(), plan.me, plan.shards)))
+                   .emplace(b.table(),
+                            std::make_unique<RowImporter>(
+                                t.get(), Owner(b.table(), plan.me, plan.shards), source_bytes))
                    .first;
         }
         if (!b.deleted_keys().empty()) {
@@ -1267,7 +1288,14 @@ absl::StatusOr<ImportInfo> ParameterServer::ImportTables(const ImportOptions& op
         }
       }
       ASSIGN_OR_RETURN(p.target, state_->FindTable(p.to));
-      p.importer = std::make_unique<RowImporter>(p.target.get(), Owner(p.to, me, shards));
+      // Rows reach the importer as stored (slots kept) or re-laid as the
+      // target stores them (AddImportedRow).
+      size_t source_bytes = p.target->stored_row_bytes();
+      if (p.slots) {
+        ASSIGN_OR_RETURN(source_bytes, StoredRowBytes(p.source_dim, p.source_optimizer));
+      }
+      p.importer =
+          std::make_unique<RowImporter>(p.target.get(), Owner(p.to, me, shards), source_bytes);
     }
     by_source[p.from] = &p;
   }

@@ -83,6 +83,7 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& dir,
   ps::ParameterServerOptions po;
   po.memory_limit_bytes = options.memory_limit_bytes;
   po.change_log_bytes = 0;  // nobody follows a serving copy
+  po.weights_only = true;   // no optimizer slots: nothing trains here
   if (options.memory_limit_bytes > 0) {
     std::error_code ec;
     fs::remove_all(options.data_dir, ec);
@@ -252,6 +253,7 @@ ServableStats Servable::Stats() const {
     st.rows_in_rocksdb += t.cold_rows;
     st.bytes_in_memory += t.memory_bytes;
   }
+  st.row_bytes_in_memory = s.memory_used_bytes;
   return st;
 }
 

@@ -56,7 +56,10 @@ struct ServableOptions {
 struct ServableStats {
   uint64_t rows_in_memory = 0;
   uint64_t rows_in_rocksdb = 0;
-  uint64_t bytes_in_memory = 0;
+  uint64_t bytes_in_memory = 0;  // the tables', their arenas' overhead included
+  // Of bytes_in_memory: the rows' own, as --memory-limit counts them (header,
+  // weights, index entry; no optimizer slots).
+  uint64_t row_bytes_in_memory = 0;
 };
 
 class Servable {

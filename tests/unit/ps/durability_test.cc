@@ -594,6 +594,54 @@ TEST(RestoreTest, SizesEachStripesIndexOnceBeforeImporting) {
   ExpectSameRows(Dump(restored, "emb"), Dump(ps, "emb"));
 }
 
+// A serving copy (weights_only) keeps the weights and none of the optimizer
+// slots: a restore of an Adam table, most of its rows from the checkpoint's
+// RocksDB part, serves every weight at about a third of the bytes, and the
+// table takes its original options again (a client declaring it).
+TEST(RestoreTest, AWeightsOnlyPsKeepsEveryWeightAndNoOptimizerSlots) {
+  testing::TempDir dir;
+  auto ps = OpenOrDie(DurableOptions(dir.Join("data")));
+  ASSERT_NE(ps, nullptr);
+  PS_ASSERT_OK(ps->CreateTable(AdamTable("emb", 200)));
+  PS_ASSERT_OK(ps->CreateDense(Dense("w", 5)));
+  PushScript script(3000, 100, 9);
+  PS_ASSERT_OK(script.Run(*ps, "emb", 30));
+  PS_ASSERT_OK(ps->PushDense("w", std::vector<float>(5, 0.5f), {}));
+  EXPECT_GT(StatsOf(*ps, "emb").tier_evictions, 0u);
+  CheckpointOptions full;
+  full.dir = dir.Join("full");
+  ASSERT_TRUE(ps->Checkpoint(full).ok());
+
+  ParameterServer normal({});
+  ASSERT_TRUE(normal.Restore(full.dir).ok());
+  ParameterServerOptions o;
+  o.weights_only = true;
+  ParameterServer serving(o);
+  absl::StatusOr<RestoreInfo> r = serving.Restore(full.dir);
+  ASSERT_TRUE(r.ok()) << r.status();
+
+  const Rows all = Dump(normal, "emb"), weights = Dump(serving, "emb");
+  ASSERT_EQ(weights.size(), all.size());
+  ASSERT_GT(all.size(), 1000u);
+  for (const auto& [key, row] : all) {
+    ASSERT_GE(row.size(), 3u * kDim);  // Adam: weights, m, v (and a step count)
+    auto it = weights.find(key);
+    ASSERT_NE(it, weights.end()) << key;
+    ASSERT_EQ(it->second, std::vector<float>(row.begin(), row.begin() + kDim)) << key;
+  }
+  const TableStats a = StatsOf(normal, "emb"), b = StatsOf(serving, "emb");
+  EXPECT_EQ(b.rows, a.rows);
+  EXPECT_LT(b.memory_bytes, a.memory_bytes * 6 / 10) << a.memory_bytes << " vs " << b.memory_bytes;
+  EXPECT_EQ(PullDenseOrDie(serving, "w", 5), PullDenseOrDie(normal, "w", 5));
+  PS_EXPECT_CODE(serving.CreateTable(AdamTable("emb", 200)), absl::StatusCode::kOk);
+  // A follower sets rows (this memory-only copy is past the table's budget:
+  // rows it holds).
+  const std::vector<uint64_t> keys = {all.begin()->first, all.rbegin()->first};
+  const std::vector<float> set(keys.size() * kDim, 0.25f);
+  PS_ASSERT_OK(serving.AssignRows("emb", keys, set));
+  EXPECT_EQ(PullOrDie(serving, "emb", keys, kDim), set);
+}
+
 TEST(RestoreTest, ReshardsTwoToThreeAndThreeToTwo) {
   testing::TempDir dir;
   // The 2-shard source keeps most rows in RocksDB (the rocksdb/ part of the

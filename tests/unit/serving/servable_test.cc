@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "chief/export/model_export.h"
+#include "ps/parameter_server.h"
 #include "storage/tfrecord.h"
 #include "tensorflow/example.pb.h"
 #include "tests/testing/ps_rpc_testing.h"
@@ -80,6 +82,36 @@ TEST_F(ServableTest, ScoresEqualBrookPredict) {
   const ServableStats st = (*s)->Stats();
   EXPECT_GE(st.rows_in_memory, 58u);  // 50 ids + 8 tags, deep and wide tables
   EXPECT_EQ(st.rows_in_rocksdb, 0u);
+}
+
+// A served row holds its weights only: the export's Adagrad accumulators
+// (one float per weight) are skipped when it loads.
+TEST_F(ServableTest, RowsKeepNoOptimizerSlots) {
+  auto s = Servable::Load(dir_->Join("export"), 1, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  ps::ParameterServer trained({});
+  ASSERT_TRUE(
+      trained
+          .Restore((std::filesystem::path(dir_->Join("export")) / chief::kExportTablesDir).string())
+          .ok());
+  uint64_t rows = 0, slot_floats = 0, weight_floats = 0;
+  for (const ps::TableStats& t : trained.Stats().tables) {
+    rows += t.rows;
+    BROOK_ASSERT_OK(trained.ScanTable(
+        t.name, [&](uint64_t, absl::Span<const float> w, absl::Span<const float> slots) {
+          weight_floats += w.size();
+          slot_floats += slots.size();
+        }));
+  }
+  ASSERT_EQ(slot_floats, weight_floats);  // Adagrad: one accumulator a weight
+  const ServableStats st = (*s)->Stats();
+  EXPECT_EQ(st.rows_in_memory, rows);
+  // Per row: 16 B header, the weights (8-aligned), a 12 B index entry.
+  const uint64_t trained_bytes = trained.Stats().memory_used_bytes;
+  EXPECT_LT(st.row_bytes_in_memory, trained_bytes);
+  EXPECT_LE(st.row_bytes_in_memory, rows * (16 + 12 + 4) + weight_floats * 4)
+      << "served " << st.row_bytes_in_memory << " B vs trained " << trained_bytes;
+  ExpectScoresMatchOffline(**s);
 }
 
 TEST_F(ServableTest, RowsPastTheMemoryLimitServeFromRocksDb) {
