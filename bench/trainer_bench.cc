@@ -113,7 +113,7 @@ absl::StatusOr<double> ComputeAlone(const TrainerBenchOptions& o, const Setup& s
     pulled.push_back(std::move(p));
   }
   pipeline->Cancel();
-  if (pulled.empty()) return absl::InvalidArgumentError("trainer bench: no training data");
+  if (pulled.empty()) return absl::InvalidArgumentError("no training data");
   const std::vector<absl::Span<const float>> param_views(params.begin(), params.end());
   std::vector<absl::Span<const float>> row_views;
   trainer::StepResult result;
@@ -208,19 +208,27 @@ nlohmann::json RunJson(const TrainRun& r, double ceiling) {
   return j;
 }
 
-// The backends of --device, split at commas; each named once.
-absl::StatusOr<std::vector<std::string>> Devices(const std::string& list) {
-  std::vector<std::string> devices;
+// The backends of --device, split at commas, each checked (spelling, and
+// --gemm-math on the cpu) and named once: "cuda" and "cuda:0" are one GPU.
+absl::StatusOr<std::vector<std::string>> Devices(const std::string& list,
+                                                 trainer::CudaGemmMath gemm_math) {
+  std::vector<std::string> devices, canonical;
   for (const std::string& d : std::vector<std::string>(absl::StrSplit(list, ','))) {
     if (d.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("trainer bench: --device '", list, "' has an empty entry"));
+          absl::StrCat("--device: an empty entry in '", list.substr(0, 64), "'"));
     }
-    if (std::find(devices.begin(), devices.end(), d) != devices.end()) {
+    const absl::StatusOr<trainer::DeviceName> parsed = trainer::ParseDevice(d, gemm_math);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--device: ", parsed.status().message()));
+    }
+    const trainer::DeviceName& name = *parsed;
+    if (std::find(canonical.begin(), canonical.end(), name.Canonical()) != canonical.end()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("trainer bench: --device names '", d, "' twice"));
+          absl::StrCat("--device names ", name.Canonical(), " twice ('", d, "')"));
     }
-    devices.emplace_back(d);
+    canonical.push_back(name.Canonical());
+    devices.push_back(d);
   }
   return devices;
 }
@@ -242,7 +250,7 @@ absl::StatusOr<std::string> CriteoModelYaml(const std::string& model) {
         "model: {type: dlrm, embedding_dim: 16, bottom: [64], top: [256, 128], activation: relu}\n";
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("trainer bench: unknown model '", model, "' (wide_deep, deepfm or dlrm)"));
+        absl::StrCat("unknown model '", model, "' (wide_deep, deepfm or dlrm)"));
   }
   std::string yaml = head + "sparse:\n";
   for (int i = 1; i <= kNumCategorical; ++i) absl::StrAppend(&yaml, "  - {feature: C", i, "}\n");
@@ -256,13 +264,13 @@ absl::StatusOr<std::string> CriteoModelYaml(const std::string& model) {
 absl::Status RunTrainerBench(const TrainerBenchOptions& o, std::ostream& out,
                              nlohmann::json* result) {
   if (o.examples < o.batch_size || o.batch_size <= 0 || o.ps_shards <= 0 || o.staleness < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "trainer bench: need --examples >= --batch-size > 0, --ps-shards > 0, --staleness >= 0 (",
-        o.examples, ", ", o.batch_size, ", ", o.ps_shards, ", ", o.staleness, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("need --examples >= --batch-size > 0, --ps-shards > 0, --staleness >= 0 (",
+                     o.examples, ", ", o.batch_size, ", ", o.ps_shards, ", ", o.staleness, ")"));
   }
   for (const std::string& m : o.models) RETURN_IF_ERROR(CriteoModelYaml(m).status());
-  ASSIGN_OR_RETURN(const std::vector<std::string> devices, Devices(o.device));
   ASSIGN_OR_RETURN(const trainer::CudaGemmMath gemm_math, trainer::ParseGemmMath(o.gemm_math));
+  ASSIGN_OR_RETURN(const std::vector<std::string> devices, Devices(o.device, gemm_math));
   // Every backend before the data: a missing GPU fails in a second.
   trainer::CpuBackendOptions cpu;
   cpu.num_threads = o.backend_threads;

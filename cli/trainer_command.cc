@@ -852,6 +852,12 @@ void RegisterTrainer(CLI::App& app, int* exit_code) {
     }
     if (*check_config) {
       absl::Status s = f->tls.ValidateForClient();
+      // The device as the run names it (the run opens it: a GPU is not
+      // needed to check a config).
+      if (s.ok()) {
+        absl::StatusOr<trainer::CudaGemmMath> math = trainer::ParseGemmMath(f->gemm_math);
+        s = math.ok() ? trainer::ParseDevice(f->device, *math).status() : math.status();
+      }
       if (s.ok()) s = f->token.Resolve().status();
       // With --chief the PS addresses come from the chief: checked when known.
       if (s.ok()) {

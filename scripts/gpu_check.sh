@@ -43,8 +43,12 @@ NO_GPU=${BROOK_GPU_CHECK_NO_GPU:-0}
 BUDGET=${BROOK_GPU_CHECK_BUDGET:-540}
 OUT=${OUT:-$(mktemp -d /tmp/gpu-check-out.XXXXXX)}
 case "$OUT" in /*) ;; *) OUT="$OLDPWD/$OUT" ;; esac  # relative to the caller, not the repo
-if ! mkdir -p "$OUT" 2>/dev/null || ! : >"$OUT/summary.txt" 2>/dev/null; then
+if ! mkdir -p "$OUT" 2>/dev/null || ! { : >"$OUT/summary.txt"; } 2>/dev/null; then
   echo "gpu_check: cannot write to OUT=$OUT" >&2
+  exit 1
+fi
+if ! [[ "$BUDGET" =~ ^[0-9]+$ ]]; then
+  echo "gpu_check: FAIL: BROOK_GPU_CHECK_BUDGET=$BUDGET: want whole seconds" | tee -a "$OUT/summary.txt" >&2
   exit 1
 fi
 G=${BROOK_GPU_BUNDLE:-.gpu}
@@ -65,6 +69,13 @@ limit() {
   echo $(($1 < l ? $1 : l))
 }
 over_budget() { [ $(($(date +%s) - T0)) -ge "$BUDGET" ]; }
+# How a process run under `timeout N` ended, for a FAIL line: rc seconds.
+ended() {
+  case "$1" in
+    124 | 137) echo "killed after $2 s: its time limit" ;;
+    *) echo "exit $1" ;;
+  esac
+}
 say() { echo "gpu_check: $*" | tee -a "$OUT/summary.txt"; }
 fail() {
   say "FAIL: $*"
@@ -175,6 +186,7 @@ while read -r name; do
   timeout -k 5 "$t" "$TESTS" --gtest_filter="$name" --gtest_output="json:$W/json/$i.json" \
     >"$W/logs/$i.log" 2>&1
   rc=$?
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then echo "----- $(ended "$rc" "$t")" >>"$W/logs/$i.log"; fi
   if [ "$rc" -ne 0 ] && [ "$NO_GPU" != 1 ] && [ "$reruns" -lt 3 ]; then
     reruns=$((reruns + 1))
     # Where the fault really was: synchronous launches name the kernel.
@@ -240,8 +252,11 @@ PY
 
 step "4. brook trainer, cpu then cuda (fp32, tf32), /metrics scraped during the cuda runs"
 : >"$OUT/trainer.log"
-timeout "$(limit 120)" "$BROOK" data gen --out "$W/ctr" --train 60000 --test 10000 --shards 2 \
-  --seed 7 >>"$OUT/trainer.log" 2>&1 || fail "brook data gen (trainer.log)"
+lim=$(limit 120)
+timeout -k 5 "$lim" "$BROOK" data gen --out "$W/ctr" --train 60000 --test 10000 --shards 2 \
+  --seed 7 >>"$OUT/trainer.log" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] || fail "brook data gen: $(ended "$rc" "$lim") (trainer.log)"
 {
   echo "model: {type: dlrm, embedding_dim: 16, bottom: [64], top: [128, 64], dropout: 0.1}"
   echo "sparse:"
@@ -259,7 +274,8 @@ for run in $runs; do
   device=${run%-tf32}
   math=fp32
   [ "$run" != "$device" ] && math=tf32
-  timeout -k 5 "$(limit 150)" "$BROOK" trainer --device "$device" --gemm-math "$math" --local-ps 1 \
+  lim=$(limit 150)
+  timeout -k 5 "$lim" "$BROOK" trainer --device "$device" --gemm-math "$math" --local-ps 1 \
     --spec "$W/ctr/feature_spec.yaml" \
     --model "$W/dlrm.yaml" --data "$W/ctr/train-*.tfrecord" \
     --eval-data "$W/ctr/test-*.tfrecord" --batch-size 512 --staleness 0 \
@@ -279,7 +295,10 @@ PY
     fi
     sleep 0.2
   done
-  wait "$pid" || fail "brook trainer --device $device --gemm-math $math (trainer.log)"
+  wait "$pid"
+  rc=$?
+  [ "$rc" -eq 0 ] ||
+    fail "brook trainer --device $device --gemm-math $math: $(ended "$rc" "$lim") (trainer.log)"
   {
     echo "===== $run: $scrapes scrapes of /metrics while training"
     tail -n 40 "$W/$run.err"
@@ -335,6 +354,7 @@ step "5. brook bench trainer"
 # bytes/s, the GPU idle share from CUDA events); a second the tf32 GEMMs.
 : >"$OUT/bench.txt"
 benches="cpu,cuda:fp32 cuda:tf32"
+BENCH_EXAMPLES=100000
 [ "$NO_GPU" = 1 ] && benches="cpu:fp32"
 for bench in $benches; do
   devices=${bench%:*}
@@ -345,47 +365,92 @@ for bench in $benches; do
   fi
   echo "===== --device $devices --gemm-math $math" >>"$OUT/bench.txt"
   out="$W/bench-${devices/,/-}-$math.txt"
-  timeout -k 5 "$(limit 200)" "$BROOK" bench trainer --device "$devices" --gemm-math "$math" \
-    --examples 100000 --models dlrm --json >"$out" 2>&1 ||
-    fail "brook bench trainer --device $devices --gemm-math $math (bench.txt)"
+  lim=$(limit 200)
+  timeout -k 5 "$lim" "$BROOK" bench trainer --device "$devices" --gemm-math "$math" \
+    --examples "$BENCH_EXAMPLES" --batch-size 512 --models dlrm --json >"$out" 2>&1
+  rc=$?
+  [ "$rc" -eq 0 ] ||
+    fail "brook bench trainer --device $devices --gemm-math $math: $(ended "$rc" "$lim") (bench.txt)"
   cat "$out" >>"$OUT/bench.txt"
-  # Every device has both trainer figures, PS traffic both ways, and a GPU
-  # idle share (0..1) on cuda, none on the cpu.
-  python3 - "$out" "$devices" "$math" <<'PY' | tee -a "$OUT/summary.txt"
-import json, sys
+  # Every device has both trainer figures, every example trained once, shares
+  # in [0, 1], PS traffic both ways, the GEMM math asked for, and a GPU idle
+  # share on cuda (none on the cpu). A bad or missing figure is named.
+  python3 - "$out" "$devices" "$math" "$BENCH_EXAMPLES" 512 <<'PY' | tee -a "$OUT/summary.txt"
+import json, math as m, sys
 path, devices, math = sys.argv[1], sys.argv[2].split(","), sys.argv[3]
-text = open(path).read()
+examples, batch = int(sys.argv[4]), int(sys.argv[5])
+label = f"bench --device {sys.argv[2]} --gemm-math {math}"
+text = open(path, errors="replace").read()
 start = text.rfind("\n{\n")
 try:
     result = json.loads(text[start + 1:]) if start >= 0 else None
 except ValueError:
     result = None
-if result is None:
-    print(f"bench {','.join(devices)} {math}: no JSON figures (bench.txt)")
+if not isinstance(result, dict):
+    print(f"{label}: no JSON figures (bench.txt)")
     sys.exit(1)
-ok = True
+bad = []
+def number(where, v, lo=None, hi=None):
+    """v if a finite number (not a boolean) within [lo, hi], else None and a complaint."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not m.isfinite(v):
+        bad.append(f"{where} = {json.dumps(v)}: not a number")
+        return None
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        bad.append(f"{where} = {v}: outside [{lo}, {hi}]")
+        return None
+    return v
+def get(obj, key, where):
+    if not isinstance(obj, dict) or key not in obj:
+        bad.append(f"{where}.{key}: missing")
+        return None
+    return obj[key]
+if result.get("gemm_math") != math:
+    bad.append(f"gemm_math = {json.dumps(result.get('gemm_math'))}, asked for {math}")
+dlrm = get(get(get(result, "models", "result"), "dlrm", "models"), "devices", "models.dlrm")
 for device in devices:
-    d = result["models"]["dlrm"]["devices"].get(device)
+    d = get(dlrm, device, "models.dlrm.devices")
     if d is None:
-        print(f"bench {device} {math}: missing")
-        ok = False
         continue
-    for path_key in ("in_process", "grpc"):
-        r = d[path_key]
-        idle = r["gpu_idle_share"]
-        good = (r["examples_per_second"] > 0 and r["ps_pull_bytes_per_second"] > 0
-                and r["ps_push_bytes_per_second"] > 0
-                and ((idle is None) if device == "cpu" else (idle is not None and 0 <= idle <= 1)))
-        ok &= good
+    compute = number(f"{device}.compute_alone_examples_per_second",
+                     get(d, "compute_alone_examples_per_second", device), lo=1e-9)
+    for key in ("in_process", "grpc"):
+        where = f"{device}.{key}"
+        r = get(d, key, device)
+        if r is None:
+            continue
+        fields = {f: get(r, f, where) for f in (
+            "examples_per_second", "of_ceiling", "examples", "steps", "input_wait_share",
+            "ps_wait_share", "compute_share", "ps_pull_bytes_per_second",
+            "ps_push_bytes_per_second", "gpu_idle_share")}
+        eps = number(f"{where}.examples_per_second", fields["examples_per_second"], lo=1e-9)
+        if fields["examples"] != examples:
+            bad.append(f"{where}.examples = {json.dumps(fields['examples'])}, not {examples}")
+        if fields["steps"] != -(-examples // batch):
+            bad.append(f"{where}.steps = {json.dumps(fields['steps'])}, not {-(-examples // batch)}")
+        shares = {s: number(f"{where}.{s}", fields[s], 0, 1.01)
+                  for s in ("input_wait_share", "ps_wait_share", "compute_share")}
+        pull = number(f"{where}.ps_pull_bytes_per_second", fields["ps_pull_bytes_per_second"], lo=1)
+        push = number(f"{where}.ps_push_bytes_per_second", fields["ps_push_bytes_per_second"], lo=1)
+        idle = fields["gpu_idle_share"]
+        if device == "cpu":
+            if idle is not None:
+                bad.append(f"{where}.gpu_idle_share = {json.dumps(idle)} on the cpu")
+        else:
+            idle = number(f"{where}.gpu_idle_share", idle, 0, 1)
+        if eps is None or None in shares.values() or pull is None or push is None:
+            continue
         idle_text = "-" if idle is None else f"{100 * idle:.1f}%"
-        print(f"bench {device} {math} {path_key}: {r['examples_per_second']:.0f} examples/s "
-              f"({100 * r['of_ceiling']:.0f}% of its ceiling; compute alone {d['compute_alone_examples_per_second']:.0f}) "
-              f"PS wait {100 * r['ps_wait_share']:.1f}%, GPU idle {idle_text}, "
-              f"from/to PS {r['ps_pull_bytes_per_second'] / 1e6:.1f}/"
-              f"{r['ps_push_bytes_per_second'] / 1e6:.1f} MB/s{'' if good else '  BAD FIGURES'}")
-sys.exit(0 if ok else 1)
+        of = number(f"{where}.of_ceiling", fields["of_ceiling"], lo=0) or 0
+        print(f"bench {device} {math} {key}: {eps:.0f} examples/s ({100 * of:.0f}% of its "
+              f"ceiling; compute alone {compute or 0:.0f}), PS wait "
+              f"{100 * shares['ps_wait_share']:.1f}%, GPU idle {idle_text}, from/to PS "
+              f"{pull / 1e6:.1f}/{push / 1e6:.1f} MB/s")
+for b in bad:
+    print(f"{label}: bad figure: {b}")
+sys.exit(1 if bad else 0)
 PY
-  [ "${PIPESTATUS[0]}" -eq 0 ] || fail "brook bench trainer --device $devices --gemm-math $math figures (bench.txt)"
+  [ "${PIPESTATUS[0]}" -eq 0 ] ||
+    fail "brook bench trainer --device $devices --gemm-math $math: figures (above, bench.txt)"
 done
 
 step "done"

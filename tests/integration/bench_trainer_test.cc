@@ -67,13 +67,18 @@ TEST(BenchTrainer, TinyRunReportsEveryFigureAndNamesTheBottleneck) {
 // opened fails before any data is generated.
 TEST(BenchTrainer, DeviceListsAreCheckedBeforeAnyWork) {
   testing::TempDir work;
-  for (const char* bad : {"cpu,cpu", "cpu,", ",cpu"}) {
+  // "cuda" and "cuda:00" are cuda:0: named twice even without a GPU.
+  for (const char* bad : {"cpu,cpu", "cpu,", ",cpu", "cuda,cuda:0", "cuda:0,cuda:00", "gpu"}) {
     SCOPED_TRACE(bad);
     auto r = RunCommand(
         {BrookBinary(), "bench", "trainer", "--device", bad, "--work-dir", work.path()}, 60);
     EXPECT_EQ(r.exit_code, 2) << r.output;
     EXPECT_NE(r.output.find("--device"), std::string::npos) << r.output;
   }
+  auto math =
+      RunCommand({BrookBinary(), "bench", "trainer", "--device", "cpu", "--gemm-math", "tf32"}, 60);
+  EXPECT_EQ(math.exit_code, 2) << math.output;
+  EXPECT_NE(math.output.find("the cpu device computes in fp32"), std::string::npos) << math.output;
   // No GPU here says so; on a GPU machine there is no cuda:99.
   auto r = RunCommand(
       {BrookBinary(), "bench", "trainer", "--device", "cpu,cuda:99", "--work-dir", work.path()},

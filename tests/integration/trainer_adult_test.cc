@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 
 #include "tests/testing/process.h"
 #include "tests/testing/test_util.h"
@@ -238,6 +239,25 @@ TEST_F(TrainerAdultTest, CheckConfigReadsTheSpecsAndNamesTheBadFile) {
                              dir_->Join("nope.yaml"), "--model", model, "--check-config"});
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
   EXPECT_NE(missing.output.find("nope.yaml"), std::string::npos) << missing.output;
+
+  // The device as the run would name it, without opening it: a GPU is not
+  // needed to check a config for one, and a misspelled one is caught.
+  for (const char* device : {"cuda", "cuda:1"}) {
+    auto r = RunCommand({BrookBinary(), "trainer", "--local-ps", "1", "--spec", spec, "--model",
+                         model, "--device", device, "--gemm-math", "tf32", "--check-config"});
+    EXPECT_EQ(r.exit_code, 0) << device << ": " << r.output;
+  }
+  for (const auto& [device, math, says] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"cpu,cuda", "fp32", "unknown device \"cpu,cuda\""},
+           {"CPU", "fp32", "unknown device \"CPU\""},
+           {"cuda:-1", "fp32", "unknown device \"cuda:-1\""},
+           {"cpu", "bf16", "the cpu device computes in fp32"}}) {
+    auto r = RunCommand({BrookBinary(), "trainer", "--local-ps", "1", "--spec", spec, "--model",
+                         model, "--device", device, "--gemm-math", math, "--check-config"});
+    EXPECT_EQ(r.exit_code, 2) << device << ": " << r.output;
+    EXPECT_NE(r.output.find(says), std::string::npos) << device << ": " << r.output;
+  }
 }
 
 }  // namespace

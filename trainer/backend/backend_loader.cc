@@ -117,31 +117,47 @@ absl::StatusOr<CudaGemmMath> ParseGemmMath(std::string_view name) {
       absl::StrCat("GEMM math \"", std::string(name), "\": want fp32, tf32 or bf16"));
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view device_name,
-                                                       const CpuBackendOptions& cpu,
-                                                       CudaGemmMath gemm_math) {
+std::string DeviceName::Canonical() const {
+  return cuda ? absl::StrCat("cuda:", ordinal) : std::string("cpu");
+}
+
+absl::StatusOr<DeviceName> ParseDevice(std::string_view device_name, CudaGemmMath gemm_math) {
   // Our abseil's string_view is its own type, not std::string_view.
   const absl::string_view device(device_name.data(), device_name.size());
+  DeviceName d;
   if (device == "cpu") {
     if (gemm_math != CudaGemmMath::kFloat32) {
       return absl::InvalidArgumentError(
           "tf32 and bf16 GEMM math are CUDA's (tensor cores): the cpu device computes in fp32");
     }
-    return CreateCpuBackend(cpu);
+    return d;
   }
-  CudaBackendOptions cuda;
-  cuda.gemm_math = gemm_math;
-  if (device == "cuda") return CreateCudaBackend(cuda);
+  d.cuda = true;
+  if (device == "cuda") return d;
   if (absl::StartsWith(device, "cuda:")) {
     const absl::string_view ordinal = device.substr(5);
     if (!ordinal.empty() && ordinal.size() <= 4 &&
         std::all_of(ordinal.begin(), ordinal.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-        absl::SimpleAtoi(ordinal, &cuda.device)) {
-      return CreateCudaBackend(cuda);
+        absl::SimpleAtoi(ordinal, &d.ordinal)) {
+      return d;
     }
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown device \"", device, "\": want cpu, cuda or cuda:N"));
+  constexpr size_t kEcho = 64;  // a name is short; a pasted file is not worth echoing
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown device \"", device.substr(0, kEcho), device.size() > kEcho ? "...(" : "",
+      device.size() > kEcho ? absl::StrCat(device.size(), " bytes)") : "",
+      "\": want cpu, cuda or cuda:N"));
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view device_name,
+                                                       const CpuBackendOptions& cpu,
+                                                       CudaGemmMath gemm_math) {
+  ASSIGN_OR_RETURN(const DeviceName device, ParseDevice(device_name, gemm_math));
+  if (!device.cuda) return CreateCpuBackend(cpu);
+  CudaBackendOptions cuda;
+  cuda.gemm_math = gemm_math;
+  cuda.device = device.ordinal;
+  return CreateCudaBackend(cuda);
 }
 
 }  // namespace brook::trainer

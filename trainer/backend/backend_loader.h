@@ -17,7 +17,9 @@
 // Thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -27,9 +29,21 @@
 
 namespace brook::trainer {
 
-// device: "cpu", "cuda" (device 0) or "cuda:N". InvalidArgument naming the
-// device for any other spelling, and for a gemm_math other than float32 on
-// the CPU. For CUDA see CreateCudaBackend.
+// A device name as `--device` takes it, checked: "cpu", "cuda" (device 0)
+// or "cuda:N". Opens nothing (brook trainer --check-config).
+struct DeviceName {
+  bool cuda = false;
+  int32_t ordinal = 0;  // cuda only
+  // "cpu" or "cuda:N": one spelling per device ("cuda" and "cuda:00" are
+  // "cuda:0").
+  std::string Canonical() const;
+};
+// InvalidArgument naming the device (its first 64 bytes) for any other
+// spelling, and for a gemm_math other than float32 on the CPU.
+absl::StatusOr<DeviceName> ParseDevice(std::string_view device,
+                                       CudaGemmMath gemm_math = CudaGemmMath::kFloat32);
+
+// ParseDevice, then the backend. For CUDA see CreateCudaBackend.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
     std::string_view device, const CpuBackendOptions& cpu,
     CudaGemmMath gemm_math = CudaGemmMath::kFloat32);

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -36,6 +38,31 @@ TEST(BackendLoaderTest, UnknownDeviceIsInvalidArgumentNamingIt) {
     EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument) << device;
     EXPECT_THAT(b.status().message(), HasSubstr(absl::StrCat("\"", device, "\""))) << device;
   }
+}
+
+// ParseDevice checks a name without opening anything (--check-config, the
+// bench's device list) and gives one spelling per device.
+TEST(DeviceNameTest, ParsesEachSpellingToOneCanonicalName) {
+  for (const auto& [given, canonical] :
+       std::vector<std::pair<std::string, std::string>>{{"cpu", "cpu"},
+                                                        {"cuda", "cuda:0"},
+                                                        {"cuda:0", "cuda:0"},
+                                                        {"cuda:00", "cuda:0"},
+                                                        {"cuda:7", "cuda:7"},
+                                                        {"cuda:0012", "cuda:12"}}) {
+    const CudaGemmMath math = given == "cpu" ? CudaGemmMath::kFloat32 : CudaGemmMath::kTf32;
+    absl::StatusOr<DeviceName> d = ParseDevice(given, math);
+    ASSERT_TRUE(d.ok()) << given << ": " << d.status();
+    EXPECT_EQ(d->Canonical(), canonical) << given;
+  }
+  EXPECT_EQ(ParseDevice("cpu", CudaGemmMath::kBf16).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // A long name is echoed in part.
+  const std::string pasted(5000, 'x');
+  absl::StatusOr<DeviceName> d = ParseDevice(pasted);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(d.status().message().size(), 200u);
+  EXPECT_THAT(d.status().message(), HasSubstr("5000 bytes"));
 }
 
 // brook trainer --gemm-math: fp32, tf32, bf16; the fast modes are the
