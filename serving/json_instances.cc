@@ -1,7 +1,8 @@
 // The row form of predict JSON ({"instances": [...]}) read as SAX events
-// (nlohmann::json::sax_parse), straight into each instance's feature
-// columns and then its serialized tf.train.Example: no DOM, no tf::Example,
-// no location strings unless there is an error. 4-5x the DOM path's speed
+// (json_sax.h's reader; nlohmann::json::sax_parse for the words of a syntax
+// error), straight into each instance's feature columns and then its
+// serialized tf.train.Example: no DOM, no tf::Example, no location strings
+// unless there is an error. Several times the DOM path's speed
 // (BENCHMARKS.md, "Serving").
 //
 // It refuses exactly the bodies the DOM path refuses (both are fuzzed
@@ -22,22 +23,23 @@
 #include "absl/strings/str_cat.h"
 #include "common/varint.h"
 #include "serving/json_internal.h"
+#include "serving/json_sax.h"
 
 namespace brook::serving::internal {
 
 namespace {
 
-// tf.train.Example's wire format, written directly.
-void AppendVarint(uint64_t v, std::string* out) {
-  char buf[kMaxVarintBytes];
-  out->append(buf, static_cast<size_t>(PutVarint(buf, v) - buf));
-}
+// tf.train.Example's wire format, written directly: sizes first, then each
+// Example written once into its own string (no intermediate messages).
 
-// Field `field` of wire type 2 (length-delimited), its length `len`.
-void PutLengthDelimited(uint32_t field, size_t len, std::string* out) {
-  AppendVarint((field << 3) | 2, out);
-  AppendVarint(len, out);
+// A length-delimited field's tag and length (every tag here is one byte).
+char* PutLengthDelimited(uint32_t field, size_t len, char* p) {
+  *p++ = static_cast<char>((field << 3) | 2);
+  return PutVarint(p, len);
 }
+// Most lengths and ids here take one byte: that case without bit_width.
+constexpr size_t VarintBytesFast(uint64_t v) { return v < 0x80 ? 1 : VarintBytes(v); }
+constexpr size_t LengthDelimitedBytes(size_t len) { return 1 + VarintBytesFast(len) + len; }
 
 // One feature's values in an instance: its column of the spec.
 struct FeatureValues {
@@ -47,6 +49,9 @@ struct FeatureValues {
   std::vector<uint64_t> ints;
   std::vector<std::string> bytes;  // the first `n_bytes` are this instance's
   size_t n_bytes = 0;
+  size_t payload_bytes = 0;  // EndInstance's sizes
+  size_t feature_bytes = 0;
+  size_t entry_bytes = 0;
 
   void Reset() {
     present = true;
@@ -62,58 +67,92 @@ struct FeatureValues {
   }
 };
 
-// Appends the serialized tf.train.Feature of `v` (type `t`) to `out`.
-void EncodeFeature(input::FeatureType t, const FeatureValues& v, std::string* out) {
+// The packed payload of a float or int64 list (Feature.float_list = 2 /
+// int64_list = 3 {value = 1 packed}); the bytes list's entries.
+size_t ListPayloadBytes(input::FeatureType t, const FeatureValues& v) {
   switch (t) {
-    case input::FeatureType::kFloat: {  // Feature.float_list = 2 {value = 1 packed}
-      const size_t data = 4 * v.floats.size();
-      const size_t list = data == 0 ? 0 : 1 + VarintBytes(data) + data;
-      PutLengthDelimited(2, list, out);
-      if (data == 0) return;
-      PutLengthDelimited(1, data, out);
+    case input::FeatureType::kFloat:
+      return 4 * v.floats.size();
+    case input::FeatureType::kInt64: {
+      size_t data = 0;
+      for (uint64_t i : v.ints) data += VarintBytesFast(i);
+      return data;
+    }
+    case input::FeatureType::kBytes: {
+      size_t list = 0;
+      for (size_t i = 0; i < v.n_bytes; ++i) list += LengthDelimitedBytes(v.bytes[i].size());
+      return list;
+    }
+  }
+  return 0;
+}
+
+// Bytes of the tf.train.Feature message of v, from its payload's.
+size_t FeatureBytes(input::FeatureType t, size_t payload) {
+  if (t == input::FeatureType::kBytes) return LengthDelimitedBytes(payload);
+  return LengthDelimitedBytes(payload == 0 ? 0 : LengthDelimitedBytes(payload));
+}
+
+// Writes the tf.train.Feature message of v (its payload `payload` bytes) at
+// p; returns the byte after it.
+char* WriteFeature(input::FeatureType t, const FeatureValues& v, size_t payload, char* p) {
+  switch (t) {
+    case input::FeatureType::kFloat:  // Feature.float_list = 2 {value = 1 packed}
+      p = PutLengthDelimited(2, payload == 0 ? 0 : LengthDelimitedBytes(payload), p);
+      if (payload == 0) return p;
+      p = PutLengthDelimited(1, payload, p);
       for (float f : v.floats) {
         uint32_t bits;
         std::memcpy(&bits, &f, 4);
-        const char le[4] = {static_cast<char>(bits), static_cast<char>(bits >> 8),
-                            static_cast<char>(bits >> 16), static_cast<char>(bits >> 24)};
-        out->append(le, 4);
+        *p++ = static_cast<char>(bits);
+        *p++ = static_cast<char>(bits >> 8);
+        *p++ = static_cast<char>(bits >> 16);
+        *p++ = static_cast<char>(bits >> 24);
       }
-      return;
-    }
-    case input::FeatureType::kInt64: {  // Feature.int64_list = 3 {value = 1 packed}
-      size_t data = 0;
-      for (uint64_t i : v.ints) data += VarintBytes(i);
-      const size_t list = data == 0 ? 0 : 1 + VarintBytes(data) + data;
-      PutLengthDelimited(3, list, out);
-      if (data == 0) return;
-      PutLengthDelimited(1, data, out);
-      for (uint64_t i : v.ints) AppendVarint(i, out);
-      return;
-    }
-    case input::FeatureType::kBytes: {  // Feature.bytes_list = 1 {repeated bytes value = 1}
-      size_t list = 0;
+      return p;
+    case input::FeatureType::kInt64:  // Feature.int64_list = 3 {value = 1 packed}
+      p = PutLengthDelimited(3, payload == 0 ? 0 : LengthDelimitedBytes(payload), p);
+      if (payload == 0) return p;
+      p = PutLengthDelimited(1, payload, p);
+      for (uint64_t i : v.ints) p = PutVarint(p, i);
+      return p;
+    case input::FeatureType::kBytes:  // Feature.bytes_list = 1 {repeated bytes value = 1}
+      p = PutLengthDelimited(1, payload, p);
       for (size_t i = 0; i < v.n_bytes; ++i) {
-        list += 1 + VarintBytes(v.bytes[i].size()) + v.bytes[i].size();
+        p = PutLengthDelimited(1, v.bytes[i].size(), p);
+        std::memcpy(p, v.bytes[i].data(), v.bytes[i].size());
+        p += v.bytes[i].size();
       }
-      PutLengthDelimited(1, list, out);
-      for (size_t i = 0; i < v.n_bytes; ++i) {
-        PutLengthDelimited(1, v.bytes[i].size(), out);
-        out->append(v.bytes[i]);
-      }
-      return;
-    }
+      return p;
   }
+  return p;
 }
 
 class InstancesReader {
  public:
   InstancesReader(const input::FeatureSpec& spec, std::string_view body)
-      : spec_(spec), body_(body), columns_(spec.features.size()) {
+      : spec_(spec),
+        body_(body),
+        columns_(spec.features.size()),
+        next_column_(spec.features.size() + 1, kNoColumn) {
     for (size_t i = 0; i < spec.features.size(); ++i) by_name_.emplace(spec.features[i].name, i);
   }
 
-  std::optional<absl::StatusOr<JsonExamples>> Read() && {
-    const bool parsed = Json::sax_parse(body_.begin(), body_.end(), this);
+  // The body read with json_sax.h's reader, or with nlohmann's when
+  // `nlohmann` (which words syntax errors). kSyntaxError: the fast reader
+  // found the text is not JSON; read it again with nlohmann for the message.
+  std::optional<absl::StatusOr<JsonExamples>> Read(bool nlohmann, bool* syntax_error) && {
+    bool parsed;
+    if (nlohmann) {
+      parsed = Json::sax_parse(body_.begin(), body_.end(), this);
+    } else {
+      const SaxResult r = FastSaxParse(body_, this);
+      if (r == SaxResult::kSyntaxError) {
+        *syntax_error = true;
+        return std::nullopt;
+      }
+      parsed = r == SaxResult::kDone;
+    }
     if (saw_inputs_) return std::nullopt;
     if (!parsed && !not_json_.ok()) return absl::StatusOr<JsonExamples>(not_json_);
     if (top_kind_ != nullptr) return absl::StatusOr<JsonExamples>(NotAnObject(top_kind_));
@@ -200,6 +239,29 @@ class InstancesReader {
     if (error_.ok()) error_ = std::move(s);
   }
 
+  // The column of feature `k`, columns_.size() for the label, or more for
+  // neither. Clients send an instance's keys in one order: the column that
+  // followed the previous key in the last instance is tried before hashing.
+  size_t Column(const std::string& k) {
+    const size_t n = columns_.size();
+    const size_t guess = prev_column_ == kNoColumn ? first_column_ : next_column_[prev_column_];
+    size_t c = kNoColumn;
+    if (guess < n && spec_.features[guess].name == k) {
+      c = guess;
+    } else if (guess == n && k == spec_.label_name) {
+      c = n;
+    } else if (auto it = by_name_.find(std::string_view(k)); it != by_name_.end()) {
+      c = it->second;
+    } else if (k == spec_.label_name) {
+      c = n;
+    }
+    if (c != kNoColumn) {
+      (prev_column_ == kNoColumn ? first_column_ : next_column_[prev_column_]) = c;
+    }
+    prev_column_ = c;
+    return c;
+  }
+
   bool Scalar(Kind k);
   void TopLevelValue(const char* kind, Kind k);
   bool Open(bool object);
@@ -211,6 +273,11 @@ class InstancesReader {
   const std::string_view body_;
   absl::flat_hash_map<std::string_view, size_t> by_name_;
   std::vector<FeatureValues> columns_;
+  // Column's guesses: the key order of the last instance.
+  static constexpr size_t kNoColumn = SIZE_MAX;
+  std::vector<size_t> next_column_;  // per column and the label
+  size_t first_column_ = 0;
+  size_t prev_column_ = kNoColumn;  // the last key's in this instance
   std::vector<Level> levels_;
   // Keys of each open kSkippedObject (until something failed: then the
   // body is refused anyway).
@@ -244,8 +311,6 @@ class InstancesReader {
   absl::Status not_json_;
   absl::Status error_;  // the first bad value
   JsonExamples out_;
-  std::string features_bytes_;  // scratch: an Example's Features message
-  std::string feature_bytes_;   // scratch: one Feature message
 };
 
 bool InstancesReader::key(std::string& k) {
@@ -263,8 +328,8 @@ bool InstancesReader::key(std::string& k) {
       return true;
     case Level::kInstance: {
       if (Failed()) return true;
-      auto it = by_name_.find(std::string_view(k));
-      if (it == by_name_.end()) {
+      const size_t found = Column(k);
+      if (found >= columns_.size()) {
         feature_ = nullptr;
         if (k != spec_.label_name) {
           Fail(UnknownFeature(absl::StrCat(Instance(), ".", CutForError(k)), k, spec_));
@@ -274,7 +339,7 @@ bool InstancesReader::key(std::string& k) {
         label_seen_ = true;
         return true;
       }
-      column_ = it->second;
+      column_ = found;
       feature_ = &spec_.features[column_];
       FeatureValues& col = columns_[column_];
       if (col.seen_in == instance_ + 1) {
@@ -416,6 +481,7 @@ bool InstancesReader::Open(bool object) {
         if (object) {
           next = Level::kInstance;
           label_seen_ = false;
+          prev_column_ = kNoColumn;
           for (FeatureValues& c : columns_) c.present = false;
         } else {
           Fail(absl::InvalidArgumentError(
@@ -493,34 +559,46 @@ bool InstancesReader::Close() {
 }
 
 void InstancesReader::EndInstance() {
-  features_bytes_.clear();
+  // Features.feature = 1: a map entry {key = 1, value = 2} per feature.
+  size_t features = 0;
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    FeatureValues& v = columns_[c];
+    if (!v.present) continue;
+    const input::FeatureType t = spec_.features[c].type;
+    v.payload_bytes = ListPayloadBytes(t, v);
+    v.feature_bytes = FeatureBytes(t, v.payload_bytes);
+    v.entry_bytes =
+        LengthDelimitedBytes(spec_.features[c].name.size()) + LengthDelimitedBytes(v.feature_bytes);
+    features += LengthDelimitedBytes(v.entry_bytes);
+  }
+  std::string& example = out_.examples.emplace_back();
+  if (features == 0) return;  // no feature: an empty Example, as protobuf writes it
+  example.resize(LengthDelimitedBytes(features));
+  char* p = PutLengthDelimited(1, features, example.data());  // Example.features = 1
   for (size_t c = 0; c < columns_.size(); ++c) {
     const FeatureValues& v = columns_[c];
     if (!v.present) continue;
+    const input::FeatureType t = spec_.features[c].type;
     const std::string& name = spec_.features[c].name;
-    feature_bytes_.clear();
-    EncodeFeature(spec_.features[c].type, v, &feature_bytes_);
-    // Features.feature = 1: a map entry {key = 1, value = 2}.
-    const size_t entry = 1 + VarintBytes(name.size()) + name.size() + 1 +
-                         VarintBytes(feature_bytes_.size()) + feature_bytes_.size();
-    PutLengthDelimited(1, entry, &features_bytes_);
-    PutLengthDelimited(1, name.size(), &features_bytes_);
-    features_bytes_.append(name);
-    PutLengthDelimited(2, feature_bytes_.size(), &features_bytes_);
-    features_bytes_.append(feature_bytes_);
+    p = PutLengthDelimited(1, v.entry_bytes, p);
+    p = PutLengthDelimited(1, name.size(), p);
+    std::memcpy(p, name.data(), name.size());
+    p += name.size();
+    p = PutLengthDelimited(2, v.feature_bytes, p);
+    p = WriteFeature(t, v, v.payload_bytes, p);
   }
-  std::string& example = out_.examples.emplace_back();
-  if (features_bytes_.empty()) return;  // no feature: an empty Example, as protobuf writes it
-  example.reserve(1 + VarintBytes(features_bytes_.size()) + features_bytes_.size());
-  PutLengthDelimited(1, features_bytes_.size(), &example);  // Example.features = 1
-  example.append(features_bytes_);
 }
 
 }  // namespace
 
 std::optional<absl::StatusOr<JsonExamples>> ExamplesFromInstancesJson(
     std::string_view body, const input::FeatureSpec& spec) {
-  return InstancesReader(spec, body).Read();
+  bool syntax_error = false;
+  std::optional<absl::StatusOr<JsonExamples>> r =
+      InstancesReader(spec, body).Read(/*nlohmann=*/false, &syntax_error);
+  if (!syntax_error) return r;
+  // Not JSON: nlohmann's reading says where and why, in the DOM path's words.
+  return InstancesReader(spec, body).Read(/*nlohmann=*/true, &syntax_error);
 }
 
 }  // namespace brook::serving::internal
