@@ -1,9 +1,8 @@
 // The row form of predict JSON ({"instances": [...]}) read as SAX events
-// (json_sax.h's reader; nlohmann::json::sax_parse for the words of a syntax
-// error), straight into each instance's feature columns and then its
-// serialized tf.train.Example: no DOM, no tf::Example, no location strings
-// unless there is an error. Several times the DOM path's speed
-// (BENCHMARKS.md, "Serving").
+// (nlohmann::json::sax_parse), straight into each instance's feature
+// columns and then its serialized tf.train.Example, sized first and written
+// once: no DOM, no tf::Example, no location strings unless there is an
+// error. 4-5x the DOM path's speed (BENCHMARKS.md, "Serving").
 //
 // It refuses exactly the bodies the DOM path refuses (both are fuzzed
 // against each other: tests/fuzz/predict_json_fuzzer.cc), with the same
@@ -23,7 +22,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/varint.h"
 #include "serving/json_internal.h"
-#include "serving/json_sax.h"
 
 namespace brook::serving::internal {
 
@@ -138,21 +136,8 @@ class InstancesReader {
     for (size_t i = 0; i < spec.features.size(); ++i) by_name_.emplace(spec.features[i].name, i);
   }
 
-  // The body read with json_sax.h's reader, or with nlohmann's when
-  // `nlohmann` (which words syntax errors). kSyntaxError: the fast reader
-  // found the text is not JSON; read it again with nlohmann for the message.
-  std::optional<absl::StatusOr<JsonExamples>> Read(bool nlohmann, bool* syntax_error) && {
-    bool parsed;
-    if (nlohmann) {
-      parsed = Json::sax_parse(body_.begin(), body_.end(), this);
-    } else {
-      const SaxResult r = FastSaxParse(body_, this);
-      if (r == SaxResult::kSyntaxError) {
-        *syntax_error = true;
-        return std::nullopt;
-      }
-      parsed = r == SaxResult::kDone;
-    }
+  std::optional<absl::StatusOr<JsonExamples>> Read() && {
+    const bool parsed = Json::sax_parse(body_.begin(), body_.end(), this);
     if (saw_inputs_) return std::nullopt;
     if (!parsed && !not_json_.ok()) return absl::StatusOr<JsonExamples>(not_json_);
     if (top_kind_ != nullptr) return absl::StatusOr<JsonExamples>(NotAnObject(top_kind_));
@@ -593,12 +578,7 @@ void InstancesReader::EndInstance() {
 
 std::optional<absl::StatusOr<JsonExamples>> ExamplesFromInstancesJson(
     std::string_view body, const input::FeatureSpec& spec) {
-  bool syntax_error = false;
-  std::optional<absl::StatusOr<JsonExamples>> r =
-      InstancesReader(spec, body).Read(/*nlohmann=*/false, &syntax_error);
-  if (!syntax_error) return r;
-  // Not JSON: nlohmann's reading says where and why, in the DOM path's words.
-  return InstancesReader(spec, body).Read(/*nlohmann=*/true, &syntax_error);
+  return InstancesReader(spec, body).Read();
 }
 
 }  // namespace brook::serving::internal
