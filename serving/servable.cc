@@ -99,7 +99,17 @@ absl::StatusOr<std::unique_ptr<Servable>> Servable::Load(const std::string& dir,
 
   // The model's tables and dense variables exist (restored): this only
   // tells the client where the dense variables live.
-  RETURN_IF_ERROR(s->DeclareOn(s->job_ps_.get()));
+  if (absl::Status declared = s->DeclareOn(s->job_ps_.get()); !declared.ok()) {
+    if (!absl::IsAlreadyExists(declared)) return declared;
+    // The export's spec and its tables disagree (the PS's own advice about
+    // earlier runs does not apply to a copy made for this load).
+    std::string what(declared.message());
+    if (const size_t cut = what.find("): it belongs"); cut != std::string::npos) {
+      what.resize(cut + 1);
+    }
+    return absl::DataLossError(
+        absl::StrCat("export ", dir, ": its spec does not describe the tables it holds: ", what));
+  }
   // One scorer up front: a model that cannot be built fails the load, not
   // the first request.
   ASSIGN_OR_RETURN(std::unique_ptr<Scorer> first, s->NewScorer());
@@ -254,6 +264,7 @@ ServableStats Servable::Stats() const {
     st.bytes_in_memory += t.memory_bytes;
   }
   st.row_bytes_in_memory = s.memory_used_bytes;
+  st.memory_limit_bytes = s.memory_limit_bytes;
   return st;
 }
 

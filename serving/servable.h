@@ -60,6 +60,7 @@ struct ServableStats {
   // Of bytes_in_memory: the rows' own, as --memory-limit counts them (header,
   // weights, index entry; no optimizer slots).
   uint64_t row_bytes_in_memory = 0;
+  uint64_t memory_limit_bytes = 0;  // 0: none
 };
 
 class Servable {

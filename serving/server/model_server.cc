@@ -133,11 +133,21 @@ std::vector<prometheus::MetricFamily> Collect(const ModelRepository* repo, const
           {}, now - fresh_at);
   std::shared_ptr<const Servable> s = repo->Current();
   const ServableStats ss = s->Stats();
-  auto* rows = set.Gauge("brook_serve_rows", "Embedding rows of the serving version, by tier");
+  auto* rows = set.Gauge("brook_serve_rows",
+                         "Embedding rows of the serving version, by tier (rocksdb: RocksDB's "
+                         "estimate, which counts a row spilled again twice until compaction)");
   set.Add(rows, {{"tier", "memory"}}, static_cast<double>(ss.rows_in_memory));
   set.Add(rows, {{"tier", "rocksdb"}}, static_cast<double>(ss.rows_in_rocksdb));
-  set.Add(set.Gauge("brook_serve_rows_memory_bytes", "Bytes the in-memory rows take"), {},
-          static_cast<double>(ss.bytes_in_memory));
+  set.Add(set.Gauge("brook_serve_rows_memory_bytes",
+                    "Bytes the serving version's tables take in memory: rows, index and each "
+                    "table's arena (a fixed overhead)"),
+          {}, static_cast<double>(ss.bytes_in_memory));
+  set.Add(set.Gauge("brook_serve_memory_used_bytes",
+                    "Bytes of the in-memory rows as --memory-limit counts them (header, weights, "
+                    "index entry)"),
+          {}, static_cast<double>(ss.row_bytes_in_memory));
+  set.Add(set.Gauge("brook_serve_memory_limit_bytes", "--memory-limit; 0: none"), {},
+          static_cast<double>(ss.memory_limit_bytes));
   const Batcher::Stats bs = batcher->stats();
   set.Add(set.Gauge("brook_serve_queued_examples", "Examples waiting for a batch"), {},
           static_cast<double>(bs.queued_examples));

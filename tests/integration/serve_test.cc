@@ -298,7 +298,8 @@ TEST_F(ServeTest, BadInputIsRefusedNamingItAndCounted) {
   for (const char* name :
        {"brook_serve_http_request_duration_seconds_bucket", "brook_serve_batch_size_bucket",
         "brook_serve_staleness_seconds", "brook_serve_rows{tier=\"memory\"}",
-        "brook_serve_rows{tier=\"rocksdb\"}", "brook_serve_model_export_timestamp_seconds"}) {
+        "brook_serve_rows{tier=\"rocksdb\"}", "brook_serve_model_export_timestamp_seconds",
+        "brook_serve_memory_used_bytes", "brook_serve_memory_limit_bytes"}) {
     EXPECT_NE(page->body.find(name), std::string::npos) << name;
   }
   // Every family the server exports is documented.

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include "chief/export/model_export.h"
 #include "ps/parameter_server.h"
 #include "storage/tfrecord.h"
@@ -124,12 +125,45 @@ TEST_F(ServableTest, RowsPastTheMemoryLimitServeFromRocksDb) {
     ASSERT_TRUE(s.ok()) << s.status();
     ExpectScoresMatchOffline(**s);
     EXPECT_GT((*s)->Stats().rows_in_rocksdb, 0u);
+    EXPECT_EQ((*s)->Stats().memory_limit_bytes, 1u);
     EXPECT_TRUE(std::filesystem::exists(o.data_dir));
   }
   EXPECT_FALSE(std::filesystem::exists(o.data_dir));  // released with the version
   o.data_dir.clear();
   EXPECT_EQ(Servable::Load(dir_->Join("export"), 1, o).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Under a memory limit the rows in memory stay within it, as loaded and
+// while a follower writes every row again (rows spilled come back to memory
+// and others go): scores stay those of the export.
+TEST_F(ServableTest, RowsInMemoryStayWithinTheLimitWhileAFollowerWritesThem) {
+  testing::TempDir tier;
+  ServableOptions o;
+  o.memory_limit_bytes = 2048;
+  o.data_dir = tier.Join("v1");
+  auto s = Servable::Load(dir_->Join("export"), 1, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const ServableStats loaded = (*s)->Stats();
+  EXPECT_EQ(loaded.memory_limit_bytes, 2048u);
+  EXPECT_LE(loaded.row_bytes_in_memory, 2048u);
+  EXPECT_GT(loaded.rows_in_rocksdb, 0u);
+  for (int round = 0; round < 3; ++round) {
+    for (const trainer::TableSpec& t : (*s)->Tables()) {
+      std::vector<uint64_t> keys;
+      std::vector<float> weights;
+      BROOK_ASSERT_OK((*s)->weights()->ScanRows(
+          t.name, [&](absl::Span<const uint64_t> k, absl::Span<const float> w) -> absl::Status {
+            keys.insert(keys.end(), k.begin(), k.end());
+            weights.insert(weights.end(), w.begin(), w.end());
+            return absl::OkStatus();
+          }));
+      BROOK_ASSERT_OK((*s)->AssignRows(t.name, keys, weights));
+    }
+    const ServableStats st = (*s)->Stats();
+    EXPECT_LE(st.row_bytes_in_memory, 2048u) << "round " << round;
+  }
+  ExpectScoresMatchOffline(**s);
 }
 
 TEST_F(ServableTest, MissingFeatureRefusedNamingItUnlessFillMissing) {
@@ -162,6 +196,36 @@ TEST_F(ServableTest, MissingFeatureRefusedNamingItUnlessFillMissing) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_EQ(bad, 1u);
   EXPECT_NE(s.message().substr(0, 8), "example ") << s;
+}
+
+// An export whose spec (hash and all) names another embedding dim than its
+// tables hold is refused as the export's fault, naming the table and dims,
+// without the PS's advice about earlier runs.
+TEST_F(ServableTest, AnExportWhoseSpecDisagreesWithItsTablesIsNamed) {
+  testing::TempDir copy;
+  const std::string dir = copy.Join("export");
+  std::filesystem::copy(dir_->Join("export"), dir, std::filesystem::copy_options::recursive);
+  const std::string manifest = dir + "/" + chief::kExportManifestName;
+  nlohmann::json m = nlohmann::json::parse(testing::ReadFileOrDie(manifest));
+  ASSERT_EQ(m["spec"]["sparse"][0]["dim"], 4) << m["spec"]["sparse"];
+  m["spec"]["sparse"][0]["dim"] = 6;
+  testing::WriteFileOrDie(manifest, m.dump());
+  // The hash the changed spec has, as the reader computes it.
+  const std::string said = std::string(chief::ReadExport(dir).status().message());
+  const size_t at = said.find("hashes to ");
+  ASSERT_NE(at, std::string::npos) << said;
+  m["spec_hash"] = said.substr(at + 10, 16);
+  testing::WriteFileOrDie(manifest, m.dump());
+  ASSERT_TRUE(chief::ReadExport(dir).ok());
+
+  auto s = Servable::Load(dir, 1, {});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss) << s.status();
+  const std::string message(s.status().message());
+  EXPECT_NE(message.find("export " + dir + ": its spec does not describe the tables it holds"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("dim 4 vs 6"), std::string::npos) << message;
+  EXPECT_EQ(message.find("Drop it"), std::string::npos) << message;
 }
 
 TEST_F(ServableTest, BadDirectoriesNameThemselves) {
