@@ -292,6 +292,12 @@ class ParameterServer {
   // row before or after.
   absl::Status AssignRows(std::string_view table, absl::Span<const uint64_t> keys,
                           absl::Span<const float> weights);
+  // Removes the rows of `keys` (keys without a row are skipped), from
+  // memory and the RocksDB tier: a later pull reads their initial values, as
+  // for a key never pushed. For a follower's copy of a PS that no longer
+  // holds them. Recorded in the change log, not in the WAL. NOT_FOUND for
+  // an unknown table.
+  absl::Status EraseRows(std::string_view table, absl::Span<const uint64_t> keys);
   // Sets a dense variable's values (its optimizer slots stay). INVALID_ARGUMENT
   // naming the variable and both sizes when values.size() differs.
   absl::Status AssignDense(std::string_view name, absl::Span<const float> values);

@@ -1,7 +1,7 @@
 // ParameterServer: what a follower uses (docs/architecture.md "Change log"):
 // the change log (ChangesSince, ChangeLogHead), a copy of every row
 // (ScanRows), and, on the follower's own PS, setting weights (AssignRows,
-// AssignDense).
+// AssignDense) and removing rows the followed PS no longer holds (EraseRows).
 #include <memory>
 #include <string>
 
@@ -50,6 +50,22 @@ absl::Status ParameterServer::AssignRows(std::string_view table, absl::Span<cons
     s = t->AssignRows(keys, weights);
   }
   // A tier error may leave some rows set: they are recorded all the same.
+  if (s.ok() || absl::IsUnavailable(s)) {
+    state_->changes.Append(internal::ChangePart{.name = table, .keys = keys});
+  }
+  return s;
+}
+
+absl::Status ParameterServer::EraseRows(std::string_view table, absl::Span<const uint64_t> keys) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Table> t, state_->FindTable(table));
+  if (keys.size() > options_.max_keys_per_request) {
+    return internal::TooManyKeys("table", table, keys.size(), options_.max_keys_per_request);
+  }
+  absl::Status s;
+  {
+    internal::GateReader gate(&state_->gate);
+    s = t->ImportDeletes(keys);
+  }
   if (s.ok() || absl::IsUnavailable(s)) {
     state_->changes.Append(internal::ChangePart{.name = table, .keys = keys});
   }

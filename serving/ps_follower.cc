@@ -44,10 +44,11 @@ absl::Status PsFollower::SyncOnce() { return SyncInto(repo_->Current()); }
 absl::Status PsFollower::SyncInto(const std::shared_ptr<const Servable>& servable) {
   const absl::Time start = absl::Now();
   bool full = false;
-  uint64_t rows_before = 0;
+  uint64_t rows_before = 0, dropped_before = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     rows_before = stats_.rows;
+    dropped_before = stats_.rows_dropped;
   }
   absl::Status s = Sync(servable, &full);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
@@ -63,6 +64,10 @@ absl::Status PsFollower::SyncInto(const std::shared_ptr<const Servable>& servabl
         line = absl::StrCat("full sync from the PS: ", stats_.rows - rows_before, " rows in ",
                             absl::StrFormat("%.2f", seconds), " s (version ", servable->version(),
                             ")");
+        if (stats_.rows_dropped > dropped_before) {
+          absl::StrAppend(&line, "; ", stats_.rows_dropped - dropped_before,
+                          " rows the PS no longer holds dropped");
+        }
       }
     } else {
       ++stats_.failures;
@@ -89,10 +94,10 @@ absl::Status PsFollower::Sync(const std::shared_ptr<const Servable>& servable, b
   if (synced_servable_.lock() != servable) cursor_ = {};
   ASSIGN_OR_RETURN(ps::ChangeSet changes,
                    job_ps.ChangesSince("", cursor_, options_.max_keys_per_call));
-  uint64_t rows = 0;
+  uint64_t rows = 0, dropped = 0;
   if (changes.full_sync_needed) {
     *full = true;
-    RETURN_IF_ERROR(FullSync(*servable, &job_ps, &rows));
+    RETURN_IF_ERROR(FullSync(*servable, &job_ps, &rows, &dropped));
   } else {
     // A dropped table logs no change: without this a deleted job would
     // look like one that stopped training.
@@ -126,6 +131,7 @@ absl::Status PsFollower::Sync(const std::shared_ptr<const Servable>& servable, b
   synced_servable_ = servable;
   std::lock_guard<std::mutex> stats_lock(mu_);
   stats_.rows += rows;
+  stats_.rows_dropped += dropped;
   return absl::OkStatus();
 }
 
@@ -147,15 +153,34 @@ absl::Status PsFollower::CheckTablesExist(const Servable& servable, const std::s
   return absl::OkStatus();
 }
 
-absl::Status PsFollower::FullSync(const Servable& servable, ps::PsClient* job_ps, uint64_t* rows) {
+absl::Status PsFollower::FullSync(const Servable& servable, ps::PsClient* job_ps, uint64_t* rows,
+                                  uint64_t* dropped) {
   for (const trainer::TableSpec& t : servable.Tables()) {
+    // The keys the PS holds: the copy's others (from the export, or from an
+    // earlier sync of rows the PS has since evicted or lost in a restart)
+    // are dropped, so that they read their initial values as on the PS.
+    absl::flat_hash_set<uint64_t> on_ps;
     RETURN_IF_ERROR(job_ps->ScanRows(
         t.name,
         [&](absl::Span<const uint64_t> keys, absl::Span<const float> weights) -> absl::Status {
           RETURN_IF_ERROR(servable.AssignRows(t.name, keys, weights));
+          on_ps.insert(keys.begin(), keys.end());
           *rows += keys.size();
           return absl::OkStatus();
         }));
+    std::vector<uint64_t> gone;
+    RETURN_IF_ERROR(servable.weights()->ScanRows(
+        t.name, [&](absl::Span<const uint64_t> keys, absl::Span<const float>) -> absl::Status {
+          for (uint64_t k : keys) {
+            if (!on_ps.contains(k)) gone.push_back(k);
+          }
+          return absl::OkStatus();
+        }));
+    for (size_t at = 0; at < gone.size(); at += kPullChunk) {
+      const size_t n = std::min(kPullChunk, gone.size() - at);
+      RETURN_IF_ERROR(servable.EraseRows(t.name, absl::MakeConstSpan(gone.data() + at, n)));
+    }
+    *dropped += gone.size();
   }
   // Where the dense variables live (placement only: nothing is created or
   // checked on the training cluster, whose tables may have other options).

@@ -42,6 +42,7 @@ struct FollowerStats {
   uint64_t full_syncs = 0;
   uint64_t failures = 0;
   uint64_t rows = 0;               // rows written, every sync
+  uint64_t rows_dropped = 0;       // rows a full sync removed (no longer on the PS)
   double synced_unix_seconds = 0;  // when the last sync completed (0: none yet)
   double last_sync_seconds = 0;    // how long it took
   std::string last_error;
@@ -78,7 +79,8 @@ class PsFollower {
   absl::Status Sync(const std::shared_ptr<const Servable>& servable, bool* full);
   // NOT_FOUND naming the first of the model's tables no PS holds.
   absl::Status CheckTablesExist(const Servable& servable, const std::string& prefix);
-  absl::Status FullSync(const Servable& servable, ps::PsClient* job_ps, uint64_t* rows);
+  absl::Status FullSync(const Servable& servable, ps::PsClient* job_ps, uint64_t* rows,
+                        uint64_t* dropped);
 
   const PsFollowerOptions options_;
   ModelRepository* const repo_;

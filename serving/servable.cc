@@ -190,6 +190,10 @@ absl::Status Servable::AssignRows(std::string_view table, absl::Span<const uint6
                          weights);
 }
 
+absl::Status Servable::EraseRows(std::string_view table, absl::Span<const uint64_t> keys) const {
+  return ps_->EraseRows(absl::StrCat(loaded_.manifest.table_prefix, std::string(table)), keys);
+}
+
 absl::Status Servable::AssignDense(std::string_view name, absl::Span<const float> values) const {
   return ps_->AssignDense(absl::StrCat(loaded_.manifest.table_prefix, std::string(name)), values);
 }

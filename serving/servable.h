@@ -117,6 +117,8 @@ class Servable {
   absl::Status AssignRows(std::string_view table, absl::Span<const uint64_t> keys,
                           absl::Span<const float> weights) const;
   absl::Status AssignDense(std::string_view name, absl::Span<const float> values) const;
+  // Removes rows (they then read their initial values, as on the PS).
+  absl::Status EraseRows(std::string_view table, absl::Span<const uint64_t> keys) const;
 
   ServableStats Stats() const;
 

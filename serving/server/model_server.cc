@@ -124,6 +124,9 @@ std::vector<prometheus::MetricFamily> Collect(const ModelRepository* repo, const
     set.Add(syncs, {{"kind", "any"}, {"result", "error"}}, static_cast<double>(fs.failures));
     set.Add(set.Counter("brook_serve_ps_synced_rows_total", "Rows copied from the PS"), {},
             static_cast<double>(fs.rows));
+    set.Add(set.Counter("brook_serve_ps_dropped_rows_total",
+                        "Rows a full sync removed because the PS no longer holds them"),
+            {}, static_cast<double>(fs.rows_dropped));
     set.Add(set.Gauge("brook_serve_ps_sync_duration_seconds", "How long the last sync took"), {},
             fs.last_sync_seconds);
   }

@@ -642,6 +642,39 @@ TEST(RestoreTest, AWeightsOnlyPsKeepsEveryWeightAndNoOptimizerSlots) {
   EXPECT_EQ(PullOrDie(serving, "emb", keys, kDim), set);
 }
 
+// EraseRows (a follower dropping rows its PS no longer holds) removes rows
+// from memory and from the RocksDB tier alike: they read their initial
+// values again, as on a PS that never saw them, and the table counts them
+// gone. Keys without a row are skipped.
+TEST(DurabilityTest, EraseRowsRemovesRowsFromMemoryAndTheTier) {
+  testing::TempDir dir;
+  auto ps = OpenOrDie(DurableOptions(dir.Join("data")));
+  ASSERT_NE(ps, nullptr);
+  PS_ASSERT_OK(ps->CreateTable(AdamTable("emb", 200)));
+  PushScript script(3000, 100, 5);
+  PS_ASSERT_OK(script.Run(*ps, "emb", 30));
+  EXPECT_GT(StatsOf(*ps, "emb").tier_evictions, 0u);  // many rows are in RocksDB
+  const Rows before = Dump(*ps, "emb");
+  std::vector<uint64_t> erase;
+  for (const auto& [key, row] : before) {
+    if (key % 2 == 0) erase.push_back(key);
+  }
+  erase.push_back(1u << 30);  // no such row
+  PS_ASSERT_OK(ps->EraseRows("emb", erase));
+  erase.pop_back();
+
+  ParameterServer fresh({});
+  PS_ASSERT_OK(fresh.CreateTable(AdamTable("emb", 200)));
+  EXPECT_EQ(PullOrDie(*ps, "emb", erase, kDim), PullOrDie(fresh, "emb", erase, kDim));
+  const Rows after = Dump(*ps, "emb");
+  EXPECT_EQ(after.size(), before.size() - erase.size());
+  for (const auto& [key, row] : after) {
+    EXPECT_NE(key % 2, 0u) << key;
+    EXPECT_EQ(row, before.at(key)) << key;
+  }
+  PS_EXPECT_CODE(ps->EraseRows("nope", erase), absl::StatusCode::kNotFound);
+}
+
 TEST(RestoreTest, ReshardsTwoToThreeAndThreeToTwo) {
   testing::TempDir dir;
   // The 2-shard source keeps most rows in RocksDB (the rocksdb/ part of the

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "chief/export/model_export.h"
 #include "storage/tfrecord.h"
 #include "tensorflow/example.pb.h"
@@ -116,6 +117,50 @@ TEST_F(PsFollowerTest, ANewVersionStartsOverWithAFullSync) {
   EXPECT_LT(MaxDiff(Served(), Live()), 1e-6);
   ASSERT_FALSE(log_.empty());
   EXPECT_NE(log_.back().find("full sync"), std::string::npos) << log_.back();
+}
+
+// A full sync leaves the serving copy holding what the PS holds: rows the
+// PS no longer has (evicted, or lost in a restart without its WAL) are
+// dropped from a version loaded with them, and read their initial values on
+// both sides.
+TEST_F(PsFollowerTest, AFullSyncDropsRowsThePsNoLongerHolds) {
+  std::unique_ptr<PsFollower> f = Follow();
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->Stats().rows_dropped, 0u);
+  // The PS loses every third row of table "c" (version 1's export has them).
+  uint64_t lost = 0;
+  for (auto& shard : cluster_.shards) {
+    std::vector<uint64_t> keys;
+    BROOK_ASSERT_OK(shard->ScanRows("job-1/c", 1024,
+                                    [&](absl::Span<const uint64_t> k, absl::Span<const float>) {
+                                      for (size_t i = 0; i < k.size(); i += 3) keys.push_back(k[i]);
+                                      return absl::OkStatus();
+                                    }));
+    BROOK_ASSERT_OK(shard->EraseRows("job-1/c", keys));
+    lost += keys.size();
+  }
+  ASSERT_GT(lost, 5u);
+  // Version 2 is version 1's export again: loaded with the lost rows, then
+  // fully synced.
+  std::filesystem::copy(dir_.Join("models/1"), dir_.Join("models/2"),
+                        std::filesystem::copy_options::recursive);
+  BROOK_ASSERT_OK(repo_->Poll());
+  ASSERT_EQ(repo_->Current()->version(), 2);
+  BROOK_ASSERT_OK(f->SyncOnce());
+  EXPECT_EQ(f->Stats().full_syncs, 2u);
+  EXPECT_EQ(f->Stats().rows_dropped, lost);
+  EXPECT_LT(MaxDiff(Served(), Live()), 1e-6);
+  ASSERT_FALSE(log_.empty());
+  EXPECT_NE(log_.back().find(absl::StrCat(lost, " rows the PS no longer holds dropped")),
+            std::string::npos)
+      << log_.back();
+  // Version 3, the same export again: its lost rows are dropped again.
+  std::filesystem::copy(dir_.Join("models/1"), dir_.Join("models/3"),
+                        std::filesystem::copy_options::recursive);
+  BROOK_ASSERT_OK(repo_->Poll());
+  BROOK_ASSERT_OK(f->SyncOnce());
+  EXPECT_EQ(f->Stats().rows_dropped, 2 * lost);
+  EXPECT_LT(MaxDiff(Served(), Live()), 1e-6);
 }
 
 // With the repository's before-swap hook (as brook serve sets it), a new
