@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -33,6 +34,8 @@ class CheckpointManifest;  // brook/v1/storage.pb.h, private to the .cc files
 }
 
 namespace brook::ps {
+
+class Table;
 
 struct ParameterServerOptions {
   int32_t shard_index = 0;
@@ -373,6 +376,11 @@ class ParameterServer {
   // Creates the table unless it exists with the same options; true if it
   // was created. ALREADY_EXISTS for other options.
   absl::StatusOr<bool> CreateTableLocked(const TableOptions& options, bool cold_rows_exist);
+  // A follower's write to `keys` of one table (AssignRows, EraseRows):
+  // checked, applied under the gate, recorded in the change log (after a
+  // tier error too, which may leave part of it applied).
+  absl::Status WriteRows(std::string_view table, absl::Span<const uint64_t> keys,
+                         absl::FunctionRef<absl::Status(Table&)> write);
   ParameterServerOptions options_;
   // Held while the data dir is open; released after state_ (declared
   // before it) has closed RocksDB and the WAL.

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "common/absl_compat.h"
 #include "common/status_macros.h"
@@ -38,8 +39,8 @@ absl::Status ParameterServer::ScanRows(std::string_view table, size_t chunk_rows
                         });
 }
 
-absl::Status ParameterServer::AssignRows(std::string_view table, absl::Span<const uint64_t> keys,
-                                         absl::Span<const float> weights) {
+absl::Status ParameterServer::WriteRows(std::string_view table, absl::Span<const uint64_t> keys,
+                                        absl::FunctionRef<absl::Status(Table&)> write) {
   ASSIGN_OR_RETURN(std::shared_ptr<Table> t, state_->FindTable(table));
   if (keys.size() > options_.max_keys_per_request) {
     return internal::TooManyKeys("table", table, keys.size(), options_.max_keys_per_request);
@@ -47,29 +48,21 @@ absl::Status ParameterServer::AssignRows(std::string_view table, absl::Span<cons
   absl::Status s;
   {
     internal::GateReader gate(&state_->gate);
-    s = t->AssignRows(keys, weights);
+    s = write(*t);
   }
-  // A tier error may leave some rows set: they are recorded all the same.
   if (s.ok() || absl::IsUnavailable(s)) {
     state_->changes.Append(internal::ChangePart{.name = table, .keys = keys});
   }
   return s;
 }
 
+absl::Status ParameterServer::AssignRows(std::string_view table, absl::Span<const uint64_t> keys,
+                                         absl::Span<const float> weights) {
+  return WriteRows(table, keys, [&](Table& t) { return t.AssignRows(keys, weights); });
+}
+
 absl::Status ParameterServer::EraseRows(std::string_view table, absl::Span<const uint64_t> keys) {
-  ASSIGN_OR_RETURN(std::shared_ptr<Table> t, state_->FindTable(table));
-  if (keys.size() > options_.max_keys_per_request) {
-    return internal::TooManyKeys("table", table, keys.size(), options_.max_keys_per_request);
-  }
-  absl::Status s;
-  {
-    internal::GateReader gate(&state_->gate);
-    s = t->ImportDeletes(keys);
-  }
-  if (s.ok() || absl::IsUnavailable(s)) {
-    state_->changes.Append(internal::ChangePart{.name = table, .keys = keys});
-  }
-  return s;
+  return WriteRows(table, keys, [&](Table& t) { return t.ImportDeletes(keys); });
 }
 
 absl::Status ParameterServer::AssignDense(std::string_view name, absl::Span<const float> values) {

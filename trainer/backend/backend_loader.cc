@@ -143,10 +143,11 @@ absl::StatusOr<DeviceName> ParseDevice(std::string_view device_name, CudaGemmMat
     }
   }
   constexpr size_t kEcho = 64;  // a name is short; a pasted file is not worth echoing
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown device \"", device.substr(0, kEcho), device.size() > kEcho ? "...(" : "",
-      device.size() > kEcho ? absl::StrCat(device.size(), " bytes)") : "",
-      "\": want cpu, cuda or cuda:N"));
+  const std::string shown = device.size() <= kEcho ? std::string(device)
+                                                   : absl::StrCat(device.substr(0, kEcho), "...(",
+                                                                  device.size(), " bytes)");
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown device \"", shown, "\": want cpu, cuda or cuda:N"));
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view device_name,
